@@ -1,0 +1,22 @@
+#!/bin/sh
+# bootstrap.sh - installs the Debian packages memtrack needs to build, test
+# and benchmark.  As root it runs apt-get; otherwise it prints the line to run.
+set -e
+PKGS="clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev pkg-config make gcc \
+      libmsgpack-dev hyperfine heaptrack valgrind time python3"
+
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "memtrack: missing packages:$missing; run: sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "bootstrap: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -q $missing >/dev/null 2>&1 || {
+	apt-get update -q >/dev/null && apt-get install -y -q $missing >/dev/null
+}

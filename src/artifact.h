@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * artifact.h - the memtrack artifact (.mtrk): streaming writer and reader.
+ *
+ * Layout (docs/FORMAT.md is normative): a self-describing header, then a
+ * sequence of independent zstd-compressed frames, each carrying its event
+ * count, first/last timestamp, compressed length and a checksum, and finally
+ * a trailer frame.  A file without trailer, or cut inside a frame, reads as
+ * truncated up to its last complete frame.
+ *
+ * THREAD NOTES: a writer or reader belongs to one thread at a time.
+ */
+#ifndef MEMTRACK_ARTIFACT_H
+#define MEMTRACK_ARTIFACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "event.h"
+
+#define MT_CMDLINE_MAX 4096
+
+/* One decoded record, as the reader hands it out. */
+struct mt_event {
+	struct mt_rec_hdr h;	     /* type, fn, pid, tid, nfields, ts */
+	__u64 f[MT_MAX_FIELDS];	     /* h.nfields of them are meaningful */
+	char str[MT_PATH_MAX];	     /* string field (EXEC path), "" if none */
+};
+
+struct mt_header {
+	uint32_t format_version;	/* MT_FORMAT_VERSION of the writer */
+	char memtrack_version[32];	/* "0.1.0" */
+	uint32_t page_size;		/* bytes */
+	uint32_t clock_id;		/* CLOCK_MONOTONIC: clock of every ts */
+	int64_t wall_offset_ns;		/* CLOCK_REALTIME - clock_id at start */
+	uint64_t start_ns;		/* clock_id time when tracking started */
+	char kernel_release[65];	/* uname -r */
+	char command[MT_CMDLINE_MAX];	/* the command line, argv joined by ' ' */
+	uint32_t flags;			/* MT_HDR_* */
+};
+
+/* Header flags: what the run recorded. */
+#define MT_HDR_ALLOCATORS 1u /* heap probes were attached */
+#define MT_HDR_PHYSICAL 2u   /* PHYSICAL records were requested */
+
+struct mt_trailer {
+	uint64_t events[MT_TYPE_MAX];	/* records written, per type */
+	uint64_t dropped[MT_TYPE_MAX];	/* records lost in the ring buffer; [0] = type unknown */
+	int32_t exit_code;		/* the command's exit code, -1 if killed */
+	int32_t exit_signal;		/* signal that killed it, 0 if none */
+	uint64_t duration_ns;		/* from start_ns to the command's end */
+	uint64_t frames;		/* event frames before the trailer */
+};
+
+/* Writer statistics, valid at any time. */
+struct mt_writer_stats {
+	uint64_t frames;	 /* event frames written */
+	uint64_t events;	 /* records added */
+	uint64_t raw_bytes;	 /* encoded bytes before compression */
+	uint64_t file_bytes;	 /* bytes written to the fd, header included */
+	uint64_t encode_ns;	 /* time spent encoding + compressing + writing */
+};
+
+struct mt_writer;
+
+/*
+ * Writes the header to @fd (borrowed: never closed) and returns a writer, or
+ * NULL with errno set.  @zstd_level: 0 picks the default.
+ */
+struct mt_writer *mt_writer__new(int fd, const struct mt_header *hdr, int zstd_level);
+
+/*
+ * Appends one record to the current frame.  @f holds hdr->nfields values,
+ * @str is the string field or NULL.  Errors are sticky: they are returned by
+ * this and every later call, and by mt_writer__finish().
+ */
+int mt_writer__add(struct mt_writer *w, const struct mt_rec_hdr *hdr,
+		   const __u64 *f, const char *str);
+
+/* Compresses and writes the current frame; no-op when it is empty. */
+int mt_writer__flush(struct mt_writer *w);
+
+/*
+ * Flushes, then writes the trailer.  trailer->events and ->frames are filled
+ * in by the writer (its own counts); the rest is taken from @t.  Returns the
+ * first error the writer ever met, or 0.
+ */
+int mt_writer__finish(struct mt_writer *w, const struct mt_trailer *t);
+
+void mt_writer__stats(const struct mt_writer *w, struct mt_writer_stats *st);
+
+/* Frees the writer (NULL is fine).  Does not close the fd. */
+void mt_writer__free(struct mt_writer *w);
+
+struct mt_reader;
+
+/*
+ * Opens @path and reads its header.  On failure returns NULL and writes a
+ * one-line reason into @err (e.g. the file's format version is newer than
+ * this reader's).
+ */
+struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen);
+
+/*
+ * Reads the next record into @ev.  Returns 1 for a record, 0 at the clean end
+ * (trailer read), -ENODATA when the file ends before its trailer (truncated:
+ * everything before the last complete frame was returned), -EBADMSG for a
+ * corrupt frame or record, or another -errno for I/O errors.  After a
+ * negative return mt_reader__error() says what and at which file offset.
+ * Memory use does not depend on the file's length.
+ */
+int mt_reader__next(struct mt_reader *r, struct mt_event *ev);
+
+const struct mt_header *mt_reader__header(const struct mt_reader *r);
+
+/* The trailer, or NULL when it has not been (or cannot be) read. */
+const struct mt_trailer *mt_reader__trailer(const struct mt_reader *r);
+
+/* Human-readable last error with its offset, "" when none. */
+const char *mt_reader__error(const struct mt_reader *r);
+
+void mt_reader__free(struct mt_reader *r);
+
+#endif /* MEMTRACK_ARTIFACT_H */

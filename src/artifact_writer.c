@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: MIT
+/*
+ * artifact_writer.c - the streaming .mtrk writer; docs/FORMAT.md is the spec.
+ *
+ * Records are varint-encoded straight into one frame buffer that is reused
+ * for the whole run; a flush compresses it with one reused ZSTD_CCtx into a
+ * second reused buffer that already holds room for the frame header, and
+ * writes header + payload with a single write loop.  Nothing is allocated per
+ * record or per frame once the buffers have reached their final size.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+#include "artifact.h"
+#include "artifact_format.h"
+#include "schema.h"
+#include "varint.h"
+
+#define RAW_INITIAL (64u << 10)
+#define RAW_FINAL (MT_FRAME_RAW_TARGET + MT_REC_MAX)
+
+/*
+ * Timing every record would cost more than encoding it, so one add in
+ * 2^SAMPLE_SHIFT is timed and counted 2^SAMPLE_SHIFT times.
+ */
+#define SAMPLE_SHIFT 6
+#define SAMPLE_MASK ((1u << SAMPLE_SHIFT) - 1)
+
+/* Header body: the command line plus a few short keys and numbers. */
+#define HEADER_BODY_CAP (MT_CMDLINE_MAX + 1024)
+/* Trailer body: 2 keys per type plus a few, each well under 64 bytes. */
+#define TRAILER_BODY_CAP (64 * (2 * MT_TYPE_MAX + 8))
+
+struct mt_writer {
+	int fd;			/* borrowed */
+	int err;		/* first error, sticky; 0 if none */
+	bool finished;		/* the trailer has been written */
+	int level;		/* zstd level */
+	ZSTD_CCtx *cctx;
+
+	uint8_t *raw;		/* records of the current frame */
+	size_t raw_len;
+	size_t raw_cap;
+	uint8_t *out;		/* frame header + compressed payload */
+	size_t out_cap;
+
+	/* the current frame */
+	uint32_t nev;
+	uint64_t first_ts;
+	uint64_t prev_ts;
+	uint64_t prev_addr;
+
+	uint64_t events[MT_TYPE_MAX];
+	struct mt_writer_stats st;
+	uint64_t clock_cost_ns;	/* cost of one now_ns(), removed from samples */
+
+	/* The schema, flattened so the hot path does no lookups or calls. */
+	bool known[MT_TYPE_MAX];
+	bool has_string[MT_TYPE_MAX];
+	uint8_t nfields[MT_TYPE_MAX];
+	uint8_t kind[MT_TYPE_MAX][MT_MAX_FIELDS];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int fail(struct mt_writer *w, int err)
+{
+	if (!w->err)
+		w->err = err;
+	return w->err;
+}
+
+/* Writes all of @buf, riding out short writes and signals. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		/* a regular file or pipe never takes 0 bytes of a non-empty write */
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Appends "key\0value\0" to @buf.  Returns -ENOSPC when it does not fit,
+ * which the fixed capacities above make a programming error.
+ */
+static int put_kv(char *buf, size_t *len, size_t cap, const char *key,
+		  const char *val)
+{
+	size_t kl = strlen(key) + 1, vl = strlen(val) + 1;
+
+	if (cap - *len < kl + vl)
+		return -ENOSPC;
+	memcpy(buf + *len, key, kl);
+	memcpy(buf + *len + kl, val, vl);
+	*len += kl + vl;
+	return 0;
+}
+
+static int put_kv_u64(char *buf, size_t *len, size_t cap, const char *key,
+		      uint64_t v)
+{
+	char num[24];
+
+	snprintf(num, sizeof(num), "%" PRIu64, v);
+	return put_kv(buf, len, cap, key, num);
+}
+
+static int put_kv_s64(char *buf, size_t *len, size_t cap, const char *key,
+		      int64_t v)
+{
+	char num[24];
+
+	snprintf(num, sizeof(num), "%" PRId64, v);
+	return put_kv(buf, len, cap, key, num);
+}
+
+/* Copies a fixed-size string field, which may lack its NUL, into @dst. */
+static void bounded_str(char *dst, size_t dstlen, const char *src, size_t srclen)
+{
+	size_t n = strnlen(src, srclen);
+
+	if (n >= dstlen)
+		n = dstlen - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static int write_header(struct mt_writer *w, const struct mt_header *h)
+{
+	char *buf;
+	char cmd[MT_CMDLINE_MAX], kr[sizeof(h->kernel_release)];
+	char ver[sizeof(h->memtrack_version)];
+	size_t len = 0, cap = MT_FILE_PREFIX_LEN + HEADER_BODY_CAP + 4;
+	char *body;
+	int err = 0;
+
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	body = buf + MT_FILE_PREFIX_LEN;
+	cap -= MT_FILE_PREFIX_LEN + 4;
+	bounded_str(cmd, sizeof(cmd), h->command, sizeof(h->command));
+	bounded_str(kr, sizeof(kr), h->kernel_release, sizeof(h->kernel_release));
+	bounded_str(ver, sizeof(ver), h->memtrack_version, sizeof(h->memtrack_version));
+
+	err = err ?: put_kv_u64(body, &len, cap, "format_version", MT_FORMAT_VERSION);
+	err = err ?: put_kv(body, &len, cap, "memtrack_version", ver);
+	err = err ?: put_kv_u64(body, &len, cap, "page_size", h->page_size);
+	err = err ?: put_kv_u64(body, &len, cap, "clock_id", h->clock_id);
+	err = err ?: put_kv_s64(body, &len, cap, "wall_offset_ns", h->wall_offset_ns);
+	err = err ?: put_kv_u64(body, &len, cap, "start_ns", h->start_ns);
+	err = err ?: put_kv(body, &len, cap, "kernel_release", kr);
+	err = err ?: put_kv(body, &len, cap, "command", cmd);
+	err = err ?: put_kv_u64(body, &len, cap, "flags", h->flags);
+	if (err)
+		goto out;
+
+	memcpy(buf, MT_FILE_MAGIC, MT_FILE_MAGIC_LEN);
+	mt_put_le16((uint8_t *)buf + 8, MT_FORMAT_VERSION);
+	mt_put_le16((uint8_t *)buf + 10, 0);
+	mt_put_le32((uint8_t *)buf + 12, (uint32_t)len);
+	mt_put_le32((uint8_t *)body + len, mt_crc32(body, len));
+	len += MT_FILE_PREFIX_LEN + 4;
+	err = write_all(w->fd, buf, len);
+	if (!err)
+		w->st.file_bytes += len;
+out:
+	free(buf);
+	return err;
+}
+
+/*
+ * Grows the frame buffer geometrically up to its final size, and the output
+ * buffer with it so a flush never allocates.
+ */
+static int grow(struct mt_writer *w)
+{
+	size_t cap = w->raw_cap ? w->raw_cap * 2 : RAW_INITIAL;
+	size_t out_cap;
+	uint8_t *p;
+
+	if (cap > RAW_FINAL)
+		cap = RAW_FINAL;
+	out_cap = MT_FRAME_HDR_LEN + ZSTD_compressBound(cap);
+	p = realloc(w->raw, cap);
+	if (!p)
+		return -ENOMEM;
+	w->raw = p;
+	w->raw_cap = cap;
+	/* the old output is dead between flushes: no need to copy it */
+	p = malloc(out_cap);
+	if (!p)
+		return -ENOMEM;
+	free(w->out);
+	w->out = p;
+	w->out_cap = out_cap;
+	return 0;
+}
+
+static int flush_frame(struct mt_writer *w)
+{
+	struct mt_frame_hdr fh = { .kind = MT_FRAME_EVENTS };
+	uint64_t t0;
+	size_t z;
+	int err;
+
+	if (!w->nev)
+		return 0;
+	t0 = now_ns();
+	z = ZSTD_compressCCtx(w->cctx, w->out + MT_FRAME_HDR_LEN,
+			      w->out_cap - MT_FRAME_HDR_LEN, w->raw, w->raw_len,
+			      w->level);
+	if (ZSTD_isError(z))
+		return fail(w, ZSTD_getErrorCode(z) == ZSTD_error_memory_allocation
+				       ? -ENOMEM : -EIO);
+	fh.comp_len = (uint32_t)z;
+	fh.raw_len = (uint32_t)w->raw_len;
+	fh.event_count = w->nev;
+	fh.first_ts = w->first_ts;
+	fh.last_ts = w->prev_ts;
+	fh.payload_crc = mt_crc32(w->out + MT_FRAME_HDR_LEN, z);
+	mt_frame_hdr_put(w->out, &fh);
+	err = write_all(w->fd, w->out, MT_FRAME_HDR_LEN + z);
+	if (err)
+		return fail(w, err);
+	w->st.frames++;
+	w->st.file_bytes += MT_FRAME_HDR_LEN + z;
+	w->nev = 0;
+	w->raw_len = 0;
+	w->st.encode_ns += now_ns() - t0;
+	return 0;
+}
+
+/* Makes room for one more record, closing the frame when it is full. */
+static int make_room(struct mt_writer *w)
+{
+	int err;
+
+	if (w->raw_len >= MT_FRAME_RAW_TARGET) {
+		err = flush_frame(w);
+		if (err)
+			return err;
+	}
+	while (w->raw_cap - w->raw_len < MT_REC_MAX) {
+		err = grow(w);
+		if (err)
+			return fail(w, err);
+	}
+	return 0;
+}
+
+static inline __attribute__((always_inline)) int
+encode(struct mt_writer *w, const struct mt_rec_hdr *h, const __u64 *f,
+       const char *str)
+{
+	unsigned type = h->type, n = h->nfields;
+	uint8_t *p, *b, *q;
+	size_t blen;
+	int err;
+
+	if (w->err)
+		return w->err;
+	if (w->finished)
+		return -EINVAL;
+	if (type >= MT_TYPE_MAX || !w->known[type] || n < w->nfields[type] ||
+	    n > MT_MAX_FIELDS || (n && !f))
+		return fail(w, -EINVAL);
+	if (__builtin_expect(w->raw_cap - w->raw_len < MT_REC_MAX, 0)) {
+		err = make_room(w);
+		if (err)
+			return err;
+	}
+	if (!w->nev) {
+		w->first_ts = h->ts;
+		w->prev_ts = h->ts;
+		w->prev_addr = 0;
+	}
+
+	p = w->raw + w->raw_len;
+	p[0] = (uint8_t)type;
+	/* the body goes after a 1-byte length: only EXEC records with long
+	 * paths need 2, and they move up one byte */
+	b = q = p + 2;
+	q += mt_varint_encode(q, mt_zigzag_encode((int64_t)(h->ts - w->prev_ts)));
+	q += mt_varint_encode(q, h->pid);
+	q += mt_varint_encode(q, h->tid);
+	q += mt_varint_encode(q, h->fn);
+	q += mt_varint_encode(q, n);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t v = f[i];
+
+		switch (i < w->nfields[type] ? w->kind[type][i] : MT_FK_UINT) {
+		case MT_FK_SINT:
+			v = mt_zigzag_encode((int64_t)v);
+			break;
+		case MT_FK_ADDR:
+			v = mt_zigzag_encode((int64_t)(f[i] - w->prev_addr));
+			w->prev_addr = f[i];
+			break;
+		default:
+			break;
+		}
+		q += mt_varint_encode(q, v);
+	}
+	if (w->has_string[type]) {
+		/* at most MT_PATH_MAX - 1 bytes: the BPF buffer may lack its NUL */
+		size_t sl = str ? strnlen(str, MT_PATH_MAX - 1) : 0;
+
+		q += mt_varint_encode(q, sl);
+		if (sl)
+			memcpy(q, str, sl);
+		q += sl;
+	}
+	blen = (size_t)(q - b);
+	if (__builtin_expect(blen < 0x80, 1)) {
+		p[1] = (uint8_t)blen;
+		blen += 2;
+	} else {
+		memmove(p + 3, b, blen);
+		p[1] = (uint8_t)(blen | 0x80);
+		p[2] = (uint8_t)(blen >> 7);
+		blen += 3;
+	}
+
+	w->raw_len += blen;
+	w->st.raw_bytes += blen;
+	w->st.events++;
+	w->nev++;
+	w->prev_ts = h->ts;
+	w->events[type]++;
+	return 0;
+}
+
+int mt_writer__add(struct mt_writer *w, const struct mt_rec_hdr *hdr,
+		   const __u64 *f, const char *str)
+{
+	uint64_t t0, flush_ns;
+	int err;
+
+	if (w->st.events & SAMPLE_MASK)
+		return encode(w, hdr, f, str);
+
+	/* a sampled record; a flush it triggers times itself exactly */
+	flush_ns = w->st.encode_ns;
+	t0 = now_ns();
+	err = encode(w, hdr, f, str);
+	t0 = now_ns() - t0;
+	flush_ns = w->st.encode_ns - flush_ns;
+	t0 = t0 > flush_ns + w->clock_cost_ns ? t0 - flush_ns - w->clock_cost_ns : 0;
+	w->st.encode_ns += t0 << SAMPLE_SHIFT;
+	return err;
+}
+
+int mt_writer__flush(struct mt_writer *w)
+{
+	if (w->err)
+		return w->err;
+	if (w->finished)
+		return -EINVAL;
+	return flush_frame(w);
+}
+
+int mt_writer__finish(struct mt_writer *w, const struct mt_trailer *t)
+{
+	struct mt_frame_hdr fh = { .kind = MT_FRAME_TRAILER };
+	uint8_t *buf;
+	char *body, key[64];
+	size_t len = 0, cap = TRAILER_BODY_CAP;
+	uint64_t t0;
+	int err;
+
+	if (w->err)
+		return w->err;
+	if (w->finished || !t)
+		return -EINVAL;
+	err = flush_frame(w);
+	if (err)
+		return err;
+
+	t0 = now_ns();
+	buf = malloc(MT_FRAME_HDR_LEN + cap);
+	if (!buf)
+		return fail(w, -ENOMEM);
+	body = (char *)buf + MT_FRAME_HDR_LEN;
+	for (unsigned i = 1; i < MT_TYPE_MAX && !err; i++) {
+		const struct mt_type_def *d = mt_type_def(i);
+
+		if (!d)
+			continue;
+		snprintf(key, sizeof(key), "events.%s", d->name);
+		err = put_kv_u64(body, &len, cap, key, w->events[i]);
+	}
+	err = err ?: put_kv_u64(body, &len, cap, "dropped.unknown", t->dropped[0]);
+	for (unsigned i = 1; i < MT_TYPE_MAX && !err; i++) {
+		const struct mt_type_def *d = mt_type_def(i);
+
+		if (!d)
+			continue;
+		snprintf(key, sizeof(key), "dropped.%s", d->name);
+		err = put_kv_u64(body, &len, cap, key, t->dropped[i]);
+	}
+	err = err ?: put_kv_s64(body, &len, cap, "exit_code", t->exit_code);
+	err = err ?: put_kv_s64(body, &len, cap, "exit_signal", t->exit_signal);
+	err = err ?: put_kv_u64(body, &len, cap, "duration_ns", t->duration_ns);
+	err = err ?: put_kv_u64(body, &len, cap, "frames", w->st.frames);
+	if (err)
+		goto out;
+
+	/* stored, not compressed: tiny, and readable with `strings` */
+	fh.comp_len = fh.raw_len = (uint32_t)len;
+	fh.payload_crc = mt_crc32(body, len);
+	mt_frame_hdr_put(buf, &fh);
+	err = write_all(w->fd, buf, MT_FRAME_HDR_LEN + len);
+	if (err)
+		goto out;
+	w->st.file_bytes += MT_FRAME_HDR_LEN + len;
+	w->st.encode_ns += now_ns() - t0;
+	w->finished = true;
+out:
+	free(buf);
+	return err ? fail(w, err) : 0;
+}
+
+void mt_writer__stats(const struct mt_writer *w, struct mt_writer_stats *st)
+{
+	*st = w->st;
+}
+
+/* What two back-to-back clock reads cost, so samples can discount it. */
+static uint64_t clock_cost(void)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 16; i++) {
+		uint64_t t0 = now_ns(), d = now_ns() - t0;
+
+		if (d < best)
+			best = d;
+	}
+	return best;
+}
+
+struct mt_writer *mt_writer__new(int fd, const struct mt_header *hdr, int zstd_level)
+{
+	struct mt_writer *w;
+	int err;
+
+	if (fd < 0 || !hdr) {
+		errno = fd < 0 ? EBADF : EINVAL;
+		return NULL;
+	}
+	if (!zstd_level)
+		zstd_level = MT_ZSTD_LEVEL_DEFAULT;
+	if (zstd_level < ZSTD_minCLevel() || zstd_level > ZSTD_maxCLevel()) {
+		errno = EINVAL;
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	w->fd = fd;
+	w->level = zstd_level;
+	for (unsigned t = 1; t < MT_TYPE_MAX; t++) {
+		const struct mt_type_def *d = mt_type_def(t);
+
+		if (!d)
+			continue;
+		w->known[t] = true;
+		w->has_string[t] = d->has_string;
+		w->nfields[t] = (uint8_t)d->nfields;
+		for (unsigned i = 0; i < d->nfields; i++)
+			w->kind[t][i] = (uint8_t)d->fields[i].kind;
+	}
+	w->cctx = ZSTD_createCCtx();
+	if (!w->cctx) {
+		err = -ENOMEM;
+		goto err;
+	}
+	err = grow(w);
+	if (err)
+		goto err;
+	w->clock_cost_ns = clock_cost();
+	/* the header goes out now, so even a run that dies at once leaves a
+	 * file that reads as "truncated, 0 events" rather than garbage */
+	err = write_header(w, hdr);
+	if (err)
+		goto err;
+	return w;
+err:
+	mt_writer__free(w);
+	errno = -err;
+	return NULL;
+}
+
+void mt_writer__free(struct mt_writer *w)
+{
+	if (!w)
+		return;
+	ZSTD_freeCCtx(w->cctx);
+	free(w->raw);
+	free(w->out);
+	free(w);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * batch.h - a fixed-size buffer of raw ring-buffer records, the unit that
+ * travels from the poller to the writer and becomes one artifact frame.
+ */
+#ifndef MEMTRACK_BATCH_H
+#define MEMTRACK_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct batch {
+	size_t used;		/* bytes of records in buf */
+	size_t cap;		/* size of buf */
+	uint32_t nrec;		/* records in buf */
+	uint64_t born_ns;	/* CLOCK_MONOTONIC time of the first record */
+	unsigned char buf[];	/* records, each as the ring buffer delivered it */
+};
+
+/* Returns an empty batch of @cap bytes, or NULL with errno set. */
+struct batch *batch__new(size_t cap);
+
+/* Appends one record; returns false (and appends nothing) when it does not fit. */
+bool batch__append(struct batch *b, const void *rec, size_t size, uint64_t now_ns);
+
+void batch__reset(struct batch *b);
+
+void batch__free(struct batch *b);
+
+/* Size in bytes of the record at @rec (header + fields [+ exec path]). */
+size_t rec_size(const void *rec);
+
+#endif /* MEMTRACK_BATCH_H */

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * common.bpf.h - what every memtrack BPF program shares: the maps and
+ * config defined in ring.bpf.c (declared extern here, as the kernel's
+ * selftests linked_maps1.c do), and the helpers that put a record into the
+ * ring buffer.
+ */
+#ifndef MEMTRACK_COMMON_BPF_H
+#define MEMTRACK_COMMON_BPF_H
+
+#include "event.h"
+#include "maps.bpf.h"
+
+#define SIGSTOP 19
+#define CLONE_VM 0x00000100
+#define CLONE_THREAD 0x00010000
+#define PROT_EXEC 0x4
+
+/* Set by userspace before load. */
+extern const volatile __u64 wakeup_bytes;  /* wake the poller at this much unread data */
+extern const volatile __u32 stop_on_spawn; /* park new processes until userspace attaches */
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, MT_RING_DEFAULT);
+} events SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MT_DROP_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, struct tracked_proc);
+} tracked SEC(".maps");
+
+static __always_inline bool is_tracked(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+}
+
+static __always_inline void count_drop(__u32 type)
+{
+	__u64 *cnt = bpf_map_lookup_elem(&drops, &type);
+
+	if (cnt)
+		*cnt += 1;
+}
+
+/*
+ * Reserves a record of @nfields fields and fills its header for the current
+ * task.  Returns NULL (and counts the drop) when the ring buffer is full.
+ */
+static __always_inline struct mt_rec *rec_reserve(__u16 type, __u16 fn, __u32 nfields)
+{
+	struct mt_rec *r;
+	__u64 id;
+
+	r = bpf_ringbuf_reserve(&events, sizeof(r->h) + nfields * sizeof(__u64), 0);
+	if (!r) {
+		count_drop(type);
+		return NULL;
+	}
+	id = bpf_get_current_pid_tgid();
+	r->h.type = type;
+	r->h.fn = fn;
+	r->h.pid = id >> 32;
+	r->h.tid = (__u32)id;
+	r->h.nfields = nfields;
+	r->h.ts = bpf_ktime_get_ns();
+	return r;
+}
+
+/*
+ * Hands a record to userspace.  Heap and mapping records only wake the poller
+ * once wakeup_bytes of unread data have piled up (its poll timeout picks up
+ * the tail); process records that park a task always wake it.
+ */
+static __always_inline void rec_submit(void *r, bool urgent)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(r, flags);
+}
+
+#endif /* MEMTRACK_COMMON_BPF_H */

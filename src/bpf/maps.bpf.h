@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * maps.bpf.h - value types and default sizes of the shared maps, included by
+ * ring.bpf.c (which defines the maps) and common.bpf.h (which declares them
+ * extern), so the two definitions cannot drift apart.
+ */
+#ifndef MEMTRACK_MAPS_BPF_H
+#define MEMTRACK_MAPS_BPF_H
+
+#define MT_RING_DEFAULT (16u << 20) /* bytes; a power-of-two multiple of the page size */
+#define MT_MAX_TRACKED 65536	    /* processes of the tree alive at once */
+#define MT_MAX_INFLIGHT 65536	    /* threads inside an allocator or syscall at once */
+
+/* Per tracked process (key: tgid). */
+struct tracked_proc {
+	__u32 ppid;  /* tgid of the parent in the tree, 0 for the root */
+	__u32 flags; /* reserved, 0 */
+};
+
+#endif /* MEMTRACK_MAPS_BPF_H */

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * proc.bpf.c - the process tree: fork/clone, exec and exit.
+ *
+ * Membership of the tree is the `tracked` map: the root is put there by
+ * userspace before it runs, every child of a tracked process is added at
+ * fork, whatever happens to its parent later (double-forking daemons stay
+ * tracked).  A new address space (a fork child, an exec) has no uprobes of
+ * ours yet, so it is parked with SIGSTOP before it runs one instruction;
+ * userspace attaches the allocator probes for it and sends SIGCONT.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "common.bpf.h"
+
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
+				__u64 value) __ksym;
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct tracked_proc tp = {};
+	__u32 ptgid = parent->tgid;
+	__u32 ctgid = child->tgid;
+	__u32 ctid = child->pid;
+	__u32 flags = 0;
+	struct mt_rec *r;
+	bool park = false;
+
+	if (!is_tracked(ptgid))
+		return 0;
+	if (ctgid == ptgid)
+		flags = MT_FORK_THREAD | MT_FORK_VM;
+	else if (child->mm == parent->mm)
+		flags = MT_FORK_VM;
+	if (!(flags & MT_FORK_THREAD)) {
+		tp.ppid = ptgid;
+		bpf_map_update_elem(&tracked, &ctgid, &tp, BPF_ANY);
+	}
+	if (!(flags & MT_FORK_VM) && stop_on_spawn)
+		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
+	r = rec_reserve(MT_FORK, park ? MT_REC_PARKED : 0, 3);
+	if (!r)
+		return 0;
+	r->f[0] = ptgid;
+	r->f[1] = flags & MT_FORK_THREAD ? ctid : ctgid;
+	r->f[2] = flags;
+	rec_submit(r, park);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct mt_rec_exec *r;
+	bool park;
+
+	if (!is_tracked(p->tgid))
+		return 0;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_drop(MT_EXEC);
+		return 0;
+	}
+	park = stop_on_spawn && !bpf_send_signal(SIGSTOP);
+	r->h.type = MT_EXEC;
+	r->h.fn = park ? MT_REC_PARKED : 0;
+	r->h.pid = p->tgid;
+	r->h.tid = p->pid;
+	r->h.nfields = 1;
+	r->h.ts = bpf_ktime_get_ns();
+	r->f[0] = old_pid;
+	bpf_probe_read_kernel_str(r->path, sizeof(r->path), BPF_CORE_READ(bprm, filename));
+	rec_submit(r, park);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tgid = p->tgid;
+	struct mt_rec *r;
+	int code;
+
+	if (!group_dead || !is_tracked(tgid))
+		return 0;
+	code = p->exit_code;
+	r = rec_reserve(MT_EXIT, 0, 2);
+	if (r) {
+		/* exit_code is a wait status: signal in the low 7 bits, else code << 8 */
+		r->f[0] = (code & 0x7f) ? (__u64)-1 : (__u64)((code >> 8) & 0xff);
+		r->f[1] = code & 0x7f;
+		rec_submit(r, true);
+	}
+	bpf_map_delete_elem(&tracked, &tgid);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * ring.bpf.c - the maps and config every other program shares: the ring
+ * buffer, the per-CPU drop counters and the set of tracked processes.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "event.h"
+#include "maps.bpf.h"
+
+const volatile __u64 wakeup_bytes = 256 * 1024;
+const volatile __u32 stop_on_spawn = 1;
+
+/* userspace resizes it (--ring-size) before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, MT_RING_DEFAULT);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MT_DROP_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, struct tracked_proc);
+} tracked SEC(".maps");
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

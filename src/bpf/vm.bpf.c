@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * vm.bpf.c - the memory-mapping syscalls of the tree: mmap, munmap, mremap,
+ * brk.  The entry hook stashes the arguments per thread, the exit hook
+ * records the call only when it succeeded.
+ *
+ * These are the BTF raw tracepoints sys_enter/sys_exit, not the per-syscall
+ * tracefs events: those are perf events, and the kernel tears each one down
+ * under a global mutex with a grace period of its own (~56 ms here, 8 events
+ * = half a second at every exit), and they need tracefs mounted.  The raw
+ * tracepoint runs for every syscall on the machine, so it first compares the
+ * syscall number (a few instructions) before any map lookup.
+ *
+ * An executable file mapping may bring in an allocator (a DT_NEEDED
+ * libjemalloc, a dlopen'd library): the process is parked with SIGSTOP until
+ * userspace has looked at the file and attached what it needs, so not one of
+ * its allocations is missed.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "common.bpf.h"
+
+#if defined(__TARGET_ARCH_x86)
+#define NR_mmap 9
+#define NR_munmap 11
+#define NR_brk 12
+#define NR_mremap 25
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, r9)
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_brk 214
+#define NR_munmap 215
+#define NR_mremap 216
+#define NR_mmap 222
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, regs[5])
+#else
+#error "memtrack knows the syscall numbers of x86 and arm64 only"
+#endif
+
+struct sys_args {
+	__u64 a[6];	/* the syscall's arguments */
+	__u32 nr;	/* enum mt_type it will produce */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, struct sys_args);
+} sys_inflight SEC(".maps");
+
+static __always_inline __u32 type_of_syscall(long id)
+{
+	switch (id) {
+	case NR_mmap: return MT_MMAP;
+	case NR_munmap: return MT_MUNMAP;
+	case NR_mremap: return MT_MREMAP;
+	case NR_brk: return MT_BRK;
+	default: return 0;
+	}
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 type = type_of_syscall(id);
+	__u64 pid_tgid;
+	__u32 tid;
+	struct sys_args args = {};
+
+	if (!type)
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if (!is_tracked(pid_tgid >> 32))
+		return 0;
+	tid = (__u32)pid_tgid;
+	args.nr = type;
+	args.a[0] = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	args.a[1] = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	args.a[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	args.a[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
+	args.a[4] = PT_REGS_PARM5_CORE_SYSCALL(regs);
+	args.a[5] = SYSCALL_PARM6(regs); /* libbpf 1.1 has no PT_REGS_PARM6 */
+	bpf_map_update_elem(&sys_inflight, &tid, &args, BPF_ANY);
+	return 0;
+}
+
+static __always_inline bool failed(long ret)
+{
+	return (unsigned long)ret >= (unsigned long)-4095;
+}
+
+static __always_inline void mmap_exit(const struct sys_args *a, long ret)
+{
+	struct mt_rec *r;
+	bool park;
+
+	if (failed(ret))
+		return;
+	park = stop_on_spawn && (a->a[2] & PROT_EXEC) && (int)a->a[4] >= 0;
+	r = rec_reserve(MT_MMAP, 0, 6);
+	if (!r)
+		return;
+	r->f[0] = ret;
+	r->f[1] = a->a[1];
+	r->f[2] = a->a[2];
+	r->f[3] = a->a[3];
+	r->f[4] = (__u64)(__s64)(int)a->a[4];
+	r->f[5] = a->a[5];
+	if (park && !bpf_send_signal(SIGSTOP))
+		r->h.fn = MT_REC_PARKED;
+	rec_submit(r, park);
+}
+
+static __always_inline void munmap_exit(const struct sys_args *a, long ret)
+{
+	struct mt_rec *r;
+
+	if (ret != 0)
+		return;
+	r = rec_reserve(MT_MUNMAP, 0, 2);
+	if (!r)
+		return;
+	r->f[0] = a->a[0];
+	r->f[1] = a->a[1];
+	rec_submit(r, false);
+}
+
+static __always_inline void mremap_exit(const struct sys_args *a, long ret)
+{
+	struct mt_rec *r;
+
+	if (failed(ret))
+		return;
+	r = rec_reserve(MT_MREMAP, 0, 5);
+	if (!r)
+		return;
+	r->f[0] = ret;		/* new address */
+	r->f[1] = a->a[2];	/* new length */
+	r->f[2] = a->a[0];	/* old address */
+	r->f[3] = a->a[1];	/* old length */
+	r->f[4] = a->a[3];	/* flags */
+	rec_submit(r, false);
+}
+
+/* brk returns the new break on success and the old one on failure. */
+static __always_inline void brk_exit(const struct sys_args *a, long ret)
+{
+	struct mt_rec *r;
+
+	if (!a->a[0] || (__u64)ret != a->a[0])
+		return;
+	r = rec_reserve(MT_BRK, 0, 1);
+	if (!r)
+		return;
+	r->f[0] = ret;
+	rec_submit(r, false);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
+{
+	long id = SYSCALL_NR(regs);
+	struct sys_args a, *cur;
+	__u32 tid;
+
+	if (!type_of_syscall(id))
+		return 0;
+	tid = (__u32)bpf_get_current_pid_tgid();
+	cur = bpf_map_lookup_elem(&sys_inflight, &tid);
+	if (!cur)
+		return 0;
+	a = *cur;
+	bpf_map_delete_elem(&sys_inflight, &tid);
+	switch (a.nr) {
+	case MT_MMAP: mmap_exit(&a, ret); break;
+	case MT_MUNMAP: munmap_exit(&a, ret); break;
+	case MT_MREMAP: mremap_exit(&a, ret); break;
+	case MT_BRK: brk_exit(&a, ret); break;
+	default: break;
+	}
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd_dump.c - `memtrack dump FILE`: every record as one JSON object per
+ * line, keys from the schema table (schema.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "artifact.h"
+#include "cli.h"
+#include "json.h"
+#include "schema.h"
+
+static void print_event(FILE *out, const struct mt_event *ev)
+{
+	const struct mt_type_def *def = mt_type_def(ev->h.type);
+	unsigned nf = ev->h.nfields < def->nfields ? ev->h.nfields : def->nfields;
+
+	fprintf(out, "{\"type\":\"%s\",\"ts\":%llu,\"pid\":%u,\"tid\":%u", def->name,
+		(unsigned long long)ev->h.ts, ev->h.pid, ev->h.tid);
+	if (ev->h.type <= MT_FREE && ev->h.fn != mt_natural_fn(ev->h.type) && mt_fn_name(ev->h.fn))
+		fprintf(out, ",\"fn\":\"%s\"", mt_fn_name(ev->h.fn));
+	for (unsigned i = 0; i < nf; i++) {
+		if (def->fields[i].kind == MT_FK_SINT)
+			fprintf(out, ",\"%s\":%lld", def->fields[i].name, (long long)ev->f[i]);
+		else
+			fprintf(out, ",\"%s\":%llu", def->fields[i].name, (unsigned long long)ev->f[i]);
+	}
+	if (def->has_string) {
+		fprintf(out, ",\"%s\":", def->string_name);
+		json_print_string(out, ev->str);
+	}
+	fputs("}\n", out);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	static char outbuf[1 << 16];
+	struct mt_reader *r;
+	struct mt_event ev;
+	char err[512];
+	int ret;
+
+	if (argc != 2 || argv[1][0] == '-') {
+		die_msg("usage: memtrack dump FILE");
+		return 2;
+	}
+	r = mt_reader__open(argv[1], err, sizeof(err));
+	if (!r) {
+		die_msg("cannot read '%s': %s", argv[1], err);
+		return 1;
+	}
+	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+	while ((ret = mt_reader__next(r, &ev)) == 1)
+		print_event(stdout, &ev);
+	fflush(stdout);
+	if (ret == -ENODATA)
+		die_msg("%s: %s; every event before that point was printed", argv[1], mt_reader__error(r));
+	else if (ret < 0)
+		die_msg("%s: %s; the events before it were printed", argv[1], mt_reader__error(r));
+	mt_reader__free(r);
+	return ret < 0 && ret != -ENODATA ? 1 : 0;
+}

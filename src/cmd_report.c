@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd_report.c - `memtrack report FILE [--json]`: the numbers a person looks
+ * for first, from analysis.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "analysis.h"
+#include "artifact.h"
+#include "cli.h"
+#include "json.h"
+#include "schema.h"
+
+struct report {
+	struct analysis a;
+	const struct mt_header *hdr;
+	const struct mt_trailer *trailer;	/* NULL when truncated */
+	bool truncated;
+	uint64_t dropped;
+	const char *error;			/* reader's message, "" if none */
+};
+
+static const char *human(uint64_t bytes, char *buf, size_t len)
+{
+	const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = bytes;
+	int i = 0;
+
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, unit[i]);
+	return buf;
+}
+
+static uint64_t duration_ns(const struct report *r)
+{
+	if (r->trailer)
+		return r->trailer->duration_ns;
+	return r->a.last_ts > r->hdr->start_ns ? r->a.last_ts - r->hdr->start_ns : 0;
+}
+
+static void print_text(const struct report *r)
+{
+	const struct analysis *a = &r->a;
+	char b1[32], b2[32], b3[32];
+
+	printf("command:      %s\n", r->hdr->command);
+	printf("duration:     %.3f s%s\n", duration_ns(r) / 1e9, r->truncated ? " (file truncated)" : "");
+	if (r->trailer)
+		printf("exit:         %s %d\n", r->trailer->exit_signal ? "signal" : "code",
+		       r->trailer->exit_signal ? r->trailer->exit_signal : r->trailer->exit_code);
+	printf("allocations:  %llu (%s requested), %llu frees\n",
+	       (unsigned long long)a->alloc_count, human(a->total_allocated_bytes, b1, sizeof(b1)),
+	       (unsigned long long)a->free_count);
+	printf("peak heap:    %s live\n", human(a->peak_live_bytes, b1, sizeof(b1)));
+	printf("leaked:       %llu allocations, %s never freed\n",
+	       (unsigned long long)a->leaked_count, human(a->leaked_bytes, b2, sizeof(b2)));
+	if (a->has_rss)
+		printf("peak RSS:     %s (tree)\n", human(a->peak_rss_bytes, b3, sizeof(b3)));
+	if (a->has_physical)
+		printf("peak physical: %s\n", human(a->peak_physical_bytes, b3, sizeof(b3)));
+	printf("events:      ");
+	for (unsigned t = 1; t < MT_TYPE_MAX; t++)
+		if (a->events[t])
+			printf(" %s=%llu", mt_type_def(t)->name, (unsigned long long)a->events[t]);
+	printf("\ndropped:      %llu events%s\n", (unsigned long long)r->dropped,
+	       r->trailer ? "" : " (unknown: no trailer)");
+	printf("processes:    %u\n", a->nprocs);
+	for (unsigned i = 0; i < a->nprocs && i < 20; i++) {
+		const struct proc_summary *p = &a->procs[i];
+
+		printf("  %-7u ppid %-7u %-16s %8llu allocs %10s", p->pid, p->ppid,
+		       p->command[0] ? p->command : "?", (unsigned long long)p->allocs,
+		       human(p->allocated_bytes, b1, sizeof(b1)));
+		if (a->has_rss)
+			printf("  peak RSS %s", human(p->peak_rss_bytes, b2, sizeof(b2)));
+		printf("\n");
+	}
+	if (r->truncated)
+		printf("warning:      %s\n", r->error);
+}
+
+static void print_json(const struct report *r)
+{
+	const struct analysis *a = &r->a;
+	uint64_t total = 0;
+
+	for (unsigned t = 1; t < MT_TYPE_MAX; t++)
+		total += a->events[t];
+	printf("{\"command\":");
+	json_print_string(stdout, r->hdr->command);
+	printf(",\"duration_ns\":%llu,\"events\":%llu,\"events_by_type\":{",
+	       (unsigned long long)duration_ns(r), (unsigned long long)total);
+	for (unsigned t = 1, first = 1; t < MT_TYPE_MAX; t++) {
+		printf("%s\"%s\":%llu", first ? "" : ",", mt_type_def(t)->name,
+		       (unsigned long long)a->events[t]);
+		first = 0;
+	}
+	printf("},\"dropped_events\":%llu,\"truncated\":%s", (unsigned long long)r->dropped,
+	       r->truncated ? "true" : "false");
+	if (r->trailer)
+		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code, r->trailer->exit_signal);
+	printf(",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
+	       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu",
+	       (unsigned long long)a->alloc_count, (unsigned long long)a->total_allocated_bytes,
+	       (unsigned long long)a->free_count, (unsigned long long)a->peak_live_bytes,
+	       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
+	if (a->has_rss)
+		printf(",\"peak_rss_bytes\":%llu", (unsigned long long)a->peak_rss_bytes);
+	else
+		printf(",\"peak_rss_bytes\":null");
+	if (a->has_physical)
+		printf(",\"peak_physical_bytes\":%llu", (unsigned long long)a->peak_physical_bytes);
+	else
+		printf(",\"peak_physical_bytes\":null");
+	printf(",\"processes\":[");
+	for (unsigned i = 0; i < a->nprocs; i++) {
+		const struct proc_summary *p = &a->procs[i];
+
+		printf("%s{\"pid\":%u,\"ppid\":%u,\"command\":", i ? "," : "", p->pid, p->ppid);
+		json_print_string(stdout, p->command);
+		printf(",\"alloc_count\":%llu,\"allocated_bytes\":%llu,\"leaked_bytes\":%llu,\"peak_rss_bytes\":",
+		       (unsigned long long)p->allocs, (unsigned long long)p->allocated_bytes,
+		       (unsigned long long)p->leaked_bytes);
+		if (a->has_rss)
+			printf("%llu", (unsigned long long)p->peak_rss_bytes);
+		else
+			printf("null");
+		if (p->exited)
+			printf(",\"exit_code\":%lld,\"exit_signal\":%u", (long long)p->exit_code, p->exit_signal);
+		printf("}");
+	}
+	printf("]}\n");
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report r = { .error = "" };
+	const char *path = NULL;
+	bool json = false;
+	struct mt_reader *rd;
+	struct mt_event ev;
+	char err[512];
+	int ret;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (argv[i][0] == '-' || path) {
+			die_msg("unknown argument '%s'; usage: memtrack report FILE [--json]", argv[i]);
+			return 2;
+		} else
+			path = argv[i];
+	}
+	if (!path) {
+		die_msg("no file given; usage: memtrack report FILE [--json]");
+		return 2;
+	}
+	rd = mt_reader__open(path, err, sizeof(err));
+	if (!rd) {
+		die_msg("cannot read '%s': %s", path, err);
+		return 1;
+	}
+	analysis_init(&r.a);
+	while ((ret = mt_reader__next(rd, &ev)) == 1)
+		if (analysis_add(&r.a, &ev)) {
+			ret = -ENOMEM;
+			break;
+		}
+	analysis_finish(&r.a);
+	r.hdr = mt_reader__header(rd);
+	r.trailer = mt_reader__trailer(rd);
+	r.truncated = ret == -ENODATA;
+	r.error = mt_reader__error(rd);
+	if (r.trailer)
+		for (int i = 0; i < MT_DROP_SLOTS; i++)
+			r.dropped += r.trailer->dropped[i];
+	if (ret < 0 && ret != -ENODATA) {
+		die_msg("%s: %s", path, ret == -ENOMEM ? "out of memory" : mt_reader__error(rd));
+		ret = 1;
+	} else {
+		if (json)
+			print_json(&r);
+		else
+			print_text(&r);
+		ret = 0;
+	}
+	analysis_release(&r.a);
+	mt_reader__free(rd);
+	return ret;
+}

@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd_track.c - `memtrack track`: run a command and record its process
+ * tree's memory behaviour into an artifact.
+ *
+ * The checklist: parse, open the output, load the BPF side, start the
+ * pipeline, spawn the parked child, register it, release it, wait for the
+ * tree (forwarding signals), drain, finish the artifact.
+ *
+ * THREAD NOTES: main runs this file and handles every signal; the poller
+ * thread runs track_hook() (probes.c is only touched from there once the
+ * pipeline runs); the writer thread owns the artifact writer until
+ * pipeline__stop() returns.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "artifact.h"
+#include "cli.h"
+#include "loader.h"
+#include "memtrack.skel.h"
+#include "pipeline.h"
+#include "probes.h"
+#include "spawn.h"
+
+struct track_opts {
+	const char *output;		/* artifact path */
+	bool allocators;		/* attach heap probes */
+	bool allow_drops;		/* keep the command's status despite drops */
+	bool verbose;			/* -v: libbpf output and statistics */
+	bool quiet;			/* -q: no summary line */
+	bool shell;			/* run argv[0] through /bin/sh -c */
+	uint64_t ring_bytes;
+	uint64_t wakeup_bytes;
+	struct pipeline_opts pipe;
+	char **argv;			/* the command */
+};
+
+struct track_run {
+	struct track_opts *o;
+	struct memtrack_bpf *skel;
+	struct probes *probes;
+	struct pipeline *pipe;
+	struct mt_writer *writer;
+	struct mt_header hdr;
+	struct spawn child;
+	int out_fd;
+	int status;			/* the root's wait status */
+	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
+};
+
+enum { OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP };
+
+static const struct option track_options[] = {
+	{ "output", required_argument, NULL, 'o' },
+	{ "no-allocators", no_argument, NULL, OPT_NO_ALLOC },
+	{ "allow-drops", no_argument, NULL, OPT_ALLOW_DROPS },
+	{ "ring-size", required_argument, NULL, OPT_RING },
+	{ "batch-size", required_argument, NULL, OPT_BATCH },
+	{ "flush-ms", required_argument, NULL, OPT_FLUSH },
+	{ "wakeup-bytes", required_argument, NULL, OPT_WAKEUP },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+static void track_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: memtrack track [options] -- CMD [ARGS...]\n"
+		"       memtrack track [options] \"SHELL COMMAND\"   (run through /bin/sh -c)\n"
+		"  -o, --output FILE     artifact to write (default memtrack.<cmd>.<pid>.mtrk)\n"
+		"      --no-allocators   do not attach the heap probes (cheaper)\n"
+		"      --allow-drops     exit with the command's status even if events were lost\n"
+		"      --ring-size SIZE  BPF ring buffer size, power of two (default 16M)\n"
+		"      --batch-size SIZE bytes of records per artifact frame (default 256K)\n"
+		"      --flush-ms MS     write a partial frame after MS milliseconds (default 500)\n"
+		"      --wakeup-bytes N  wake the reader at N unread bytes (default ring/16)\n"
+		"  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
+		"  -q, --quiet           no summary line\n");
+}
+
+static bool is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+/* Returns 0, or the exit status for a usage error (already reported). */
+static int parse_track_opts(int argc, char **argv, struct track_opts *o)
+{
+	uint64_t v;
+	int c;
+
+	*o = (struct track_opts){
+		.allocators = true,
+		.ring_bytes = 16u << 20,
+		.pipe = { PIPELINE_DEFAULT_BATCH_BYTES, PIPELINE_DEFAULT_BATCHES,
+			  PIPELINE_DEFAULT_FLUSH_MS },
+	};
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+o:vqh", track_options, NULL)) != -1) {
+		switch (c) {
+		case 'o': o->output = optarg; break;
+		case 'v': o->verbose = true; break;
+		case 'q': o->quiet = true; break;
+		case 'h': track_usage(stdout); exit(0);
+		case OPT_NO_ALLOC: o->allocators = false; break;
+		case OPT_ALLOW_DROPS: o->allow_drops = true; break;
+		case OPT_RING:
+			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096) {
+				die_msg("invalid --ring-size '%s'; give a power of two of at least 4096, e.g. 16M", optarg);
+				return 2;
+			}
+			o->ring_bytes = v;
+			break;
+		case OPT_BATCH:
+			if (parse_size(optarg, &v) || v < 4096 || v > (64u << 20)) {
+				die_msg("invalid --batch-size '%s'; give 4K to 64M, e.g. 256K", optarg);
+				return 2;
+			}
+			o->pipe.batch_bytes = v;
+			break;
+		case OPT_FLUSH:
+			if (parse_size(optarg, &v) || !v || v > 3600000) {
+				die_msg("invalid --flush-ms '%s'; give milliseconds between 1 and 3600000", optarg);
+				return 2;
+			}
+			o->pipe.flush_ms = v;
+			break;
+		case OPT_WAKEUP:
+			if (parse_size(optarg, &v)) {
+				die_msg("invalid --wakeup-bytes '%s'; give a byte count, e.g. 1M", optarg);
+				return 2;
+			}
+			o->wakeup_bytes = v;
+			break;
+		default:
+			if (optopt)
+				die_msg("unknown or incomplete option '-%c'; see memtrack track --help", optopt);
+			else
+				die_msg("unknown option '%s'; see memtrack track --help", argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		die_msg("no command given; usage: memtrack track [-o FILE] -- CMD [ARGS...]");
+		return 2;
+	}
+	o->argv = argv + optind;
+	o->shell = argc - optind == 1 && strpbrk(argv[optind], " \t\n|&;<>()$`\\\"'*?[]#~=%");
+	if (!o->wakeup_bytes)
+		o->wakeup_bytes = o->ring_bytes / 16;
+	return 0;
+}
+
+/*
+ * CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) are needed; say so before
+ * anything runs.  Reads the effective set from /proc/self/status.
+ */
+static bool has_bpf_caps(void)
+{
+	const unsigned long long sys_admin = 1ull << 21, perfmon = 1ull << 38, bpf = 1ull << 39;
+	unsigned long long eff = 0;
+	char line[256];
+	FILE *f;
+
+	if (geteuid() == 0)
+		return true;
+	f = fopen("/proc/self/status", "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff & sys_admin) || ((eff & perfmon) && (eff & bpf));
+}
+
+static void join_argv(char *dst, size_t len, char **argv)
+{
+	size_t used = 0;
+
+	dst[0] = 0;
+	for (int i = 0; argv[i] && used + 1 < len; i++)
+		used += snprintf(dst + used, len - used, "%s%s", i ? " " : "", argv[i]);
+}
+
+static void fill_header(struct mt_header *h, const struct track_opts *o)
+{
+	struct timespec mono, real;
+	struct utsname u;
+
+	memset(h, 0, sizeof(*h));
+	h->format_version = MT_FORMAT_VERSION;
+	snprintf(h->memtrack_version, sizeof(h->memtrack_version), "%s", MT_VERSION);
+	h->page_size = sysconf(_SC_PAGESIZE);
+	h->clock_id = CLOCK_MONOTONIC;
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	h->start_ns = mono.tv_sec * 1000000000ull + mono.tv_nsec;
+	h->wall_offset_ns = (real.tv_sec * 1000000000ll + real.tv_nsec) - (int64_t)h->start_ns;
+	if (!uname(&u))
+		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", u.release);
+	join_argv(h->command, sizeof(h->command), o->argv);
+	h->flags = o->allocators ? MT_HDR_ALLOCATORS : 0;
+}
+
+/*
+ * Poller thread: a parked task gets its allocator probes, then SIGCONT; an
+ * exited process's probes are detached.
+ */
+static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
+{
+	struct track_run *run = ctx;
+	pid_t pid = h->pid;
+
+	if (h->type == MT_EXIT) {
+		probes_forget(run->probes, pid);
+		return;
+	}
+	if (h->type == MT_FORK)
+		pid = f[1];
+	if (run->probes)
+		probes_sync(run->probes, pid);
+	kill(pid, SIGCONT);
+}
+
+static int open_output(struct track_run *run)
+{
+	static char def[512];
+	const char *base;
+	uid_t uid;
+	gid_t gid;
+
+	if (!run->o->output) {
+		base = strrchr(run->o->argv[0], '/');
+		base = base ? base + 1 : run->o->argv[0];
+		snprintf(def, sizeof(def), "memtrack.%.*s.%d.mtrk",
+			 (int)strcspn(base, " \t|&;<>"), base, getpid());
+		run->o->output = def;
+	}
+	run->out_fd = open(run->o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (run->out_fd < 0) {
+		die_msg("cannot write '%s': %s; choose a writable path with -o", run->o->output,
+			strerror(errno));
+		return -errno;
+	}
+	if (sudo_invoker(&uid, &gid) && fchown(run->out_fd, uid, gid)) {
+		/* the artifact stays root's; not worth failing the run for */
+	}
+	return 0;
+}
+
+static volatile sig_atomic_t pending_signal;
+
+static void on_signal(int sig)
+{
+	pending_signal = sig;
+}
+
+static void install_signals(sigset_t *old)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigset_t block;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
+	/* blocked except inside sigsuspend-like waits, so none is lost */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &block, old);
+}
+
+/*
+ * Waits for the root to exit, forwarding signals to it; then, unless memtrack
+ * itself was signalled, for the rest of the tree (daemons it left behind).
+ */
+static void wait_tree(struct track_run *run, const sigset_t *unblocked)
+{
+	struct timespec tick = { 0, 20 * 1000000 };
+	bool root_done = false;
+
+	for (;;) {
+		int sig = pending_signal;
+
+		pending_signal = 0;
+		if (sig && sig != SIGCHLD) {
+			run->signalled = true;
+			if (!root_done)
+				kill(run->child.pid, sig);
+		}
+		if (!root_done && waitpid(run->child.pid, &run->status, WNOHANG) == run->child.pid)
+			root_done = true;
+		if (root_done && (run->signalled || !loader_tree_alive(run->skel)))
+			return;
+		sigset_t wait_set = *unblocked;
+		pselect(0, NULL, NULL, NULL, &tick, &wait_set);
+	}
+}
+
+static int exit_status_of(int status)
+{
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+static void print_stats(const struct track_run *run, const struct pipeline_stats *ps)
+{
+	struct probes_stats pr = { 0 };
+
+	if (run->probes)
+		probes__stats(run->probes, &pr);
+	fprintf(stderr,
+		"memtrack: pipeline: %llu events, %llu batches (full %llu, timeout %llu, drain %llu, shutdown %llu), "
+		"max queue %llu, poller waits %llu, encode %.1f ms, %llu frames, %llu raw bytes, %llu file bytes\n",
+		(unsigned long long)ps->events, (unsigned long long)ps->batches,
+		(unsigned long long)ps->flushes[FLUSH_FULL], (unsigned long long)ps->flushes[FLUSH_TIMEOUT],
+		(unsigned long long)ps->flushes[FLUSH_DRAIN], (unsigned long long)ps->flushes[FLUSH_SHUTDOWN],
+		(unsigned long long)ps->max_queue, (unsigned long long)ps->poller_waits,
+		ps->encode_ns / 1e6, (unsigned long long)ps->frames,
+		(unsigned long long)ps->raw_bytes, (unsigned long long)ps->file_bytes);
+	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %.1f ms attaching\n",
+		(unsigned long long)pr.syncs, (unsigned long long)pr.links,
+		(unsigned long long)pr.failures, pr.sync_ns / 1e6);
+}
+
+/* Drains the pipeline and writes the trailer; returns 0 or -errno. */
+static int finish(struct track_run *run, struct mt_trailer *t)
+{
+	struct pipeline_stats ps;
+	int err;
+
+	err = pipeline__stop(run->pipe, run->signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
+	pipeline__stats(run->pipe, &ps);
+	loader_read_drops(run->skel, t->dropped);
+	t->exit_code = WIFEXITED(run->status) ? WEXITSTATUS(run->status) : -1;
+	t->exit_signal = WIFSIGNALED(run->status) ? WTERMSIG(run->status) : 0;
+	t->duration_ns = mono_ns() - run->hdr.start_ns;
+	if (!err)
+		err = mt_writer__finish(run->writer, t);
+	if (run->o->verbose)
+		print_stats(run, &ps);
+	return err;
+}
+
+static uint64_t total_drops(const struct mt_trailer *t)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < MT_DROP_SLOTS; i++)
+		n += t->dropped[i];
+	return n;
+}
+
+static int report_end(const struct track_run *run, const struct mt_trailer *t)
+{
+	uint64_t drops = total_drops(t), events = 0;
+	int status = exit_status_of(run->status);
+
+	for (int i = 0; i < MT_TYPE_MAX; i++)
+		events += t->events[i];
+	if (!run->o->quiet)
+		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost, command exited with %d\n",
+			run->o->output, (unsigned long long)events, (unsigned long long)drops, status);
+	if (drops && !run->o->allow_drops) {
+		die_msg("%llu events were lost (ring buffer full); rerun with a larger --ring-size, or pass --allow-drops to keep the command's exit status",
+			(unsigned long long)drops);
+		return 1;
+	}
+	return status;
+}
+
+static int setup(struct track_run *run, char *err, size_t errlen)
+{
+	struct loader_opts lo = {
+		.ring_bytes = run->o->ring_bytes,
+		.wakeup_bytes = run->o->wakeup_bytes,
+		.allocators = run->o->allocators,
+		.verbose = run->o->verbose,
+	};
+
+	run->skel = loader_open(&lo, err, errlen);
+	if (!run->skel)
+		return -1;
+	fill_header(&run->hdr, run->o);
+	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
+	if (!run->writer) {
+		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", run->o->output, strerror(errno));
+		return -1;
+	}
+	if (run->o->allocators) {
+		run->probes = probes__new(run->skel);
+		if (!run->probes) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
+	if (!run->pipe || pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events))) {
+		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int cmd_track(int argc, char **argv)
+{
+	struct track_opts o;
+	struct track_run run = { .o = &o, .out_fd = -1, .child = { .pid = -1, .release_fd = -1, .status_fd = -1 } };
+	struct mt_trailer trailer = { 0 };
+	char err[512] = "", path[4096];
+	sigset_t old;
+	int ret, exec_err;
+
+	ret = parse_track_opts(argc, argv, &o);
+	if (ret)
+		return ret;
+	if (!has_bpf_caps()) {
+		die_msg("memtrack needs root (or CAP_BPF and CAP_PERFMON) to load its BPF programs; run it with sudo");
+		return 1;
+	}
+	if (!o.shell && spawn_resolve(o.argv[0], path, sizeof(path))) {
+		die_msg("command not found: %s; check the name or give its full path", o.argv[0]);
+		return 127;
+	}
+	if (open_output(&run))
+		return 1;
+	if (setup(&run, err, sizeof(err)))
+		goto fail_setup;
+	install_signals(&old);
+	ret = spawn_parked(&run.child, o.argv, o.shell, sudo_invoker(&(uid_t){0}, &(gid_t){0}));
+	if (ret || loader_track_root(run.skel, run.child.pid)) {
+		snprintf(err, sizeof(err), "cannot start the command: %s", strerror(ret ? -ret : errno));
+		spawn_abort(&run.child);
+		goto fail_setup;
+	}
+	exec_err = spawn_release(&run.child);
+	if (exec_err)
+		die_msg("cannot run %s: %s", o.argv[0], strerror(-exec_err));
+	wait_tree(&run, &old);
+	ret = finish(&run, &trailer);
+	if (ret) {
+		die_msg("cannot finish '%s': %s; the events before the error are readable", o.output, strerror(-ret));
+		ret = 1;
+	} else {
+		ret = report_end(&run, &trailer);
+	}
+	goto out;
+
+fail_setup:
+	die_msg("%s", err);
+	unlink(o.output); /* nothing ran: leave nothing half-written */
+	ret = 1;
+out:
+	pipeline__free(run.pipe);
+	mt_writer__free(run.writer);
+	probes__free(run.probes);
+	loader_close(run.skel);
+	if (run.out_fd >= 0)
+		close(run.out_fd);
+	return ret;
+}

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+/*
+ * loader.c - the BPF side's lifecycle: open, configure, load, attach the
+ * tracepoints; see loader.h.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "loader.h"
+#include "memtrack.skel.h"
+
+static bool verbose_libbpf;
+
+/* libbpf's messages (the verifier's log among them) are shown under -v only. */
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (!verbose_libbpf)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static void set_alloc_autoload(struct memtrack_bpf *skel, bool on)
+{
+	struct bpf_program *progs[] = { skel->progs.alloc_enter, skel->progs.alloc_exit };
+
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		bpf_program__set_autoload(progs[i], on);
+		/* attached through uprobe-multi links (probes.c), which libbpf 1.1 does not know */
+		bpf_program__set_expected_attach_type(progs[i], 48 /* BPF_TRACE_UPROBE_MULTI */);
+	}
+}
+
+/* Attaches the tracepoint programs; uprobes are left to probes.c. */
+static int attach_tracepoints(struct memtrack_bpf *skel)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, skel->obj) {
+		enum bpf_prog_type t = bpf_program__type(prog);
+		struct bpf_link *link;
+
+		if (t == BPF_PROG_TYPE_KPROBE || !bpf_program__autoload(prog))
+			continue;
+		link = bpf_program__attach(prog);
+		if (!link)
+			return -errno;
+		/* the skeleton's destroy() frees links it knows; keep ours in its slots */
+		for (int i = 0; i < skel->skeleton->prog_cnt; i++)
+			if (*skel->skeleton->progs[i].prog == prog)
+				*skel->skeleton->progs[i].link = link;
+	}
+	return 0;
+}
+
+struct memtrack_bpf *loader_open(const struct loader_opts *o, char *err, size_t errlen)
+{
+	struct memtrack_bpf *skel;
+	int ret;
+
+	verbose_libbpf = o->verbose;
+	libbpf_set_print(libbpf_print);
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		snprintf(err, errlen, "this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+		return NULL;
+	}
+	skel = memtrack_bpf__open();
+	if (!skel) {
+		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
+		return NULL;
+	}
+	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
+	skel->rodata->wakeup_bytes = o->wakeup_bytes;
+	skel->rodata->stop_on_spawn = 1;
+	set_alloc_autoload(skel, o->allocators);
+	ret = memtrack_bpf__load(skel);
+	if (ret) {
+		if (ret == -EPERM)
+			snprintf(err, errlen, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-ret));
+		else
+			snprintf(err, errlen, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-ret));
+		goto fail;
+	}
+	ret = attach_tracepoints(skel);
+	if (ret) {
+		snprintf(err, errlen, "cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)", strerror(-ret));
+		goto fail;
+	}
+	return skel;
+fail:
+	memtrack_bpf__destroy(skel);
+	return NULL;
+}
+
+int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
+{
+	struct { __u32 ppid, flags; } v = { 0, 0 };
+	__u32 key = pid;
+
+	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+bool loader_tree_alive(struct memtrack_bpf *skel)
+{
+	__u32 key;
+
+	return bpf_map__get_next_key(skel->maps.tracked, NULL, &key, sizeof(key)) == 0;
+}
+
+int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals;
+
+	if (ncpu < 0)
+		return ncpu;
+	vals = calloc(ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 k = 0; k < MT_DROP_SLOTS; k++) {
+		drops[k] = 0;
+		if (bpf_map__lookup_elem(skel->maps.drops, &k, sizeof(k), vals,
+					 ncpu * sizeof(*vals), 0))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			drops[k] += vals[c];
+	}
+	free(vals);
+	return 0;
+}
+
+void loader_close(struct memtrack_bpf *skel)
+{
+	memtrack_bpf__destroy(skel);
+}

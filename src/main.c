@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+/* main.c - argv -> subcommand. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: memtrack track [options] [-o FILE] -- CMD [ARGS...]\n"
+		"       memtrack track [options] [-o FILE] \"SHELL COMMAND\"\n"
+		"       memtrack dump FILE\n"
+		"       memtrack report FILE [--json]\n"
+		"       memtrack --version\n"
+		"Run `memtrack track --help` for the options of track.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "track"))
+		return cmd_track(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "dump"))
+		return cmd_dump(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "report"))
+		return cmd_report(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "--version")) {
+		printf("memtrack %s\n", MT_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	die_msg("unknown command '%s'; use track, dump or report (see memtrack --help)", argv[1]);
+	return 2;
+}

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pipeline.c - the live path from the ring buffer to the artifact; see
+ * pipeline.h for the flush rules and THREAD NOTES.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <bpf/libbpf.h>
+#include "artifact.h"
+#include "batch.h"
+#include "pipeline.h"
+#include "queue.h"
+
+struct sort_key {
+	uint64_t ts;
+	uint32_t off;		/* record offset in the batch */
+};
+
+struct pipeline {
+	struct pipeline_opts opts;
+	struct mt_writer *writer;	/* used by the writer thread only */
+	pipeline_hook_fn hook;
+	void *hook_ctx;
+
+	struct queue *full;		/* poller -> writer */
+	struct queue *empty;		/* writer -> poller */
+	struct batch **all;		/* every batch, for freeing */
+	struct batch *cur;		/* poller's current batch */
+
+	pthread_t writer_thread;
+	bool writer_started;
+	_Atomic int writer_err;		/* first writer error, 0 if none */
+	struct sort_key *keys;		/* writer's sort scratch */
+
+	pthread_t poller_thread;
+	bool poller_started;
+	struct ring_buffer *rb;
+	_Atomic int stop_cause;		/* -1 while running */
+	int poller_err;
+
+	struct pipeline_stats st;	/* poller fields; writer ones merged at stop */
+	uint64_t w_encode_ns;		/* writer-thread counters */
+};
+
+uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Sorts a batch's records by timestamp; they are nearly sorted already. */
+static unsigned sort_batch(struct pipeline *p, const struct batch *b)
+{
+	unsigned n = 0;
+
+	for (size_t off = 0; off < b->used; off += rec_size(b->buf + off)) {
+		const struct mt_rec_hdr *h = (const void *)(b->buf + off);
+		struct sort_key k = { h->ts, (uint32_t)off };
+		unsigned i = n++;
+
+		while (i > 0 && p->keys[i - 1].ts > k.ts) {
+			p->keys[i] = p->keys[i - 1];
+			i--;
+		}
+		p->keys[i] = k;
+	}
+	return n;
+}
+
+static int write_batch(struct pipeline *p, const struct batch *b)
+{
+	unsigned n = sort_batch(p, b);
+	int err = 0;
+
+	for (unsigned i = 0; i < n && !err; i++) {
+		const unsigned char *rec = b->buf + p->keys[i].off;
+		const struct mt_rec_hdr *h = (const void *)rec;
+		const __u64 *f = (const void *)(rec + sizeof(*h));
+		const char *str = NULL;
+
+		if (h->type == MT_EXEC)
+			str = ((const struct mt_rec_exec *)rec)->path;
+		err = mt_writer__add(p->writer, h, f, str);
+	}
+	return err ? err : mt_writer__flush(p->writer);
+}
+
+static void *writer_main(void *arg)
+{
+	struct pipeline *p = arg;
+	struct batch *b;
+
+	while ((b = queue__pop(p->full))) {
+		uint64_t t0 = mono_ns();
+		int err = atomic_load(&p->writer_err) ? 0 : write_batch(p, b);
+
+		if (err)
+			atomic_store(&p->writer_err, err);
+		p->w_encode_ns += mono_ns() - t0;
+		batch__reset(b);
+		queue__push(p->empty, b);
+	}
+	return NULL;
+}
+
+static void free_batches(struct pipeline *p)
+{
+	for (unsigned i = 0; p->all && i < p->opts.batches; i++)
+		batch__free(p->all[i]);
+	free(p->all);
+	p->all = NULL;
+}
+
+struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *w,
+			       pipeline_hook_fn hook, void *hook_ctx)
+{
+	struct pipeline *p = calloc(1, sizeof(*p));
+	int err = -ENOMEM;
+
+	if (!p)
+		return NULL;
+	p->opts = *o;
+	if (p->opts.batches < 2)
+		p->opts.batches = 2;
+	p->writer = w;
+	p->hook = hook;
+	p->hook_ctx = hook_ctx;
+	p->stop_cause = -1;
+	p->full = queue__new(p->opts.batches);
+	p->empty = queue__new(p->opts.batches);
+	p->all = calloc(p->opts.batches, sizeof(*p->all));
+	p->keys = calloc(p->opts.batch_bytes / sizeof(struct mt_rec_hdr) + 1, sizeof(*p->keys));
+	if (!p->full || !p->empty || !p->all || !p->keys)
+		goto fail;
+	for (unsigned i = 0; i < p->opts.batches; i++) {
+		p->all[i] = batch__new(p->opts.batch_bytes);
+		if (!p->all[i])
+			goto fail;
+		if (i)
+			queue__push(p->empty, p->all[i]);
+	}
+	p->cur = p->all[0];
+	err = -pthread_create(&p->writer_thread, NULL, writer_main, p);
+	if (err)
+		goto fail;
+	p->writer_started = true;
+	return p;
+fail:
+	pipeline__free(p);
+	errno = -err;
+	return NULL;
+}
+
+/* Hands the current batch to the writer and takes an empty one. */
+static int hand_on(struct pipeline *p, enum flush_cause cause)
+{
+	int err = atomic_load(&p->writer_err);
+
+	if (!p->cur->nrec)
+		return err;
+	if (queue__len(p->empty) == 0)
+		p->st.poller_waits++;
+	if (queue__push(p->full, p->cur))
+		return -EPIPE;
+	p->st.batches++;
+	p->st.flushes[cause]++;
+	p->cur = queue__pop(p->empty);
+	return p->cur ? err : -EPIPE;
+}
+
+int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
+{
+	const struct mt_rec_hdr *h = rec;
+	uint64_t now = 0;
+	int err;
+
+	if (size < sizeof(*h) || size > p->opts.batch_bytes || rec_size(rec) > size)
+		return 0; /* not a record of ours: ignore rather than stop the run */
+	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT))
+		p->hook(p->hook_ctx, h, (const __u64 *)(h + 1));
+	if (!p->cur->nrec)
+		now = mono_ns();
+	if (batch__append(p->cur, rec, rec_size(rec), now)) {
+		p->st.events++;
+		return 0;
+	}
+	err = hand_on(p, FLUSH_FULL);
+	if (err)
+		return err;
+	batch__append(p->cur, rec, rec_size(rec), mono_ns());
+	p->st.events++;
+	return 0;
+}
+
+int pipeline_tick(struct pipeline *p, uint64_t now_ns)
+{
+	if (!p->cur->nrec || now_ns - p->cur->born_ns < p->opts.flush_ms * 1000000ull)
+		return atomic_load(&p->writer_err);
+	return hand_on(p, FLUSH_TIMEOUT);
+}
+
+int pipeline_flush(struct pipeline *p, enum flush_cause cause)
+{
+	return hand_on(p, cause);
+}
+
+static int ring_cb(void *ctx, void *data, size_t size)
+{
+	return pipeline_feed(ctx, data, size);
+}
+
+static void *poller_main(void *arg)
+{
+	struct pipeline *p = arg;
+	int poll_ms = p->opts.flush_ms / 2 ? p->opts.flush_ms / 2 : 1;
+	int err = 0;
+
+	if (poll_ms > 100)
+		poll_ms = 100;
+	while (atomic_load(&p->stop_cause) < 0) {
+		err = ring_buffer__poll(p->rb, poll_ms);
+		if (err == -EINTR)
+			err = 0;
+		if (err >= 0)
+			err = pipeline_tick(p, mono_ns());
+		if (err < 0)
+			break;
+	}
+	/* drain: whatever the ring still holds, then the partial batch */
+	if (err >= 0)
+		err = ring_buffer__consume(p->rb);
+	if (err >= 0)
+		err = pipeline_flush(p, atomic_load(&p->stop_cause) < 0 ? FLUSH_SHUTDOWN :
+				     (enum flush_cause)atomic_load(&p->stop_cause));
+	p->poller_err = err < 0 ? err : 0;
+	return NULL;
+}
+
+int pipeline__start_poller(struct pipeline *p, int ring_fd)
+{
+	sigset_t all, old;
+	int err;
+
+	p->rb = ring_buffer__new(ring_fd, ring_cb, p, NULL);
+	if (!p->rb)
+		return -errno;
+	/* only main handles signals */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = -pthread_create(&p->poller_thread, NULL, poller_main, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!err)
+		p->poller_started = true;
+	return err;
+}
+
+int pipeline__stop(struct pipeline *p, enum flush_cause cause)
+{
+	struct mt_writer_stats ws;
+	int err = 0;
+
+	if (p->poller_started) {
+		atomic_store(&p->stop_cause, cause);
+		pthread_join(p->poller_thread, NULL);
+		p->poller_started = false;
+		err = p->poller_err;
+	} else if (p->cur) {
+		err = pipeline_flush(p, cause);
+	}
+	if (p->writer_started) {
+		queue__close(p->full);
+		pthread_join(p->writer_thread, NULL);
+		p->writer_started = false;
+	}
+	p->st.max_queue = queue__max_len(p->full);
+	p->st.encode_ns = p->w_encode_ns;
+	mt_writer__stats(p->writer, &ws);
+	p->st.frames = ws.frames;
+	p->st.file_bytes = ws.file_bytes;
+	p->st.raw_bytes = ws.raw_bytes;
+	if (!err)
+		err = atomic_load(&p->writer_err);
+	return err;
+}
+
+void pipeline__stats(const struct pipeline *p, struct pipeline_stats *st)
+{
+	*st = p->st;
+}
+
+void pipeline__free(struct pipeline *p)
+{
+	if (!p)
+		return;
+	if (p->poller_started || p->writer_started)
+		pipeline__stop(p, FLUSH_SHUTDOWN);
+	ring_buffer__free(p->rb);
+	free_batches(p);
+	queue__free(p->full);
+	queue__free(p->empty);
+	free(p->keys);
+	free(p);
+}

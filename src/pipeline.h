@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pipeline.h - ring buffer -> batches -> writer thread -> artifact frames.
+ *
+ * The poller side copies each record into the current batch and hands the
+ * batch on when it is full.  A partial batch is flushed in exactly three
+ * other cases, each its own path: TIMEOUT (the batch is flush_ms old), DRAIN
+ * (the command exited and the ring buffer was read to empty) and SHUTDOWN
+ * (memtrack was signalled or failed).  The writer thread sorts each batch by
+ * timestamp, encodes and compresses it as one frame and writes it, so the
+ * poller never waits on zstd or the disk; it waits only when every batch is
+ * in flight, which bounds memory.
+ *
+ * THREAD NOTES: pipeline_feed/_tick/_flush belong to one thread, the poller
+ * (the thread pipeline__start_poller() creates, or a test's own thread when
+ * no poller is started).  The writer thread owns the mt_writer from
+ * pipeline__new() until pipeline__stop() returns.  Statistics are read after
+ * pipeline__stop().
+ */
+#ifndef MEMTRACK_PIPELINE_H
+#define MEMTRACK_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "event.h"
+
+struct mt_writer;
+struct pipeline;
+
+enum flush_cause {
+	FLUSH_FULL = 0,
+	FLUSH_TIMEOUT = 1,
+	FLUSH_DRAIN = 2,
+	FLUSH_SHUTDOWN = 3,
+	FLUSH_CAUSES = 4,
+};
+
+struct pipeline_opts {
+	size_t batch_bytes;	/* bytes of raw records per batch (= per frame) */
+	unsigned batches;	/* batches in existence: bounds memory in flight */
+	unsigned flush_ms;	/* T: a partial batch older than this is flushed */
+};
+
+#define PIPELINE_DEFAULT_BATCH_BYTES (256u << 10)
+#define PIPELINE_DEFAULT_BATCHES 6u
+#define PIPELINE_DEFAULT_FLUSH_MS 500u
+
+/*
+ * Called on the poller thread for every record whose task was parked
+ * (MT_REC_PARKED) and for every EXIT record, before the record is batched.
+ */
+typedef void (*pipeline_hook_fn)(void *ctx, const struct mt_rec_hdr *h, const __u64 *f);
+
+struct pipeline_stats {
+	uint64_t events;		/* records batched */
+	uint64_t batches;		/* batches handed to the writer */
+	uint64_t flushes[FLUSH_CAUSES];	/* batches handed on, by cause */
+	uint64_t max_queue;		/* most full batches waiting at once */
+	uint64_t poller_waits;		/* times the poller waited for a free batch */
+	uint64_t encode_ns;		/* writer time in encode + compress + write */
+	uint64_t frames;		/* frames written */
+	uint64_t file_bytes;		/* artifact bytes written so far */
+	uint64_t raw_bytes;		/* encoded bytes before compression */
+};
+
+/*
+ * Allocates every batch and starts the writer thread, which takes @w (still
+ * owned by the caller, who must not touch it until pipeline__stop()).
+ * Returns NULL with errno set.
+ */
+struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *w,
+			       pipeline_hook_fn hook, void *hook_ctx);
+
+/* Poller side: batches one record (copied).  Returns 0 or the writer's -errno. */
+int pipeline_feed(struct pipeline *p, const void *rec, size_t size);
+
+/* Poller side: flushes the partial batch if it is older than flush_ms. */
+int pipeline_tick(struct pipeline *p, uint64_t now_ns);
+
+/* Poller side: hands the partial batch on (no-op when empty). */
+int pipeline_flush(struct pipeline *p, enum flush_cause cause);
+
+/*
+ * Starts the poller thread on the BPF ring buffer map @ring_fd, with all
+ * signals blocked.  Returns 0 or -errno.
+ */
+int pipeline__start_poller(struct pipeline *p, int ring_fd);
+
+/*
+ * Stops the pipeline: the poller (if any) reads the ring buffer to empty,
+ * flushes its partial batch with @cause (DRAIN or SHUTDOWN) and exits; then
+ * the writer writes what is queued and exits.  Without a poller the partial
+ * batch is flushed with @cause here.  Returns the first error of either.
+ */
+int pipeline__stop(struct pipeline *p, enum flush_cause cause);
+
+void pipeline__stats(const struct pipeline *p, struct pipeline_stats *st);
+
+/* Frees a stopped pipeline (NULL is fine). */
+void pipeline__free(struct pipeline *p);
+
+uint64_t mono_ns(void);
+
+#endif /* MEMTRACK_PIPELINE_H */

@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: MIT
+/*
+ * probes.c - per-process allocator uprobes; see probes.h.
+ *
+ * Two tables: files (dev, inode) with the allocator sites found in them,
+ * read once per file; and per live process the files it has attached with
+ * their links.  Both are small arrays searched linearly: a tree has few live
+ * processes and few allocator files.
+ *
+ * Each (process, file) gets two uprobe-multi links: every entry site with
+ * alloc_enter, every return site with alloc_exit, the enum mt_fn as the
+ * site's cookie.  Perf-event uprobes would need one event per site, and the
+ * kernel tears each one down under a global mutex with a grace period of its
+ * own (~56 ms here): 20 sites cost over a second at exit.  A multi link pays
+ * one grace period for all its sites.
+ */
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/types.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "memtrack.skel.h"
+#include "probes.h"
+#include "symbols.h"
+
+/* BPF_TRACE_UPROBE_MULTI (kernel 6.6), newer than Debian 12's UAPI headers. */
+#define MT_BPF_TRACE_UPROBE_MULTI 48
+#define MT_BPF_F_UPROBE_MULTI_RETURN 1u
+
+/* The link_create part of union bpf_attr, as the kernel lays it out. */
+struct uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 umflags;
+	__u32 pid;
+	__u32 pad[5];
+};
+
+#define MAX_FILES_PER_PROC 16
+
+struct file_info {
+	dev_t dev;
+	ino_t ino;
+	struct alloc_syms syms;		/* n == 0: no allocator here */
+};
+
+struct proc_links {
+	pid_t pid;
+	unsigned nfiles;
+	struct file_info *files[MAX_FILES_PER_PROC];	/* borrowed from probes->files */
+	int *links;			/* owned link fds */
+	unsigned nlinks;
+	unsigned cap;
+};
+
+struct probes {
+	struct memtrack_bpf *skel;	/* borrowed */
+	struct proc_links graveyard;	/* links of exited processes, destroyed at the end */
+	struct file_info **files;	/* owned, with their elements */
+	unsigned nfiles;
+	struct proc_links *procs;	/* owned */
+	unsigned nprocs;
+	struct probes_stats stats;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+struct probes *probes__new(struct memtrack_bpf *skel)
+{
+	struct probes *p = calloc(1, sizeof(*p));
+
+	if (p)
+		p->skel = skel;
+	return p;
+}
+
+/* Returns the file's allocator sites, reading them on first sight. */
+static struct file_info *file_lookup(struct probes *p, const char *path, dev_t dev, ino_t ino)
+{
+	struct file_info *fi, **grown;
+
+	for (unsigned i = 0; i < p->nfiles; i++)
+		if (p->files[i]->dev == dev && p->files[i]->ino == ino)
+			return p->files[i];
+	fi = calloc(1, sizeof(*fi));
+	if (!fi)
+		return NULL;
+	grown = realloc(p->files, (p->nfiles + 1) * sizeof(*grown));
+	if (!grown) {
+		free(fi);
+		return NULL;
+	}
+	p->files = grown;
+	fi->dev = dev;
+	fi->ino = ino;
+	alloc_syms_read(path, &fi->syms); /* unreadable: no sites */
+	p->files[p->nfiles++] = fi;
+	return fi;
+}
+
+static struct proc_links *proc_lookup(struct probes *p, pid_t pid, bool create)
+{
+	struct proc_links *grown;
+
+	for (unsigned i = 0; i < p->nprocs; i++)
+		if (p->procs[i].pid == pid)
+			return &p->procs[i];
+	if (!create)
+		return NULL;
+	grown = realloc(p->procs, (p->nprocs + 1) * sizeof(*grown));
+	if (!grown)
+		return NULL;
+	p->procs = grown;
+	memset(&p->procs[p->nprocs], 0, sizeof(*grown));
+	p->procs[p->nprocs].pid = pid;
+	return &p->procs[p->nprocs++];
+}
+
+static int push_link(struct proc_links *pl, int link)
+{
+	if (pl->nlinks == pl->cap) {
+		unsigned cap = pl->cap ? pl->cap * 2 : 8;
+		int *grown = realloc(pl->links, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		pl->links = grown;
+		pl->cap = cap;
+	}
+	pl->links[pl->nlinks++] = link;
+	return 0;
+}
+
+/* Creates one uprobe-multi link of @prog on @n sites; returns its fd or -errno. */
+static int link_uprobe_multi(struct bpf_program *prog, pid_t pid, const char *path,
+			     const uint64_t *offsets, const uint64_t *cookies, unsigned n, bool ret)
+{
+	struct uprobe_multi_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = bpf_program__fd(prog);
+	attr.attach_type = MT_BPF_TRACE_UPROBE_MULTI;
+	attr.path = (uintptr_t)path;
+	attr.offsets = (uintptr_t)offsets;
+	attr.cookies = (uintptr_t)cookies;
+	attr.cnt = n;
+	attr.umflags = ret ? MT_BPF_F_UPROBE_MULTI_RETURN : 0;
+	attr.pid = pid;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
+/* Attaches every site of @fi for @pl's process; returns sites attached or -errno. */
+static int attach_file(struct probes *p, struct proc_links *pl, struct file_info *fi,
+		       const char *path)
+{
+	uint64_t off[MT_FN_MAX], cookie[MT_FN_MAX], roff[MT_FN_MAX], rcookie[MT_FN_MAX];
+	unsigned n = 0, nr = 0;
+	int fd, err;
+
+	for (unsigned i = 0; i < fi->syms.n; i++) {
+		const struct alloc_site *s = &fi->syms.site[i];
+
+		off[n] = s->offset;
+		cookie[n++] = s->fn;
+		if (s->fn == MT_FN_FREE)
+			continue;
+		roff[nr] = s->entry;
+		rcookie[nr++] = s->fn;
+	}
+	fd = link_uprobe_multi(p->skel->progs.alloc_enter, pl->pid, path, off, cookie, n, false);
+	if (fd < 0)
+		goto fail;
+	err = push_link(pl, fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	if (nr) {
+		fd = link_uprobe_multi(p->skel->progs.alloc_exit, pl->pid, path, roff, rcookie, nr, true);
+		if (fd < 0)
+			goto fail;
+		err = push_link(pl, fd);
+		if (err) {
+			close(fd);
+			return err;
+		}
+	}
+	p->stats.links += n + nr;
+	return n + nr;
+fail:
+	p->stats.failures++;
+	return fd;
+}
+
+static bool proc_has_file(const struct proc_links *pl, const struct file_info *fi)
+{
+	for (unsigned i = 0; i < pl->nfiles; i++)
+		if (pl->files[i] == fi)
+			return true;
+	return false;
+}
+
+/*
+ * Parses one /proc/PID/maps line; returns true for an executable mapping of
+ * a file, with its path in @path.
+ */
+static bool exec_file_mapping(const char *line, char *path, size_t len)
+{
+	char perms[8];
+	int pos = 0;
+
+	if (sscanf(line, "%*x-%*x %7s %*x %*x:%*x %*u %n", perms, &pos) < 1 || !pos)
+		return false;
+	if (perms[2] != 'x' || line[pos] != '/')
+		return false;
+	snprintf(path, len, "%s", line + pos);
+	path[strcspn(path, "\n")] = 0;
+	return true;
+}
+
+int probes_sync(struct probes *p, pid_t pid)
+{
+	char maps_path[64], line[4096 + 128], path[4096];
+	uint64_t start = now_ns();
+	struct proc_links *pl;
+	FILE *maps;
+	int total = 0, n;
+
+	p->stats.syncs++;
+	snprintf(maps_path, sizeof(maps_path), "/proc/%d/maps", pid);
+	maps = fopen(maps_path, "re");
+	if (!maps)
+		return -ESRCH;
+	pl = proc_lookup(p, pid, true);
+	if (!pl) {
+		total = -ENOMEM;
+		goto out;
+	}
+	while (fgets(line, sizeof(line), maps)) {
+		struct file_info *fi;
+		struct stat st;
+		char root_path[4096 + 32];
+
+		if (!exec_file_mapping(line, path, sizeof(path)))
+			continue;
+		/* through the process's root, so chroots and deleted files still work */
+		snprintf(root_path, sizeof(root_path), "/proc/%d/root%s", pid, path);
+		if (stat(root_path, &st))
+			continue;
+		fi = file_lookup(p, root_path, st.st_dev, st.st_ino);
+		if (!fi || !fi->syms.n || proc_has_file(pl, fi))
+			continue;
+		if (pl->nfiles == MAX_FILES_PER_PROC)
+			break;
+		n = attach_file(p, pl, fi, root_path);
+		pl->files[pl->nfiles++] = fi;
+		if (n < 0) {
+			total = n;
+			break;
+		}
+		total += n;
+	}
+out:
+	fclose(maps);
+	p->stats.sync_ns += now_ns() - start;
+	return total;
+}
+
+/*
+ * Closing a uprobe-multi link waits for an RCU-tasks-trace grace period
+ * (tens of ms here).  Closing from many threads at once lets the kernel share
+ * grace periods, so the whole teardown costs about one.
+ */
+#define DESTROY_THREADS 32
+
+struct destroy_share {
+	int *links;
+	unsigned n;
+};
+
+static void *destroy_links(void *arg)
+{
+	struct destroy_share *s = arg;
+
+	for (unsigned i = 0; i < s->n; i++)
+		close(s->links[i]);
+	return NULL;
+}
+
+static void destroy_links_parallel(int *links, unsigned n)
+{
+	struct destroy_share share[DESTROY_THREADS];
+	pthread_t tid[DESTROY_THREADS];
+	bool started[DESTROY_THREADS] = { false };
+	unsigned nthreads = n < DESTROY_THREADS ? n : DESTROY_THREADS, done = 0;
+
+	for (unsigned t = 0; t < nthreads; t++) {
+		unsigned cnt = (n - done) / (nthreads - t);
+
+		share[t].links = links + done;
+		share[t].n = cnt;
+		done += cnt;
+		started[t] = !pthread_create(&tid[t], NULL, destroy_links, &share[t]);
+		if (!started[t])
+			destroy_links(&share[t]);
+	}
+	for (unsigned t = 0; t < nthreads; t++)
+		if (started[t])
+			pthread_join(tid[t], NULL);
+}
+
+/* Moves @pl's links to the graveyard (no waiting on the poller thread). */
+static int bury(struct probes *p, struct proc_links *pl)
+{
+	for (unsigned i = 0; i < pl->nlinks; i++) {
+		int err = push_link(&p->graveyard, pl->links[i]);
+
+		if (err) { /* no room: pay the grace period now */
+			destroy_links_parallel(pl->links + i, pl->nlinks - i);
+			break;
+		}
+	}
+	free(pl->links);
+	pl->links = NULL;
+	pl->nlinks = pl->cap = 0;
+	return 0;
+}
+
+void probes_forget(struct probes *p, pid_t pid)
+{
+	struct proc_links *pl = proc_lookup(p, pid, false);
+
+	if (!pl)
+		return;
+	bury(p, pl);
+	*pl = p->procs[--p->nprocs];
+}
+
+void probes__stats(const struct probes *p, struct probes_stats *st)
+{
+	*st = p->stats;
+}
+
+void probes__free(struct probes *p)
+{
+	if (!p)
+		return;
+	for (unsigned i = 0; i < p->nprocs; i++)
+		bury(p, &p->procs[i]);
+	destroy_links_parallel(p->graveyard.links, p->graveyard.nlinks);
+	free(p->graveyard.links);
+	for (unsigned i = 0; i < p->nfiles; i++)
+		free(p->files[i]);
+	free(p->procs);
+	free(p->files);
+	free(p);
+}

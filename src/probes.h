@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * probes.h - the allocator uprobes of every process of the tree.
+ *
+ * Uprobes are attached per process (never for pid -1), so processes outside
+ * the tree never trap.  A process gets its probes while it is parked (see
+ * proc.bpf.c and vm.bpf.c): probes_sync() looks at its executable mappings
+ * and attaches every allocator file it has not attached yet.
+ *
+ * THREAD NOTES: only the poller thread calls into this module once the
+ * pipeline runs; main calls probes__new() before and probes__free() after.
+ */
+#ifndef MEMTRACK_PROBES_H
+#define MEMTRACK_PROBES_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct memtrack_bpf;
+struct probes;
+
+struct probes_stats {
+	uint64_t syncs;		/* probes_sync() calls */
+	uint64_t links;		/* uprobes attached in all */
+	uint64_t failures;	/* attach failures (process gone, ...) */
+	uint64_t sync_ns;	/* time spent attaching */
+};
+
+/* Returns a registry bound to @skel (borrowed), or NULL with errno set. */
+struct probes *probes__new(struct memtrack_bpf *skel);
+
+/*
+ * Attaches the allocator probes @pid still lacks.  Returns the number of
+ * probes attached, or -errno (-ESRCH when the process is gone).
+ */
+int probes_sync(struct probes *p, pid_t pid);
+
+/* Detaches everything attached for @pid (it exited). */
+void probes_forget(struct probes *p, pid_t pid);
+
+void probes__stats(const struct probes *p, struct probes_stats *st);
+
+/* Detaches every probe and frees the registry (NULL is fine). */
+void probes__free(struct probes *p);
+
+#endif /* MEMTRACK_PROBES_H */

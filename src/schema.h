@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * schema.h - names and field layout of every record type.
+ *
+ * The single table behind dump's JSON keys, the encoder's choice of field
+ * coding and FORMAT.md's per-type tables.
+ */
+#ifndef MEMTRACK_SCHEMA_H
+#define MEMTRACK_SCHEMA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "event.h"
+
+/* How a field is coded on disk (see docs/FORMAT.md, "Field coding"). */
+enum mt_field_kind {
+	MT_FK_UINT = 0, /* unsigned LEB128 varint */
+	MT_FK_SINT = 1, /* zigzag, then varint */
+	MT_FK_ADDR = 2, /* zigzag(value - previous ADDR field of the frame), then varint */
+};
+
+struct mt_field_def {
+	const char *name;	  /* JSON key in `memtrack dump` */
+	enum mt_field_kind kind;
+};
+
+struct mt_type_def {
+	const char *name;	    /* JSON "type" value, NULL for unused slots */
+	unsigned nfields;	    /* fields every record of this type carries */
+	bool has_string;	    /* a length-prefixed string follows the fields */
+	const char *string_name;    /* its JSON key */
+	struct mt_field_def fields[MT_MAX_FIELDS];
+};
+
+/* Returns the definition of @type, or NULL when @type is unknown. */
+const struct mt_type_def *mt_type_def(unsigned type);
+
+/* Name of an allocator entry point ("posix_memalign"), or NULL. */
+const char *mt_fn_name(unsigned fn);
+
+/*
+ * The allocator function a heap record of @type names when its fn is the
+ * natural one (malloc for MALLOC...); dump prints "fn" only when they differ.
+ */
+unsigned mt_natural_fn(unsigned type);
+
+/* Parses a type name; returns 0 when unknown. */
+unsigned mt_type_from_name(const char *name);
+
+#endif /* MEMTRACK_SCHEMA_H */

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/* spawn.c - start the command as a parked child; see spawn.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "spawn.h"
+
+static int check_exec(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EACCES;
+	return access(path, X_OK) ? -errno : 0;
+}
+
+int spawn_resolve(const char *file, char *path, size_t len)
+{
+	const char *env = getenv("PATH");
+	char *dirs, *dir, *save = NULL;
+	int err = -ENOENT;
+
+	if (strchr(file, '/')) {
+		snprintf(path, len, "%s", file);
+		return check_exec(path);
+	}
+	dirs = strdup(env && *env ? env : "/usr/local/bin:/usr/bin:/bin");
+	if (!dirs)
+		return -ENOMEM;
+	for (dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		snprintf(path, len, "%s/%s", *dir ? dir : ".", file);
+		err = check_exec(path);
+		if (!err)
+			break;
+		if (err != -EACCES)
+			err = -ENOENT;
+	}
+	free(dirs);
+	return err;
+}
+
+bool sudo_invoker(uid_t *uid, gid_t *gid)
+{
+	const char *u = getenv("SUDO_UID"), *g = getenv("SUDO_GID");
+	char *end;
+	long lu, lg;
+
+	if (geteuid() != 0 || !u || !g)
+		return false;
+	lu = strtol(u, &end, 10);
+	if (*end || lu <= 0)
+		return false;
+	lg = strtol(g, &end, 10);
+	if (*end || lg < 0)
+		return false;
+	*uid = lu;
+	*gid = lg;
+	return true;
+}
+
+/* In the child: become the user who ran sudo, with their groups. */
+static int drop_privileges(void)
+{
+	struct passwd *pw;
+	uid_t uid;
+	gid_t gid;
+
+	if (!sudo_invoker(&uid, &gid))
+		return 0;
+	pw = getpwuid(uid);
+	if (pw ? initgroups(pw->pw_name, gid) : setgroups(0, NULL))
+		return -errno;
+	if (setgid(gid) || setuid(uid))
+		return -errno;
+	return 0;
+}
+
+static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool shell,
+		      bool drop)
+{
+	char c;
+	int err = 0;
+
+	/* parked until memtrack has registered this pid */
+	if (read(wait_fd, &c, 1) != 1)
+		_exit(127);
+	close(wait_fd);
+	if (drop)
+		err = drop_privileges();
+	if (!err) {
+		if (shell)
+			execl("/bin/sh", "sh", "-c", argv[0], (char *)NULL);
+		else
+			execvp(argv[0], argv);
+		err = -errno;
+	}
+	if (write(sp->status_fd, &err, sizeof(err)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop)
+{
+	int wait_pipe[2] = { -1, -1 }, status_pipe[2] = { -1, -1 };
+	int err;
+
+	sp->pid = -1;
+	sp->release_fd = sp->status_fd = -1;
+	if (pipe2(wait_pipe, O_CLOEXEC) || pipe2(status_pipe, O_CLOEXEC)) {
+		err = -errno;
+		goto out_close;
+	}
+	sp->pid = fork();
+	if (sp->pid < 0) {
+		err = -errno;
+		goto out_close;
+	}
+	if (sp->pid == 0) {
+		close(wait_pipe[1]);
+		close(status_pipe[0]);
+		sp->status_fd = status_pipe[1];
+		child_run(sp, wait_pipe[0], argv, shell, drop);
+	}
+	close(wait_pipe[0]);
+	close(status_pipe[1]);
+	sp->release_fd = wait_pipe[1];
+	sp->status_fd = status_pipe[0];
+	return 0;
+
+out_close:
+	for (int i = 0; i < 2; i++) {
+		if (wait_pipe[i] >= 0)
+			close(wait_pipe[i]);
+		if (status_pipe[i] >= 0)
+			close(status_pipe[i]);
+	}
+	return err;
+}
+
+int spawn_release(struct spawn *sp)
+{
+	int child_err = 0;
+	ssize_t n;
+
+	if (write(sp->release_fd, "x", 1) != 1)
+		return -errno;
+	close(sp->release_fd);
+	sp->release_fd = -1;
+	/* EOF (close-on-exec) means the exec succeeded */
+	do
+		n = read(sp->status_fd, &child_err, sizeof(child_err));
+	while (n < 0 && errno == EINTR);
+	close(sp->status_fd);
+	sp->status_fd = -1;
+	return n == sizeof(child_err) ? child_err : 0;
+}
+
+void spawn_abort(struct spawn *sp)
+{
+	if (sp->release_fd >= 0)
+		close(sp->release_fd); /* the child reads EOF and exits 127 */
+	if (sp->status_fd >= 0)
+		close(sp->status_fd);
+	sp->release_fd = sp->status_fd = -1;
+	if (sp->pid > 0) {
+		kill(sp->pid, SIGKILL);
+		waitpid(sp->pid, NULL, 0);
+	}
+	sp->pid = -1;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spawn.h - start the command as a parked child.
+ *
+ * The child is forked and waits on a pipe, before exec, until memtrack has
+ * registered its pid with the BPF side; only then does it exec the command.
+ * Under sudo the child drops to the invoking user first.
+ */
+#ifndef MEMTRACK_SPAWN_H
+#define MEMTRACK_SPAWN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct spawn {
+	pid_t pid;		/* the child, -1 when not started */
+	int release_fd;		/* write end of the pipe the child waits on */
+	int status_fd;		/* read end: the child's exec errno, EOF on success */
+};
+
+/*
+ * Resolves @argv[0] like a shell would (PATH search unless it has a '/').
+ * Returns 0, or -ENOENT (not found), -EACCES (not executable).
+ */
+int spawn_resolve(const char *file, char *path, size_t len);
+
+/*
+ * Forks the child; it is parked until spawn_release().  @argv is the command;
+ * when @shell is true, argv[0] is run through /bin/sh -c.  @drop_to_sudo_user
+ * makes the child run as SUDO_UID/SUDO_GID with that user's groups.
+ * Returns 0 or -errno; on failure nothing is left running.
+ */
+int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop_to_sudo_user);
+
+/*
+ * Lets the parked child exec.  Returns 0 when the exec succeeded, or the
+ * negative errno the exec failed with (the child then exits with 127).
+ */
+int spawn_release(struct spawn *sp);
+
+/* Kills and reaps a child that was never released (setup failed). */
+void spawn_abort(struct spawn *sp);
+
+/* Returns the uid/gid memtrack was invoked by through sudo, or false. */
+bool sudo_invoker(uid_t *uid, gid_t *gid);
+
+#endif /* MEMTRACK_SPAWN_H */

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbols.h - find the allocator entry points an ELF file defines.
+ */
+#ifndef MEMTRACK_SYMBOLS_H
+#define MEMTRACK_SYMBOLS_H
+
+#include <stdint.h>
+#include <linux/types.h>
+#include "event.h"
+
+/* One probe site: an allocator function of a file, as a file offset. */
+struct alloc_site {
+	unsigned fn;		/* enum mt_fn */
+	uint64_t offset;	/* file offset of the probe */
+	uint64_t entry;		/* file offset of the function itself */
+};
+
+struct alloc_syms {
+	unsigned n;			 /* sites found, 0: not an allocator */
+	struct alloc_site site[MT_FN_MAX];
+};
+
+/*
+ * Reads @path's dynamic and static symbol tables and fills @out with every
+ * allocator function it defines (not merely imports).  Functions that are
+ * aliases of one another (glibc's aligned_alloc is memalign) are listed once,
+ * under the first name in enum mt_fn order.  free's probe is moved past a
+ * leading `test %rdi,%rdi; je` NULL check when there is one: the kernel
+ * emulates the instruction found there instead of single-stepping `test`.
+ * Returns 0 or -errno (-ENOEXEC: not an ELF file).
+ */
+int alloc_syms_read(const char *path, struct alloc_syms *out);
+
+#endif /* MEMTRACK_SYMBOLS_H */
