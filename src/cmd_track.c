@@ -56,6 +56,7 @@ struct track_run {
 	struct spawn child;
 	int out_fd;
 	int status;			/* the root's wait status */
+	uint64_t events;		/* records that reached the artifact */
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
 };
 
@@ -83,7 +84,7 @@ static void track_usage(FILE *out)
 		"  -o, --output FILE     artifact to write (default memtrack.<cmd>.<pid>.mtrk)\n"
 		"      --no-allocators   do not attach the heap probes (cheaper)\n"
 		"      --allow-drops     exit with the command's status even if events were lost\n"
-		"      --ring-size SIZE  BPF ring buffer size, power of two (default 16M)\n"
+		"      --ring-size SIZE  BPF ring buffer size, power of two (default 4M)\n"
 		"      --batch-size SIZE bytes of records per artifact frame (default 256K)\n"
 		"      --flush-ms MS     write a partial frame after MS milliseconds (default 500)\n"
 		"      --wakeup-bytes N  wake the reader at N unread bytes (default ring/16)\n"
@@ -104,7 +105,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 
 	*o = (struct track_opts){
 		.allocators = true,
-		.ring_bytes = 16u << 20,
+		.ring_bytes = 4u << 20,
 		.pipe = { PIPELINE_DEFAULT_BATCH_BYTES, PIPELINE_DEFAULT_BATCHES,
 			  PIPELINE_DEFAULT_FLUSH_MS },
 	};
@@ -351,6 +352,7 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 
 	err = pipeline__stop(run->pipe, run->signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
 	pipeline__stats(run->pipe, &ps);
+	run->events = ps.events;
 	loader_read_drops(run->skel, t->dropped);
 	t->exit_code = WIFEXITED(run->status) ? WEXITSTATUS(run->status) : -1;
 	t->exit_signal = WIFSIGNALED(run->status) ? WTERMSIG(run->status) : 0;
@@ -373,11 +375,9 @@ static uint64_t total_drops(const struct mt_trailer *t)
 
 static int report_end(const struct track_run *run, const struct mt_trailer *t)
 {
-	uint64_t drops = total_drops(t), events = 0;
+	uint64_t drops = total_drops(t), events = run->events;
 	int status = exit_status_of(run->status);
 
-	for (int i = 0; i < MT_TYPE_MAX; i++)
-		events += t->events[i];
 	if (!run->o->quiet)
 		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost, command exited with %d\n",
 			run->o->output, (unsigned long long)events, (unsigned long long)drops, status);
