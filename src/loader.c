@@ -76,7 +76,8 @@ struct memtrack_bpf *loader_open(const struct loader_opts *o, char *err, size_t 
 	}
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
 	skel->rodata->wakeup_bytes = o->wakeup_bytes;
-	skel->rodata->stop_on_spawn = 1;
+	skel->rodata->stop_on_spawn = o->allocators;
+	skel->rodata->nr_cpus = libbpf_num_possible_cpus() > 0 ? libbpf_num_possible_cpus() : 1;
 	set_alloc_autoload(skel, o->allocators);
 	ret = memtrack_bpf__load(skel);
 	if (ret) {

@@ -228,6 +228,12 @@ static void *poller_main(void *arg)
 		err = ring_buffer__poll(p->rb, poll_ms);
 		if (err == -EINTR)
 			err = 0;
+		/*
+		 * BPF wakes us only past the watermark; a timeout with no
+		 * wakeup still has to pick up the tail below it.
+		 */
+		if (err == 0)
+			err = ring_buffer__consume(p->rb);
 		if (err >= 0)
 			err = pipeline_tick(p, mono_ns());
 		if (err < 0)

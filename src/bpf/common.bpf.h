@@ -19,6 +19,8 @@
 /* Set by userspace before load. */
 extern const volatile __u64 wakeup_bytes;  /* wake the poller at this much unread data */
 extern const volatile __u32 stop_on_spawn; /* park new processes until userspace attaches */
+extern const volatile __u64 rss_granularity_pages; /* report RSS after this much change */
+extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters */
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -39,6 +41,22 @@ extern struct {
 	__type(key, __u32);
 	__type(value, struct tracked_proc);
 } tracked SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_MMS);
+	__type(key, __u64);
+	__type(value, struct mm_owner);
+} mm_owners SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, __u64);
+} proc_mm SEC(".maps");
 
 static __always_inline bool is_tracked(__u32 tgid)
 {
@@ -89,6 +107,35 @@ static __always_inline void rec_submit(void *r, bool urgent)
 	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(r, flags);
+}
+
+/* Forgets the address space registered for @tgid (exec replaced it, or exit). */
+static __always_inline void mm_forget(__u32 tgid)
+{
+	__u64 *mm = bpf_map_lookup_elem(&proc_mm, &tgid);
+
+	if (!mm)
+		return;
+	bpf_map_delete_elem(&mm_owners, mm);
+	bpf_map_delete_elem(&proc_mm, &tgid);
+}
+
+/*
+ * Makes @tgid the owner of @mm.  Only a process's own address space is
+ * registered: a vfork child or a thread shares its parent's mm and leaves
+ * the parent as its owner.
+ */
+static __always_inline void mm_adopt(__u32 tgid, void *mm)
+{
+	struct mm_owner o = {};
+	__u64 key = (__u64)mm;
+
+	if (!mm)
+		return;
+	mm_forget(tgid);
+	o.tgid = tgid;
+	bpf_map_update_elem(&mm_owners, &key, &o, BPF_ANY);
+	bpf_map_update_elem(&proc_mm, &tgid, &key, BPF_ANY);
 }
 
 #endif /* MEMTRACK_COMMON_BPF_H */

@@ -17,4 +17,18 @@ struct tracked_proc {
 	__u32 flags; /* reserved, 0 */
 };
 
+#define MT_MAX_CPUS 512		    /* per-CPU counters are summed over at most this many */
+#define MT_MAX_MMS 65536		    /* address spaces of the tree alive at once */
+
+/*
+ * Owner of an address space (key: the struct mm_struct pointer).  RSS
+ * counters are updated from contexts that are not the owner (reclaim,
+ * another process's madvise, exit), so rss_stat is attributed by mm.
+ */
+struct mm_owner {
+	__u32 tgid;	   /* the process whose address space this is */
+	__u32 pad;
+	__u64 last[4];	   /* counters (pages) last reported, by MM_* index */
+};
+
 #endif /* MEMTRACK_MAPS_BPF_H */

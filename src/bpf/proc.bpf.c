@@ -39,6 +39,8 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 		tp.ppid = ptgid;
 		bpf_map_update_elem(&tracked, &ctgid, &tp, BPF_ANY);
 	}
+	if (!(flags & MT_FORK_VM))
+		mm_adopt(ctgid, child->mm);
 	if (!(flags & MT_FORK_VM) && stop_on_spawn)
 		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
 	r = rec_reserve(MT_FORK, park ? MT_REC_PARKED : 0, 3);
@@ -59,6 +61,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 
 	if (!is_tracked(p->tgid))
 		return 0;
+	mm_adopt(p->tgid, p->mm);
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_drop(MT_EXEC);
@@ -95,6 +98,7 @@ int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
 		rec_submit(r, true);
 	}
 	bpf_map_delete_elem(&tracked, &tgid);
+	mm_forget(tgid);
 	return 0;
 }
 

@@ -10,6 +10,8 @@
 
 const volatile __u64 wakeup_bytes = 256 * 1024;
 const volatile __u32 stop_on_spawn = 1;
+const volatile __u64 rss_granularity_pages = 8; /* 32 KiB: ~1% of a small process */
+const volatile __u32 nr_cpus = 1;
 
 /* userspace resizes it (--ring-size) before load. */
 struct {
@@ -31,5 +33,22 @@ struct {
 	__type(key, __u32);
 	__type(value, struct tracked_proc);
 } tracked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_MMS);
+	__type(key, __u64);
+	__type(value, struct mm_owner);
+} mm_owners SEC(".maps");
+
+/* The address space registered for a process (key: tgid). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, __u64);
+} proc_mm SEC(".maps");
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
