@@ -18,7 +18,7 @@ LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread
 # Link order matters to bpftool 7.1's linker: ring.bpf.c (which defines the
 # shared maps) first, then the objects that define no map of their own, then
 # the rest; other orders fail in `gen skeleton` with "map relo failed".
-BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c)
+BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c)
 BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 # Every src/*.c except main.c goes into a library the tests link as well.
 LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c))

@@ -182,6 +182,14 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 		a->first_ts = ev->h.ts;
 	if (ev->h.ts > a->last_ts)
 		a->last_ts = ev->h.ts;
+	if (ev->h.type == MT_PHYSICAL) {
+		/* tree-wide: the pid is whoever freed or faulted the page */
+		a->has_physical = true;
+		a->physical_bytes = f[0];
+		if (f[0] > a->peak_physical_bytes)
+			a->peak_physical_bytes = f[0];
+		return 0;
+	}
 	p = proc_get(a, ev->h.pid);
 	if (!p)
 		return -ENOMEM;
@@ -222,12 +230,6 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 	case MT_RSS:
 		if (!p->exited)
 			rss_update(a, p, f[0] + f[1] + f[2]);
-		break;
-	case MT_PHYSICAL:
-		a->has_physical = true;
-		a->physical_bytes = f[0];
-		if (f[0] > a->peak_physical_bytes)
-			a->peak_physical_bytes = f[0];
 		break;
 	default:
 		break;

@@ -60,7 +60,7 @@ static void print_text(const struct report *r)
 	       (unsigned long long)a->leaked_count, human(a->leaked_bytes, b2, sizeof(b2)));
 	if (a->has_rss)
 		printf("peak RSS:     %s (tree)\n", human(a->peak_rss_bytes, b3, sizeof(b3)));
-	if (a->has_physical)
+	if (a->has_physical || (r->hdr->flags & MT_HDR_PHYSICAL))
 		printf("peak physical: %s\n", human(a->peak_physical_bytes, b3, sizeof(b3)));
 	printf("events:      ");
 	for (unsigned t = 1; t < MT_TYPE_MAX; t++)
@@ -112,7 +112,7 @@ static void print_json(const struct report *r)
 		printf(",\"peak_rss_bytes\":%llu", (unsigned long long)a->peak_rss_bytes);
 	else
 		printf(",\"peak_rss_bytes\":null");
-	if (a->has_physical)
+	if (a->has_physical || (r->hdr->flags & MT_HDR_PHYSICAL))
 		printf(",\"peak_physical_bytes\":%llu", (unsigned long long)a->peak_physical_bytes);
 	else
 		printf(",\"peak_physical_bytes\":null");

@@ -36,6 +36,7 @@
 struct track_opts {
 	const char *output;		/* artifact path */
 	bool allocators;		/* attach heap probes */
+	bool physical;			/* --physical: count the tree's physical pages */
 	bool allow_drops;		/* keep the command's status despite drops */
 	bool verbose;			/* -v: libbpf output and statistics */
 	bool quiet;			/* -q: no summary line */
@@ -60,11 +61,12 @@ struct track_run {
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
 };
 
-enum { OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP };
+enum { OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP };
 
 static const struct option track_options[] = {
 	{ "output", required_argument, NULL, 'o' },
 	{ "no-allocators", no_argument, NULL, OPT_NO_ALLOC },
+	{ "physical", no_argument, NULL, OPT_PHYSICAL },
 	{ "allow-drops", no_argument, NULL, OPT_ALLOW_DROPS },
 	{ "ring-size", required_argument, NULL, OPT_RING },
 	{ "batch-size", required_argument, NULL, OPT_BATCH },
@@ -83,6 +85,7 @@ static void track_usage(FILE *out)
 		"       memtrack track [options] \"SHELL COMMAND\"   (run through /bin/sh -c)\n"
 		"  -o, --output FILE     artifact to write (default memtrack.<cmd>.<pid>.mtrk)\n"
 		"      --no-allocators   do not attach the heap probes (cheaper)\n"
+		"      --physical        also record the tree's physical memory, shared pages once\n"
 		"      --allow-drops     exit with the command's status even if events were lost\n"
 		"      --ring-size SIZE  BPF ring buffer size, power of two (default 4M)\n"
 		"      --batch-size SIZE bytes of records per artifact frame (default 256K)\n"
@@ -118,6 +121,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case 'q': o->quiet = true; break;
 		case 'h': track_usage(stdout); exit(0);
 		case OPT_NO_ALLOC: o->allocators = false; break;
+		case OPT_PHYSICAL: o->physical = true; break;
 		case OPT_ALLOW_DROPS: o->allow_drops = true; break;
 		case OPT_RING:
 			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096) {
@@ -215,7 +219,7 @@ static void fill_header(struct mt_header *h, const struct track_opts *o)
 	if (!uname(&u))
 		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", u.release);
 	join_argv(h->command, sizeof(h->command), o->argv);
-	h->flags = o->allocators ? MT_HDR_ALLOCATORS : 0;
+	h->flags = (o->allocators ? MT_HDR_ALLOCATORS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0);
 }
 
 /*
@@ -395,12 +399,14 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.ring_bytes = run->o->ring_bytes,
 		.wakeup_bytes = run->o->wakeup_bytes,
 		.allocators = run->o->allocators,
+		.physical = run->o->physical,
 		.verbose = run->o->verbose,
 	};
 
 	run->skel = loader_open(&lo, err, errlen);
 	if (!run->skel)
 		return -1;
+	run->o->physical = lo.physical;
 	fill_header(&run->hdr, run->o);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {

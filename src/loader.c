@@ -58,10 +58,18 @@ static int attach_tracepoints(struct memtrack_bpf *skel)
 	return 0;
 }
 
-struct memtrack_bpf *loader_open(const struct loader_opts *o, char *err, size_t errlen)
+static void set_physical_autoload(struct memtrack_bpf *skel, bool on)
+{
+	bpf_program__set_autoload(skel->progs.handle_page_alloc, on);
+	bpf_program__set_autoload(skel->progs.handle_page_free, on);
+	bpf_program__set_autoload(skel->progs.handle_page_free_batched, on);
+}
+
+static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err, size_t errlen);
+
+struct memtrack_bpf *loader_open(struct loader_opts *o, char *err, size_t errlen)
 {
 	struct memtrack_bpf *skel;
-	int ret;
 
 	verbose_libbpf = o->verbose;
 	libbpf_set_print(libbpf_print);
@@ -69,6 +77,20 @@ struct memtrack_bpf *loader_open(const struct loader_opts *o, char *err, size_t 
 		snprintf(err, errlen, "this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
 		return NULL;
 	}
+	skel = open_and_load(o, err, errlen);
+	if (!skel && o->physical) {
+		fprintf(stderr, "memtrack: --physical is not available on this kernel (%s); recording without it\n", err);
+		o->physical = false;
+		skel = open_and_load(o, err, errlen);
+	}
+	return skel;
+}
+
+static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err, size_t errlen)
+{
+	struct memtrack_bpf *skel;
+	int ret;
+
 	skel = memtrack_bpf__open();
 	if (!skel) {
 		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
@@ -79,6 +101,7 @@ struct memtrack_bpf *loader_open(const struct loader_opts *o, char *err, size_t 
 	skel->rodata->stop_on_spawn = o->allocators;
 	skel->rodata->nr_cpus = libbpf_num_possible_cpus() > 0 ? libbpf_num_possible_cpus() : 1;
 	set_alloc_autoload(skel, o->allocators);
+	set_physical_autoload(skel, o->physical);
 	ret = memtrack_bpf__load(skel);
 	if (ret) {
 		if (ret == -EPERM)

@@ -17,17 +17,20 @@ struct loader_opts {
 	uint64_t ring_bytes;	/* ring buffer size, a power of two >= page size */
 	uint64_t wakeup_bytes;	/* wake the poller at this much unread data */
 	bool allocators;	/* load the allocator uprobes */
+	bool physical;		/* count the tree's physical pages (may be turned off) */
 	bool verbose;		/* let libbpf's debug output through */
 };
 
 /*
  * Opens, configures and loads the skeleton and attaches the tracepoints
- * (not the uprobes: those are per process, see probes.c).  Only BTF raw
+ * (not the uprobes: those are per process, see probes.c).  When the
+ * physical-page programs cannot be loaded or attached, says so on stderr,
+ * clears o->physical and goes on without them.  Only BTF raw
  * tracepoints are used, so tracefs need not be mounted.  On failure returns
  * NULL and writes a one-line
  * reason naming the fix into @err.
  */
-struct memtrack_bpf *loader_open(const struct loader_opts *o, char *err, size_t errlen);
+struct memtrack_bpf *loader_open(struct loader_opts *o, char *err, size_t errlen);
 
 /* Adds @pid (the root of the tree) to the tracked set. */
 int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
