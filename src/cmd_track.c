@@ -58,6 +58,7 @@ struct track_run {
 	int out_fd;
 	int status;			/* the root's wait status */
 	uint64_t events;		/* records that reached the artifact */
+	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases, for -v */
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
 };
 
@@ -343,6 +344,9 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 		(unsigned long long)ps->max_queue, (unsigned long long)ps->poller_waits,
 		ps->encode_ns / 1e6, (unsigned long long)ps->frames,
 		(unsigned long long)ps->raw_bytes, (unsigned long long)ps->file_bytes);
+	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
+		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
+		(run->t_finished - run->t_exited) / 1e6);
 	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %.1f ms attaching\n",
 		(unsigned long long)pr.syncs, (unsigned long long)pr.links,
 		(unsigned long long)pr.failures, pr.sync_ns / 1e6);
@@ -354,6 +358,7 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	struct pipeline_stats ps;
 	int err;
 
+	run->t_exited = mono_ns();
 	err = pipeline__stop(run->pipe, run->signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
 	pipeline__stats(run->pipe, &ps);
 	run->events = ps.events;
@@ -363,6 +368,7 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	t->duration_ns = mono_ns() - run->hdr.start_ns;
 	if (!err)
 		err = mt_writer__finish(run->writer, t);
+	run->t_finished = mono_ns();
 	if (run->o->verbose)
 		print_stats(run, &ps);
 	return err;
@@ -437,6 +443,7 @@ int cmd_track(int argc, char **argv)
 	sigset_t old;
 	int ret, exec_err;
 
+	run.t_start = mono_ns();
 	ret = parse_track_opts(argc, argv, &o);
 	if (ret)
 		return ret;
@@ -453,6 +460,7 @@ int cmd_track(int argc, char **argv)
 	if (setup(&run, err, sizeof(err)))
 		goto fail_setup;
 	install_signals(&old);
+	run.t_loaded = mono_ns();
 	ret = spawn_parked(&run.child, o.argv, o.shell, sudo_invoker(&(uid_t){0}, &(gid_t){0}));
 	if (ret || loader_track_root(run.skel, run.child.pid)) {
 		snprintf(err, sizeof(err), "cannot start the command: %s", strerror(ret ? -ret : errno));

@@ -9,7 +9,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 #include "artifact.h"
 #include "batch.h"
@@ -40,6 +43,7 @@ struct pipeline {
 	pthread_t poller_thread;
 	bool poller_started;
 	struct ring_buffer *rb;
+	int stop_fd;			/* eventfd in the ring's epoll set: wakes the poller to stop */
 	_Atomic int stop_cause;		/* -1 while running */
 	int poller_err;
 
@@ -133,6 +137,7 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 	p->hook = hook;
 	p->hook_ctx = hook_ctx;
 	p->stop_cause = -1;
+	p->stop_fd = -1;
 	p->full = queue__new(p->opts.batches);
 	p->empty = queue__new(p->opts.batches);
 	p->all = calloc(p->opts.batches, sizeof(*p->all));
@@ -249,6 +254,24 @@ static void *poller_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Adds an eventfd to the ring buffer's epoll set so pipeline__stop() wakes
+ * the poller at once instead of after its poll timeout.  libbpf reads
+ * data.fd of a ready event as a ring index: 0 makes it consume ring 0,
+ * which is harmless.
+ */
+static int add_stop_fd(struct pipeline *p)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = 0 };
+
+	p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->stop_fd < 0)
+		return -errno;
+	if (epoll_ctl(ring_buffer__epoll_fd(p->rb), EPOLL_CTL_ADD, p->stop_fd, &ev))
+		return -errno;
+	return 0;
+}
+
 int pipeline__start_poller(struct pipeline *p, int ring_fd)
 {
 	sigset_t all, old;
@@ -257,6 +280,9 @@ int pipeline__start_poller(struct pipeline *p, int ring_fd)
 	p->rb = ring_buffer__new(ring_fd, ring_cb, p, NULL);
 	if (!p->rb)
 		return -errno;
+	err = add_stop_fd(p);
+	if (err)
+		return err;
 	/* only main handles signals */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -273,7 +299,12 @@ int pipeline__stop(struct pipeline *p, enum flush_cause cause)
 	int err = 0;
 
 	if (p->poller_started) {
+		uint64_t one = 1;
+
 		atomic_store(&p->stop_cause, cause);
+		if (write(p->stop_fd, &one, sizeof(one)) < 0) {
+			/* the poller still sees the flag at its next timeout */
+		}
 		pthread_join(p->poller_thread, NULL);
 		p->poller_started = false;
 		err = p->poller_err;
@@ -308,6 +339,8 @@ void pipeline__free(struct pipeline *p)
 	if (p->poller_started || p->writer_started)
 		pipeline__stop(p, FLUSH_SHUTDOWN);
 	ring_buffer__free(p->rb);
+	if (p->stop_fd >= 0)
+		close(p->stop_fd);
 	free_batches(p);
 	queue__free(p->full);
 	queue__free(p->empty);
