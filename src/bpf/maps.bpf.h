@@ -7,9 +7,14 @@
 #ifndef MEMTRACK_MAPS_BPF_H
 #define MEMTRACK_MAPS_BPF_H
 
-#define MT_RING_DEFAULT (16u << 20) /* bytes; a power-of-two multiple of the page size */
-#define MT_MAX_TRACKED 65536	    /* processes of the tree alive at once */
-#define MT_MAX_INFLIGHT 65536	    /* threads inside an allocator or syscall at once */
+#define MT_RING_DEFAULT (4u << 20) /* bytes; a power-of-two multiple of the page size */
+/*
+ * A hash map's bucket array (16 bytes per entry, rounded up to a power of
+ * two) is allocated and initialised at creation even without preallocation:
+ * 64K entries cost ~1 ms, 4M entries ~60 ms.  Keep the limits tight.
+ */
+#define MT_MAX_TRACKED 16384	    /* processes of the tree alive at once */
+#define MT_MAX_INFLIGHT 16384	    /* threads inside an allocator or syscall at once */
 
 /* Per tracked process (key: tgid). */
 struct tracked_proc {
@@ -18,7 +23,7 @@ struct tracked_proc {
 };
 
 #define MT_MAX_CPUS 512		    /* per-CPU counters are summed over at most this many */
-#define MT_MAX_MMS 65536		    /* address spaces of the tree alive at once */
+#define MT_MAX_MMS 16384		    /* address spaces of the tree alive at once */
 
 /*
  * Owner of an address space (key: the struct mm_struct pointer).  RSS
