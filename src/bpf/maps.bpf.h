@@ -30,9 +30,11 @@ struct tracked_proc {
  * counters are updated from contexts that are not the owner (reclaim,
  * another process's madvise, exit), so rss_stat is attributed by mm.
  */
+#define MM_EXEC_PENDING 1u /* its owner is in execve: the mm is about to be torn down */
+
 struct mm_owner {
 	__u32 tgid;	   /* the process whose address space this is */
-	__u32 pad;
+	__u32 flags;	   /* MM_* */
 	__u64 last[4];	   /* counters (pages) last reported, by MM_* index */
 };
 

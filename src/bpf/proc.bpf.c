@@ -53,6 +53,64 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+#if defined(__TARGET_ARCH_x86)
+#define NR_execve 59
+#define NR_execveat 322
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_execve 221
+#define NR_execveat 281
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#endif
+
+/*
+ * The owner record of the current task's mm, if the current process owns
+ * it: a vfork child execs on its parent's mm, which must stay reported.
+ */
+static __always_inline struct mm_owner *current_mm_owner(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 key = (__u64)task->mm;
+	struct mm_owner *o = bpf_map_lookup_elem(&mm_owners, &key);
+
+	return o && o->tgid == task->tgid ? o : NULL;
+}
+
+/*
+ * execve of a tracked process: stop reporting the RSS of the mm it is about
+ * to drop (see rss.bpf.c).  Two compares for every other syscall.
+ */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_execve_enter, struct pt_regs *regs, long id)
+{
+	struct mm_owner *o;
+
+	if (id != NR_execve && id != NR_execveat)
+		return 0;
+	o = current_mm_owner();
+	if (o)
+		o->flags |= MM_EXEC_PENDING;
+	return 0;
+}
+
+/* A failed execve keeps the old mm: report it again, from scratch. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_execve_exit, struct pt_regs *regs, long ret)
+{
+	long id = SYSCALL_NR(regs);
+	struct mm_owner *o;
+
+	if ((id != NR_execve && id != NR_execveat) || ret >= 0)
+		return 0;
+	o = current_mm_owner();
+	if (!o)
+		return 0;
+	o->flags &= ~MM_EXEC_PENDING;
+	for (int i = 0; i < 4; i++)
+		o->last[i] = 0;
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {

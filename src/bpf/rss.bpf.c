@@ -11,6 +11,10 @@
  * that is freed is unregistered first, so a recycled mm_struct of a foreign
  * process is never attributed to the tree.
  *
+ * While the owner is inside execve its old mm is not reported: a successful
+ * exec tears it down page by page before sched_process_exec, which would
+ * show as the process's RSS sliding to zero (proc.bpf.c marks it).
+ *
  * A record is emitted once the counters moved by rss_granularity_pages
  * since the last one, so a 64 MiB ramp costs ~500 records, not 16384.
  */
@@ -47,7 +51,7 @@ int BPF_PROG(handle_rss_stat, struct mm_struct *mm, int member)
 	struct mt_rec *r;
 
 	o = bpf_map_lookup_elem(&mm_owners, &key);
-	if (!o)
+	if (!o || (o->flags & MM_EXEC_PENDING))
 		return 0;
 	for (int i = 0; i < 4; i++) {
 		__s64 v = counter_sum(&mm->rss_stat[i]);
