@@ -243,6 +243,10 @@ def test_mm_reuse_not_misattributed(tmp):
     after_full = [e for e in before if e["ts"] > full[0]["ts"]]
     check_eq([e for e in after_full if e["anon"] < 32 * MiB], [],
              "rss records between the 32 MiB touch and exec that dropped")
+    # after its exit, a freed mm recycled by the churner must not speak for it
+    for ex in [e for e in evs if e["type"] == "exit"]:
+        late = [e for e in evs if e["type"] == "rss" and e["pid"] == ex["pid"] and e["ts"] > ex["ts"]]
+        check_eq(late, [], "rss records of pid %d after its exit" % ex["pid"])
 
 
 def test_external_pageout_attributed_to_owner(tmp):
