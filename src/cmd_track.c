@@ -232,14 +232,15 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	struct track_run *run = ctx;
 	pid_t pid = h->pid;
 
+	if (!run->probes)	/* --no-allocators: nothing is ever parked */
+		return;
 	if (h->type == MT_EXIT) {
 		probes_forget(run->probes, pid);
 		return;
 	}
 	if (h->type == MT_FORK)
 		pid = f[1];
-	if (run->probes)
-		probes_sync(run->probes, pid);
+	probes_sync(run->probes, pid);
 	kill(pid, SIGCONT);
 }
 
