@@ -87,10 +87,10 @@ $(OUT)/memtrack: $(OUT)/obj/main.o $(OUT)/libmemtrack.a
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests link the library (no BPF needed to run them).
-$(OUT)/tests/%: tests/unit/%.c tests/harness.h $(OUT)/libmemtrack.a
+$(OUT)/tests/%: tests/unit/%.c tests/harness.h $(wildcard src/*.h) $(OUT)/libmemtrack.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -Itests $< $(OUT)/libmemtrack.a $(LDLIBS) -o $@
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests $< $(OUT)/libmemtrack.a $(LDLIBS) -o $@
 
 # Fixtures are built at -O0 so no allocation is optimised away.
 FIXTURE_LIBS_pthreads := -lpthread
@@ -102,7 +102,7 @@ $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h
 $(OUT)/bench/%: bench/%.c $(OUT)/libmemtrack.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $< $(OUT)/libmemtrack.a $(LDLIBS) $(BENCH_LIBS_$*) -o $@
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $< $(OUT)/libmemtrack.a $(LDLIBS) $(BENCH_LIBS_$*) -o $@
 
 BENCH_LIBS_bench_pipeline := -lmsgpackc
 
@@ -125,4 +125,4 @@ install: all
 clean:
 	rm -rf $(OUT)
 
--include $(wildcard $(OUT)/obj/*.d $(OUT)/tests/*.d)
+-include $(wildcard $(OUT)/obj/*.d)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
+#include <linux/types.h>
 #include "event.h"
 
 /* File header: magic, u16 version, u16 reserved, u32 body length, body, u32 crc. */

@@ -18,6 +18,7 @@
 #include "batch.h"
 #include "pipeline.h"
 #include "queue.h"
+#include "schema.h"
 
 struct sort_key {
 	uint64_t ts;
@@ -180,13 +181,28 @@ static int hand_on(struct pipeline *p, enum flush_cause cause)
 	return p->cur ? err : -EPIPE;
 }
 
+/*
+ * A record the writer would refuse (unknown type, wrong field count) would
+ * stop the whole artifact: such records are left out instead.
+ */
+static bool rec_valid(const void *rec, size_t size, size_t batch_bytes)
+{
+	const struct mt_rec_hdr *h = rec;
+	const struct mt_type_def *def;
+
+	if (size < sizeof(*h) || size > batch_bytes || rec_size(rec) > size)
+		return false;
+	def = mt_type_def(h->type);
+	return def && h->nfields >= def->nfields && h->nfields <= MT_MAX_FIELDS;
+}
+
 int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
 {
 	const struct mt_rec_hdr *h = rec;
 	uint64_t now = 0;
 	int err;
 
-	if (size < sizeof(*h) || size > p->opts.batch_bytes || rec_size(rec) > size)
+	if (!rec_valid(rec, size, p->opts.batch_bytes))
 		return 0; /* not a record of ours: ignore rather than stop the run */
 	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT))
 		p->hook(p->hook_ctx, h, (const __u64 *)(h + 1));
@@ -206,7 +222,8 @@ int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
 
 int pipeline_tick(struct pipeline *p, uint64_t now_ns)
 {
-	if (!p->cur->nrec || now_ns - p->cur->born_ns < p->opts.flush_ms * 1000000ull)
+	if (!p->cur->nrec || now_ns < p->cur->born_ns ||
+	    now_ns - p->cur->born_ns < p->opts.flush_ms * 1000000ull)
 		return atomic_load(&p->writer_err);
 	return hand_on(p, FLUSH_TIMEOUT);
 }
