@@ -232,9 +232,8 @@ static int flush_frame(struct mt_writer *w)
 	if (!w->nev)
 		return 0;
 	t0 = now_ns();
-	z = ZSTD_compressCCtx(w->cctx, w->out + MT_FRAME_HDR_LEN,
-			      w->out_cap - MT_FRAME_HDR_LEN, w->raw, w->raw_len,
-			      w->level);
+	z = ZSTD_compress2(w->cctx, w->out + MT_FRAME_HDR_LEN,
+			   w->out_cap - MT_FRAME_HDR_LEN, w->raw, w->raw_len);
 	if (ZSTD_isError(z))
 		return fail(w, ZSTD_getErrorCode(z) == ZSTD_error_memory_allocation
 				       ? -ENOMEM : -EIO);
@@ -502,6 +501,17 @@ struct mt_writer *mt_writer__new(int fd, const struct mt_header *hdr, int zstd_l
 	if (!w->cctx) {
 		err = -ENOMEM;
 		goto err;
+	}
+	/*
+	 * Parameters are sticky in the reused context.  At the default level a
+	 * smaller hash table and longer minimum match compress our records
+	 * ~12% faster to the same size (measured on 256 KiB frames of
+	 * malloc/free records, bench/bench_pipeline.c).
+	 */
+	ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, w->level);
+	if (w->level == MT_ZSTD_LEVEL_DEFAULT) {
+		ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_hashLog, 12);
+		ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_minMatch, 7);
 	}
 	err = grow(w);
 	if (err)
