@@ -152,12 +152,16 @@ static int push_link(struct proc_links *pl, int link)
 	return 0;
 }
 
-/* Creates one uprobe-multi link of @prog on @n sites; returns its fd or -errno. */
-static int link_uprobe_multi(struct bpf_program *prog, pid_t pid, const char *path,
-			     const uint64_t *offsets, const uint64_t *cookies, unsigned n, bool ret)
+/*
+ * Creates one uprobe-multi link of @prog on @n sites of @path for @pl's
+ * process, owned by @pl from then on.  Returns 0 or -errno.
+ */
+static int link_uprobe_multi(struct probes *p, struct proc_links *pl, struct bpf_program *prog,
+			     const char *path, const uint64_t *offsets, const uint64_t *cookies,
+			     unsigned n, bool ret)
 {
 	struct uprobe_multi_attr attr;
-	int fd;
+	int fd, err;
 
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = bpf_program__fd(prog);
@@ -167,18 +171,31 @@ static int link_uprobe_multi(struct bpf_program *prog, pid_t pid, const char *pa
 	attr.cookies = (uintptr_t)cookies;
 	attr.cnt = n;
 	attr.umflags = ret ? MT_BPF_F_UPROBE_MULTI_RETURN : 0;
-	attr.pid = pid;
+	attr.pid = pl->pid;
 	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-	return fd < 0 ? -errno : fd;
+	if (fd < 0) {
+		p->stats.failures++;
+		return -errno;
+	}
+	err = push_link(pl, fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	p->stats.links += n;
+	return 0;
 }
 
-/* Attaches every site of @fi for @pl's process; returns sites attached or -errno. */
+/*
+ * Attaches every site of @fi for @pl's process: entries (free included) to
+ * alloc_enter, returns to alloc_exit.  Returns the sites attached or -errno.
+ */
 static int attach_file(struct probes *p, struct proc_links *pl, struct file_info *fi,
 		       const char *path)
 {
 	uint64_t off[MT_FN_MAX], cookie[MT_FN_MAX], roff[MT_FN_MAX], rcookie[MT_FN_MAX];
 	unsigned n = 0, nr = 0;
-	int fd, err;
+	int err;
 
 	for (unsigned i = 0; i < fi->syms.n; i++) {
 		const struct alloc_site *s = &fi->syms.site[i];
@@ -190,29 +207,10 @@ static int attach_file(struct probes *p, struct proc_links *pl, struct file_info
 		roff[nr] = s->entry;
 		rcookie[nr++] = s->fn;
 	}
-	fd = link_uprobe_multi(p->skel->progs.alloc_enter, pl->pid, path, off, cookie, n, false);
-	if (fd < 0)
-		goto fail;
-	err = push_link(pl, fd);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	if (nr) {
-		fd = link_uprobe_multi(p->skel->progs.alloc_exit, pl->pid, path, roff, rcookie, nr, true);
-		if (fd < 0)
-			goto fail;
-		err = push_link(pl, fd);
-		if (err) {
-			close(fd);
-			return err;
-		}
-	}
-	p->stats.links += n + nr;
-	return n + nr;
-fail:
-	p->stats.failures++;
-	return fd;
+	err = link_uprobe_multi(p, pl, p->skel->progs.alloc_enter, path, off, cookie, n, false);
+	if (!err && nr)
+		err = link_uprobe_multi(p, pl, p->skel->progs.alloc_exit, path, roff, rcookie, nr, true);
+	return err ? err : (int)(n + nr);
 }
 
 static bool proc_has_file(const struct proc_links *pl, const struct file_info *fi)

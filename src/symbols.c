@@ -7,21 +7,8 @@
 #include <libelf.h>
 #include <string.h>
 #include <unistd.h>
+#include "schema.h"
 #include "symbols.h"
-
-/* Names per enum mt_fn; NULL for fns that are not probed by name. */
-static const char *const fn_symbol[MT_FN_MAX] = {
-	[MT_FN_MALLOC] = "malloc",
-	[MT_FN_CALLOC] = "calloc",
-	[MT_FN_REALLOC] = "realloc",
-	[MT_FN_REALLOCARRAY] = "reallocarray",
-	[MT_FN_ALIGNED_ALLOC] = "aligned_alloc",
-	[MT_FN_MEMALIGN] = "memalign",
-	[MT_FN_POSIX_MEMALIGN] = "posix_memalign",
-	[MT_FN_VALLOC] = "valloc",
-	[MT_FN_PVALLOC] = "pvalloc",
-	[MT_FN_FREE] = "free",
-};
 
 /* Order in which aliases are resolved: memalign before aligned_alloc. */
 static const unsigned fn_order[MT_FN_MAX] = {
@@ -32,8 +19,9 @@ static const unsigned fn_order[MT_FN_MAX] = {
 
 static int fn_by_name(const char *name)
 {
+	/* the probed symbols are named as the functions (schema.c) */
 	for (int i = 0; i < MT_FN_MAX; i++)
-		if (fn_symbol[i] && !strcmp(fn_symbol[i], name))
+		if (!strcmp(mt_fn_name(i), name))
 			return i;
 	return -1;
 }
