@@ -41,11 +41,17 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	}
 	if (!(flags & MT_FORK_VM))
 		mm_adopt(ctgid, child->mm);
-	if (!(flags & MT_FORK_VM) && stop_on_spawn)
-		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
-	r = rec_reserve(MT_FORK, park ? MT_REC_PARKED : 0, 3);
+	/*
+	 * Reserve first: a parked child is only resumed by userspace reading
+	 * this record, so without a record it must not be parked.
+	 */
+	r = rec_reserve(MT_FORK, 0, 3);
 	if (!r)
 		return 0;
+	if (!(flags & MT_FORK_VM) && stop_on_spawn)
+		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
+	if (park)
+		r->h.fn = MT_REC_PARKED;
 	r->f[0] = ptgid;
 	r->f[1] = flags & MT_FORK_THREAD ? ctid : ctgid;
 	r->f[2] = flags;
