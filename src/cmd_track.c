@@ -428,7 +428,8 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		}
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
-	if (!run->pipe || pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events))) {
+	if (!run->pipe || pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
+						     bpf_map__fd(run->skel->maps.ctl_events))) {
 		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(errno));
 		return -1;
 	}

@@ -289,13 +289,15 @@ static int add_stop_fd(struct pipeline *p)
 	return 0;
 }
 
-int pipeline__start_poller(struct pipeline *p, int ring_fd)
+int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd)
 {
 	sigset_t all, old;
 	int err;
 
 	p->rb = ring_buffer__new(ring_fd, ring_cb, p, NULL);
 	if (!p->rb)
+		return -errno;
+	if (ctl_fd >= 0 && ring_buffer__add(p->rb, ctl_fd, ring_cb, p))
 		return -errno;
 	err = add_stop_fd(p);
 	if (err)

@@ -82,10 +82,11 @@ int pipeline_tick(struct pipeline *p, uint64_t now_ns);
 int pipeline_flush(struct pipeline *p, enum flush_cause cause);
 
 /*
- * Starts the poller thread on the BPF ring buffer map @ring_fd, with all
- * signals blocked.  Returns 0 or -errno.
+ * Starts the poller thread on the BPF ring buffer maps @ring_fd and @ctl_fd
+ * (the control ring of parking records; -1 for none), with all signals
+ * blocked.  Returns 0 or -errno.
  */
-int pipeline__start_poller(struct pipeline *p, int ring_fd);
+int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd);
 
 /*
  * Stops the pipeline: the poller (if any) reads the ring buffer to empty,

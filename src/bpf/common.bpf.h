@@ -28,6 +28,11 @@ extern struct {
 } events SEC(".maps");
 
 extern struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, MT_CTL_RING);
+} ctl_events SEC(".maps");
+
+extern struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, MT_DROP_SLOTS);
 	__type(key, __u32);
@@ -71,6 +76,18 @@ static __always_inline void count_drop(__u32 type)
 		*cnt += 1;
 }
 
+static __always_inline void fill_hdr(struct mt_rec *r, __u16 type, __u16 fn, __u32 nfields)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	r->h.type = type;
+	r->h.fn = fn;
+	r->h.pid = id >> 32;
+	r->h.tid = (__u32)id;
+	r->h.nfields = nfields;
+	r->h.ts = bpf_ktime_get_ns();
+}
+
 /*
  * Reserves a record of @nfields fields and fills its header for the current
  * task.  Returns NULL (and counts the drop) when the ring buffer is full.
@@ -78,20 +95,28 @@ static __always_inline void count_drop(__u32 type)
 static __always_inline struct mt_rec *rec_reserve(__u16 type, __u16 fn, __u32 nfields)
 {
 	struct mt_rec *r;
-	__u64 id;
 
 	r = bpf_ringbuf_reserve(&events, sizeof(r->h) + nfields * sizeof(__u64), 0);
 	if (!r) {
 		count_drop(type);
 		return NULL;
 	}
-	id = bpf_get_current_pid_tgid();
-	r->h.type = type;
-	r->h.fn = fn;
-	r->h.pid = id >> 32;
-	r->h.tid = (__u32)id;
-	r->h.nfields = nfields;
-	r->h.ts = bpf_ktime_get_ns();
+	fill_hdr(r, type, fn, nfields);
+	return r;
+}
+
+/*
+ * Reserves @size bytes from the control ring, for process records and
+ * records that park their task (a parked task is resumed only when
+ * userspace reads its record), so they never compete with the flood of
+ * heap records for space.  The caller fills the header (fill_hdr).
+ */
+static __always_inline void *ctl_reserve(__u16 type, __u64 size)
+{
+	void *r = bpf_ringbuf_reserve(&ctl_events, size, 0);
+
+	if (!r)
+		count_drop(type);
 	return r;
 }
 

@@ -13,6 +13,7 @@
  * two) is allocated and initialised at creation even without preallocation:
  * 64K entries cost ~1 ms, 4M entries ~60 ms.  Keep the limits tight.
  */
+#define MT_CTL_RING (256u << 10)   /* bytes of the control ring (parking records) */
 #define MT_MAX_TRACKED 16384	    /* processes of the tree alive at once */
 #define MT_MAX_INFLIGHT 16384	    /* threads inside an allocator or syscall at once */
 

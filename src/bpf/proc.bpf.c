@@ -8,6 +8,10 @@
  * tracked).  A new address space (a fork child, an exec) has no uprobes of
  * ours yet, so it is parked with SIGSTOP before it runs one instruction;
  * userspace attaches the allocator probes for it and sends SIGCONT.
+ *
+ * Every record of this file goes through the control ring (ctl_events):
+ * few, and each one matters (a parked task waits for it, an exit releases
+ * the process's probes), so they do not compete with heap records.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -45,9 +49,10 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	 * Reserve first: a parked child is only resumed by userspace reading
 	 * this record, so without a record it must not be parked.
 	 */
-	r = rec_reserve(MT_FORK, 0, 3);
+	r = ctl_reserve(MT_FORK, sizeof(r->h) + 3 * sizeof(__u64));
 	if (!r)
 		return 0;
+	fill_hdr(r, MT_FORK, 0, 3);
 	if (!(flags & MT_FORK_VM) && stop_on_spawn)
 		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
 	if (park)
@@ -126,11 +131,9 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	if (!is_tracked(p->tgid))
 		return 0;
 	mm_adopt(p->tgid, p->mm);
-	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
-	if (!r) {
-		count_drop(MT_EXEC);
+	r = ctl_reserve(MT_EXEC, sizeof(*r));
+	if (!r)
 		return 0;
-	}
 	park = stop_on_spawn && !bpf_send_signal(SIGSTOP);
 	r->h.type = MT_EXEC;
 	r->h.fn = park ? MT_REC_PARKED : 0;
@@ -154,8 +157,9 @@ int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
 	if (!group_dead || !is_tracked(tgid))
 		return 0;
 	code = p->exit_code;
-	r = rec_reserve(MT_EXIT, 0, 2);
+	r = ctl_reserve(MT_EXIT, sizeof(r->h) + 2 * sizeof(__u64));
 	if (r) {
+		fill_hdr(r, MT_EXIT, 0, 2);
 		/* exit_code is a wait status: signal in the low 7 bits, else code << 8 */
 		r->f[0] = (code & 0x7f) ? (__u64)-1 : (__u64)((code >> 8) & 0xff);
 		r->f[1] = code & 0x7f;

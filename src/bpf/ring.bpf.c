@@ -19,6 +19,12 @@ struct {
 	__uint(max_entries, MT_RING_DEFAULT);
 } events SEC(".maps");
 
+/* Records that park a task (fork, exec, executable mmap) travel apart. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, MT_CTL_RING);
+} ctl_events SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, MT_DROP_SLOTS);

@@ -103,9 +103,16 @@ static __always_inline void mmap_exit(const struct sys_args *a, long ret)
 	if (failed(ret))
 		return;
 	park = stop_on_spawn && (a->a[2] & PROT_EXEC) && (int)a->a[4] >= 0;
-	r = rec_reserve(MT_MMAP, 0, 6);
-	if (!r)
-		return;
+	if (park) {
+		r = ctl_reserve(MT_MMAP, sizeof(r->h) + 6 * sizeof(__u64));
+		if (!r)
+			return;
+		fill_hdr(r, MT_MMAP, 0, 6);
+	} else {
+		r = rec_reserve(MT_MMAP, 0, 6);
+		if (!r)
+			return;
+	}
 	r->f[0] = ret;
 	r->f[1] = a->a[1];
 	r->f[2] = a->a[2];
