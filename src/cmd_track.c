@@ -463,7 +463,7 @@ int cmd_track(int argc, char **argv)
 		goto fail_setup;
 	install_signals(&old);
 	run.t_loaded = mono_ns();
-	ret = spawn_parked(&run.child, o.argv, o.shell, sudo_invoker(&(uid_t){0}, &(gid_t){0}));
+	ret = spawn_parked(&run.child, o.argv, o.shell, sudo_invoker(&(uid_t){0}, &(gid_t){0}), &old);
 	if (ret || loader_track_root(run.skel, run.child.pid)) {
 		snprintf(err, sizeof(err), "cannot start the command: %s", strerror(ret ? -ret : errno));
 		spawn_abort(&run.child);

@@ -87,11 +87,13 @@ static int drop_privileges(void)
 }
 
 static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool shell,
-		      bool drop)
+		      bool drop, const sigset_t *mask)
 {
 	char c;
 	int err = 0;
 
+	/* the command starts as it would without memtrack */
+	sigprocmask(SIG_SETMASK, mask, NULL);
 	/* parked until memtrack has registered this pid */
 	if (read(wait_fd, &c, 1) != 1)
 		_exit(127);
@@ -110,7 +112,8 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 	_exit(127);
 }
 
-int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop)
+int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop,
+		 const sigset_t *mask)
 {
 	int wait_pipe[2] = { -1, -1 }, status_pipe[2] = { -1, -1 };
 	int err;
@@ -130,7 +133,7 @@ int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop)
 		close(wait_pipe[1]);
 		close(status_pipe[0]);
 		sp->status_fd = status_pipe[1];
-		child_run(sp, wait_pipe[0], argv, shell, drop);
+		child_run(sp, wait_pipe[0], argv, shell, drop, mask);
 	}
 	close(wait_pipe[0]);
 	close(status_pipe[1]);

@@ -9,6 +9,7 @@
 #ifndef MEMTRACK_SPAWN_H
 #define MEMTRACK_SPAWN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -28,9 +29,12 @@ int spawn_resolve(const char *file, char *path, size_t len);
  * Forks the child; it is parked until spawn_release().  @argv is the command;
  * when @shell is true, argv[0] is run through /bin/sh -c.  @drop_to_sudo_user
  * makes the child run as SUDO_UID/SUDO_GID with that user's groups.
- * Returns 0 or -errno; on failure nothing is left running.
+ * @mask is the signal mask the command starts with (memtrack's own before
+ * it blocked the signals it handles).  Returns 0 or -errno; on failure
+ * nothing is left running.
  */
-int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop_to_sudo_user);
+int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop_to_sudo_user,
+		 const sigset_t *mask);
 
 /*
  * Lets the parked child exec.  Returns 0 when the exec succeeded, or the
