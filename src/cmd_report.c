@@ -99,8 +99,11 @@ static void print_json(const struct report *r)
 		       (unsigned long long)a->events[t]);
 		first = 0;
 	}
-	printf("},\"dropped_events\":%llu,\"truncated\":%s", (unsigned long long)r->dropped,
-	       r->truncated ? "true" : "false");
+	printf("},\"dropped_events\":%llu,\"dropped_by_type\":{", (unsigned long long)r->dropped);
+	for (unsigned t = 0; r->trailer && t < MT_DROP_SLOTS; t++)
+		printf("%s\"%s\":%llu", t ? "," : "", t ? mt_type_def(t)->name : "unknown",
+		       (unsigned long long)r->trailer->dropped[t]);
+	printf("},\"truncated\":%s", r->truncated ? "true" : "false");
 	if (r->trailer)
 		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code, r->trailer->exit_signal);
 	printf(",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"

@@ -165,7 +165,9 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		return 2;
 	}
 	o->argv = argv + optind;
-	o->shell = argc - optind == 1 && strpbrk(argv[optind], " \t\n|&;<>()$`\\\"'*?[]#~=%");
+	/* after `--` the command is argv as given; a lone quoted string is shell */
+	o->shell = strcmp(argv[optind - 1], "--") && argc - optind == 1 &&
+		   strpbrk(argv[optind], " \t\n|&;<>()$`\\\"'*?[]#~=%");
 	if (!o->wakeup_bytes)
 		o->wakeup_bytes = o->ring_bytes / 16;
 	return 0;
@@ -234,10 +236,18 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 
 	if (!run->probes)	/* --no-allocators: nothing is ever parked */
 		return;
+	/*
+	 * Links are bound to the leader task.  An exec by the leader keeps it
+	 * (its links re-apply to the same files in the new image, so they
+	 * stay); an exec by another thread makes that thread the leader: the
+	 * old links must go before the new set is attached, or both fire.
+	 */
 	if (h->type == MT_EXIT) {
-		probes_forget(run->probes, pid);
+		probes_forget(run->probes, pid, false);
 		return;
 	}
+	if (h->type == MT_EXEC && f[0] != h->pid)
+		probes_forget(run->probes, pid, true);
 	if (h->type == MT_FORK)
 		pid = f[1];
 	probes_sync(run->probes, pid);
@@ -470,8 +480,15 @@ int cmd_track(int argc, char **argv)
 		goto fail_setup;
 	}
 	exec_err = spawn_release(&run.child);
-	if (exec_err)
-		die_msg("cannot run %s: %s", o.argv[0], strerror(-exec_err));
+	if (exec_err) {
+		/* like a shell: 127, and no artifact of a command that never ran */
+		die_msg("cannot run %s: %s; check the file and its interpreter (#! line)", o.argv[0],
+			strerror(-exec_err));
+		waitpid(run.child.pid, NULL, 0);
+		unlink(o.output);
+		ret = 127;
+		goto out;
+	}
 	wait_tree(&run, &old);
 	ret = finish(&run, &trailer);
 	if (ret) {

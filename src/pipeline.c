@@ -43,8 +43,10 @@ struct pipeline {
 
 	pthread_t poller_thread;
 	bool poller_started;
-	struct ring_buffer *rb;
-	int stop_fd;			/* eventfd in the ring's epoll set: wakes the poller to stop */
+	struct ring_buffer *rb;		/* the events ring */
+	struct ring_buffer *ctl_rb;	/* the control ring (process records), or NULL */
+	int epoll_fd;			/* both rings and stop_fd */
+	int stop_fd;			/* eventfd: wakes the poller to stop */
 	_Atomic int stop_cause;		/* -1 while running */
 	int poller_err;
 
@@ -139,6 +141,7 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 	p->hook_ctx = hook_ctx;
 	p->stop_cause = -1;
 	p->stop_fd = -1;
+	p->epoll_fd = -1;
 	p->full = queue__new(p->opts.batches);
 	p->empty = queue__new(p->opts.batches);
 	p->all = calloc(p->opts.batches, sizeof(*p->all));
@@ -238,32 +241,55 @@ static int ring_cb(void *ctx, void *data, size_t size)
 	return pipeline_feed(ctx, data, size);
 }
 
+/*
+ * Reads both rings, events first.  A process's exit (control ring) is
+ * submitted after all of its own records (events ring), so once an exit has
+ * been read, every record before it is committed: the events ring is read
+ * once more, and those records are batched before the exit, never in a
+ * later frame.
+ */
+static int consume_rings(struct pipeline *p)
+{
+	int n, err;
+
+	err = ring_buffer__consume(p->rb);
+	if (err < 0 || !p->ctl_rb)
+		return err;
+	n = ring_buffer__consume(p->ctl_rb);
+	if (n <= 0)
+		return n;
+	err = ring_buffer__consume(p->rb);
+	return err < 0 ? err : 0;
+}
+
+/*
+ * Waits for a wakeup (BPF wakes us only past the watermark, or for a control
+ * record), the stop eventfd, or the timeout, which picks up the tail below
+ * the watermark.
+ */
 static void *poller_main(void *arg)
 {
 	struct pipeline *p = arg;
 	int poll_ms = p->opts.flush_ms / 2 ? p->opts.flush_ms / 2 : 1;
+	struct epoll_event ev[4];
 	int err = 0;
 
 	if (poll_ms > 100)
 		poll_ms = 100;
 	while (atomic_load(&p->stop_cause) < 0) {
-		err = ring_buffer__poll(p->rb, poll_ms);
-		if (err == -EINTR)
-			err = 0;
-		/*
-		 * BPF wakes us only past the watermark; a timeout with no
-		 * wakeup still has to pick up the tail below it.
-		 */
-		if (err == 0)
-			err = ring_buffer__consume(p->rb);
+		if (epoll_wait(p->epoll_fd, ev, 4, poll_ms) < 0 && errno != EINTR) {
+			err = -errno;
+			break;
+		}
+		err = consume_rings(p);
 		if (err >= 0)
 			err = pipeline_tick(p, mono_ns());
 		if (err < 0)
 			break;
 	}
-	/* drain: whatever the ring still holds, then the partial batch */
+	/* drain: whatever the rings still hold, then the partial batch */
 	if (err >= 0)
-		err = ring_buffer__consume(p->rb);
+		err = consume_rings(p);
 	if (err >= 0)
 		err = pipeline_flush(p, atomic_load(&p->stop_cause) < 0 ? FLUSH_SHUTDOWN :
 				     (enum flush_cause)atomic_load(&p->stop_cause));
@@ -271,22 +297,28 @@ static void *poller_main(void *arg)
 	return NULL;
 }
 
-/*
- * Adds an eventfd to the ring buffer's epoll set so pipeline__stop() wakes
- * the poller at once instead of after its poll timeout.  libbpf reads
- * data.fd of a ready event as a ring index: 0 makes it consume ring 0,
- * which is harmless.
- */
-static int add_stop_fd(struct pipeline *p)
+static int epoll_add(int epfd, int fd)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = 0 };
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+/* One epoll set for the poller: each ring's own epoll fd, and stop_fd. */
+static int setup_poll(struct pipeline *p)
+{
+	int err;
 
 	p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (p->stop_fd < 0)
+	p->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (p->stop_fd < 0 || p->epoll_fd < 0)
 		return -errno;
-	if (epoll_ctl(ring_buffer__epoll_fd(p->rb), EPOLL_CTL_ADD, p->stop_fd, &ev))
-		return -errno;
-	return 0;
+	err = epoll_add(p->epoll_fd, ring_buffer__epoll_fd(p->rb));
+	if (!err && p->ctl_rb)
+		err = epoll_add(p->epoll_fd, ring_buffer__epoll_fd(p->ctl_rb));
+	if (!err)
+		err = epoll_add(p->epoll_fd, p->stop_fd);
+	return err;
 }
 
 int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd)
@@ -297,9 +329,12 @@ int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd)
 	p->rb = ring_buffer__new(ring_fd, ring_cb, p, NULL);
 	if (!p->rb)
 		return -errno;
-	if (ctl_fd >= 0 && ring_buffer__add(p->rb, ctl_fd, ring_cb, p))
-		return -errno;
-	err = add_stop_fd(p);
+	if (ctl_fd >= 0) {
+		p->ctl_rb = ring_buffer__new(ctl_fd, ring_cb, p, NULL);
+		if (!p->ctl_rb)
+			return -errno;
+	}
+	err = setup_poll(p);
 	if (err)
 		return err;
 	/* only main handles signals */
@@ -358,8 +393,11 @@ void pipeline__free(struct pipeline *p)
 	if (p->poller_started || p->writer_started)
 		pipeline__stop(p, FLUSH_SHUTDOWN);
 	ring_buffer__free(p->rb);
+	ring_buffer__free(p->ctl_rb);
 	if (p->stop_fd >= 0)
 		close(p->stop_fd);
+	if (p->epoll_fd >= 0)
+		close(p->epoll_fd);
 	free_batches(p);
 	queue__free(p->full);
 	queue__free(p->empty);

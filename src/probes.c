@@ -347,13 +347,18 @@ static int bury(struct probes *p, struct proc_links *pl)
 	return 0;
 }
 
-void probes_forget(struct probes *p, pid_t pid)
+void probes_forget(struct probes *p, pid_t pid, bool detach_now)
 {
 	struct proc_links *pl = proc_lookup(p, pid, false);
 
 	if (!pl)
 		return;
-	bury(p, pl);
+	if (detach_now) {
+		destroy_links_parallel(pl->links, pl->nlinks);
+		free(pl->links);
+	} else {
+		bury(p, pl);
+	}
 	*pl = p->procs[--p->nprocs];
 }
 

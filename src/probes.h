@@ -13,6 +13,7 @@
 #ifndef MEMTRACK_PROBES_H
 #define MEMTRACK_PROBES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -35,8 +36,14 @@ struct probes *probes__new(struct memtrack_bpf *skel);
  */
 int probes_sync(struct probes *p, pid_t pid);
 
-/* Detaches everything attached for @pid (it exited). */
-void probes_forget(struct probes *p, pid_t pid);
+/*
+ * Forgets everything attached for @pid.  Links of an exited process are
+ * inert and closed at the end (closing one waits for an RCU grace period);
+ * @detach_now closes them here, for a process that lives on (an exec by a
+ * non-leader thread: the kernel still runs links bound to the old leader for
+ * the thread group).
+ */
+void probes_forget(struct probes *p, pid_t pid, bool detach_now);
 
 void probes__stats(const struct probes *p, struct probes_stats *st);
 

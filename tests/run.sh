@@ -1,0 +1,76 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# run.sh - the `make test` runner: every unit test binary ($OUT/tests/test_*),
+# then the integration tests (tests/integration/run.py, root + BPF only).
+#
+# Each test prints "PASS name" or "FAIL name"; this script shows them as they
+# come and counts them.  A binary that exits non-zero without a FAIL line
+# (a crash, say) counts as one more failure.  The last line is exactly
+#     N passed, M failed
+# with " (K integration tests SKIPPED: not root)" appended when they could not
+# run.  Exit status 0 iff M == 0.
+#
+# usage: tests/run.sh [-k SUBSTRING]...   (-k selects integration tests)
+# Environment: OUT (build directory, default build).
+set -u
+
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-build}
+MEMTRACK_BUILD=$(cd "$OUT" 2>/dev/null && pwd) || MEMTRACK_BUILD=$PWD/$OUT
+export MEMTRACK_BUILD
+
+passed=0
+failed=0
+skipped_note=""
+log=$(mktemp "${TMPDIR:-/tmp}/memtrack-test.XXXXXX") || exit 2
+trap 'rm -f "$log"' EXIT
+
+# run_counted NAME CMD...: runs CMD showing its output, adds its PASS/FAIL
+# lines to the totals; a non-zero exit without a FAIL line is a failure.
+run_counted() {
+	local name=$1 status p f
+	shift
+	"$@" 2>&1 | tee "$log"
+	status=${PIPESTATUS[0]}
+	p=$(grep -c '^PASS ' "$log")
+	f=$(grep -c '^FAIL ' "$log")
+	if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "FAIL $name (exit status $status, no FAIL line: crashed or could not run)"
+		f=1
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+# --- unit tests ---------------------------------------------------------
+units=0
+for bin in "$OUT"/tests/test_*; do
+	case $bin in *.d | *.o) continue ;; esac
+	[ -f "$bin" ] && [ -x "$bin" ] || continue
+	units=$((units + 1))
+	echo "== unit: $bin"
+	run_counted "$bin" "$bin"
+done
+if [ "$units" -eq 0 ]; then
+	echo "FAIL unit tests (no binary $OUT/tests/test_*: run make test)"
+	failed=$((failed + 1))
+fi
+
+# --- integration tests --------------------------------------------------
+if ! command -v python3 >/dev/null; then
+	echo "FAIL integration tests (python3 not found: run make deps)"
+	failed=$((failed + 1))
+elif [ "$(id -u)" -ne 0 ]; then
+	k=$(python3 tests/integration/run.py --list "$@" 2>/dev/null) || k="?"
+	echo
+	echo "!!! $k integration tests SKIPPED: they need root (BPF); run sudo make test !!!"
+	echo
+	skipped_note=" ($k integration tests SKIPPED: not root)"
+else
+	echo "== integration: tests/integration ($MEMTRACK_BUILD)"
+	run_counted "tests/integration/run.py" python3 tests/integration/run.py "$@"
+fi
+
+echo "$passed passed, $failed failed$skipped_note"
+[ "$failed" -eq 0 ]
