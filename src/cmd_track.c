@@ -88,7 +88,7 @@ static void track_usage(FILE *out)
 		"      --no-allocators   do not attach the heap probes (cheaper)\n"
 		"      --physical        also record the tree's physical memory, shared pages once\n"
 		"      --allow-drops     exit with the command's status even if events were lost\n"
-		"      --ring-size SIZE  BPF ring buffer size, power of two (default 4M)\n"
+		"      --ring-size SIZE  BPF ring buffer size, power of two (default 2M)\n"
 		"      --batch-size SIZE bytes of records per artifact frame (default 256K)\n"
 		"      --flush-ms MS     write a partial frame after MS milliseconds (default 500)\n"
 		"      --wakeup-bytes N  wake the reader at N unread bytes (default ring/16)\n"
@@ -109,7 +109,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 
 	*o = (struct track_opts){
 		.allocators = true,
-		.ring_bytes = 4u << 20,
+		.ring_bytes = 2u << 20,
 		.pipe = { PIPELINE_DEFAULT_BATCH_BYTES, PIPELINE_DEFAULT_BATCHES,
 			  PIPELINE_DEFAULT_FLUSH_MS },
 	};
@@ -506,8 +506,13 @@ fail_setup:
 out:
 	pipeline__free(run.pipe);
 	mt_writer__free(run.writer);
+	run.t_exited = mono_ns();
 	probes__free(run.probes);
+	run.t_finished = mono_ns();
 	loader_close(run.skel);
+	if (o.verbose && run.t_start)
+		fprintf(stderr, "memtrack: teardown: probes %.1f ms, bpf %.1f ms\n",
+			(run.t_finished - run.t_exited) / 1e6, (mono_ns() - run.t_finished) / 1e6);
 	if (run.out_fd >= 0)
 		close(run.out_fd);
 	return ret;

@@ -7,7 +7,7 @@
 #ifndef MEMTRACK_MAPS_BPF_H
 #define MEMTRACK_MAPS_BPF_H
 
-#define MT_RING_DEFAULT (4u << 20) /* bytes; a power-of-two multiple of the page size */
+#define MT_RING_DEFAULT (2u << 20) /* bytes; a power-of-two multiple of the page size */
 /*
  * A hash map's bucket array (16 bytes per entry, rounded up to a power of
  * two) is allocated and initialised at creation even without preallocation:
