@@ -280,11 +280,13 @@ static int open_output(struct track_run *run)
 	return 0;
 }
 
+/* A signal to forward (SIGINT, SIGTERM, SIGHUP); SIGCHLD only wakes pselect. */
 static volatile sig_atomic_t pending_signal;
 
 static void on_signal(int sig)
 {
-	pending_signal = sig;
+	if (sig != SIGCHLD)
+		pending_signal = sig;
 }
 
 static void install_signals(sigset_t *old)
@@ -319,7 +321,7 @@ static void wait_tree(struct track_run *run, const sigset_t *unblocked)
 		int sig = pending_signal;
 
 		pending_signal = 0;
-		if (sig && sig != SIGCHLD) {
+		if (sig) {
 			run->signalled = true;
 			if (!root_done)
 				kill(run->child.pid, sig);
