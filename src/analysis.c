@@ -114,22 +114,27 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, uint32_t pid, 
 	p->allocated_bytes += size;
 	if (s) {		/* a free we never saw: forget the old block */
 		a->live_bytes -= s->size;
+		p->live_bytes -= s->size;
 		s->size = TOMBSTONE;
 	}
 	a->live_bytes += size;
 	if (a->live_bytes > a->peak_live_bytes)
 		a->peak_live_bytes = a->live_bytes;
+	p->live_bytes += size;
+	if (p->live_bytes > p->peak_heap_bytes)
+		p->peak_heap_bytes = p->live_bytes;
 	return slot_insert(a, pid, addr, size);
 }
 
-static void heap_free(struct analysis *a, uint32_t pid, uint64_t addr)
+static void heap_free(struct analysis *a, struct proc_summary *p, uint64_t addr)
 {
-	struct live_slot *s = slot_find(a, pid, addr);
+	struct live_slot *s = slot_find(a, p->pid, addr);
 
 	a->free_count++;
 	if (!s)
 		return;
 	a->live_bytes -= s->size;
+	p->live_bytes -= s->size;
 	s->size = TOMBSTONE;
 }
 
@@ -146,6 +151,7 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p)
 		a->leaked_count++;
 		a->leaked_bytes += s->size;
 		a->live_bytes -= s->size;
+		p->live_bytes -= s->size;
 		s->size = TOMBSTONE;
 	}
 }
@@ -199,11 +205,11 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 	case MT_ALIGNED_ALLOC:
 		return heap_alloc(a, p, ev->h.pid, f[0], f[1]);
 	case MT_REALLOC:
-		heap_free(a, ev->h.pid, f[2]);
+		heap_free(a, p, f[2]);
 		a->free_count--; /* the move is part of the realloc, not a free */
 		return heap_alloc(a, p, ev->h.pid, f[0], f[1]);
 	case MT_FREE:
-		heap_free(a, ev->h.pid, f[0]);
+		heap_free(a, p, f[0]);
 		break;
 	case MT_FORK:
 		if (f[2] & MT_FORK_THREAD)

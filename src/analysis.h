@@ -18,6 +18,8 @@ struct proc_summary {
 	char command[64];		/* basename of the last exec'd path */
 	uint64_t allocs;		/* heap allocations */
 	uint64_t allocated_bytes;	/* bytes requested by them */
+	uint64_t live_bytes;		/* heap bytes allocated and not freed */
+	uint64_t peak_heap_bytes;	/* the most live_bytes ever was */
 	uint64_t leaked_count;		/* never freed before exit/exec/end */
 	uint64_t leaked_bytes;
 	uint64_t rss_bytes;		/* anon + file + shmem now */

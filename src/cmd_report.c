@@ -125,9 +125,10 @@ static void print_json(const struct report *r)
 
 		printf("%s{\"pid\":%u,\"ppid\":%u,\"command\":", i ? "," : "", p->pid, p->ppid);
 		json_print_string(stdout, p->command);
-		printf(",\"alloc_count\":%llu,\"allocated_bytes\":%llu,\"leaked_bytes\":%llu,\"peak_rss_bytes\":",
+		printf(",\"alloc_count\":%llu,\"allocated_bytes\":%llu,\"peak_heap_bytes\":%llu"
+		       ",\"leaked_bytes\":%llu,\"peak_rss_bytes\":",
 		       (unsigned long long)p->allocs, (unsigned long long)p->allocated_bytes,
-		       (unsigned long long)p->leaked_bytes);
+		       (unsigned long long)p->peak_heap_bytes, (unsigned long long)p->leaked_bytes);
 		if (a->has_rss)
 			printf("%llu", (unsigned long long)p->peak_rss_bytes);
 		else

@@ -225,6 +225,14 @@ static void fill_header(struct mt_header *h, const struct track_opts *o)
 	h->flags = (o->allocators ? MT_HDR_ALLOCATORS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0);
 }
 
+/* Whether an exec'd path is a memtrack (see MT_PROC_NO_CHILDREN). */
+static bool is_memtrack(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return !strcmp(base ? base + 1 : path, "memtrack");
+}
+
 /*
  * Poller thread: a parked task gets its allocator probes, then SIGCONT; an
  * exited process's probes are detached.
@@ -248,6 +256,8 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	}
 	if (h->type == MT_EXEC && f[0] != h->pid)
 		probes_forget(run->probes, pid, true);
+	if (h->type == MT_EXEC && is_memtrack((const char *)(f + 1)))
+		loader_untrack_children(run->skel, pid);
 	if (h->type == MT_FORK)
 		pid = f[1];
 	probes_sync(run->probes, pid);

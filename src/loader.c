@@ -171,6 +171,19 @@ int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 	return 0;
 }
 
+int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid)
+{
+	struct { __u32 ppid, flags; } v;
+	__u32 key = pid;
+
+	if (bpf_map__lookup_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), 0))
+		return -errno;
+	v.flags |= 1; /* MT_PROC_NO_CHILDREN, maps.bpf.h */
+	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_EXIST))
+		return -errno;
+	return 0;
+}
+
 bool loader_tree_alive(struct memtrack_bpf *skel)
 {
 	__u32 key;

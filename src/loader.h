@@ -35,6 +35,9 @@ struct memtrack_bpf *loader_open(struct loader_opts *o, char *err, size_t errlen
 /* Adds @pid (the root of the tree) to the tracked set. */
 int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
 
+/* Leaves the future children of @pid (another memtrack) out of the tree. */
+int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
+
 /* Returns true while some process of the tree is alive. */
 bool loader_tree_alive(struct memtrack_bpf *skel);
 

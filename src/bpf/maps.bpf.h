@@ -17,10 +17,18 @@
 #define MT_MAX_TRACKED 16384	    /* processes of the tree alive at once */
 #define MT_MAX_INFLIGHT 16384	    /* threads inside an allocator or syscall at once */
 
+/*
+ * The process is another memtrack: its children are its own session's tree.
+ * Two sessions parking the same process would race (either one's SIGCONT
+ * can resume it before the other has attached), so the outer session
+ * records the inner memtrack itself and leaves its workload to it.
+ */
+#define MT_PROC_NO_CHILDREN 1u
+
 /* Per tracked process (key: tgid). */
 struct tracked_proc {
 	__u32 ppid;  /* tgid of the parent in the tree, 0 for the root */
-	__u32 flags; /* reserved, 0 */
+	__u32 flags; /* MT_PROC_* */
 };
 
 #define MT_MAX_CPUS 512		    /* per-CPU counters are summed over at most this many */

@@ -25,7 +25,7 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 {
-	struct tracked_proc tp = {};
+	struct tracked_proc tp = {}, *ptp;
 	__u32 ptgid = parent->tgid;
 	__u32 ctgid = child->tgid;
 	__u32 ctid = child->pid;
@@ -33,10 +33,13 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	struct mt_rec *r;
 	bool park = false;
 
-	if (!is_tracked(ptgid))
+	ptp = bpf_map_lookup_elem(&tracked, &ptgid);
+	if (!ptp)
 		return 0;
 	if (ctgid == ptgid)
 		flags = MT_FORK_THREAD | MT_FORK_VM;
+	else if (ptp->flags & MT_PROC_NO_CHILDREN)
+		return 0;
 	else if (child->mm == parent->mm)
 		flags = MT_FORK_VM;
 	if (!(flags & MT_FORK_THREAD)) {

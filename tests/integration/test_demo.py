@@ -45,3 +45,7 @@ def test_demo_report(tmp):
              (1, 1000, 0, False), "report --json (leaked_count, leaked_bytes, dropped, truncated)")
     check_eq(sorted((q["command"], q.get("exit_code")) for q in rep["processes"]),
              [("demo", 0), ("demo", 0)], "report --json processes (command, exit_code)")
+    # per-process heap peaks: the child's one block; for the parent, the end
+    # marker's block (987653) while the leaked calloc (1000) is live
+    peaks = sorted(q["peak_heap_bytes"] for q in rep["processes"])
+    check_eq(peaks, [12345, 987653 + 1000], "report --json processes[].peak_heap_bytes")

@@ -3,9 +3,10 @@
 outside it, and not the tree of another memtrack session."""
 import os
 import subprocess
+from pathlib import Path
 
-from mtlib import (check_eq, check_true, count, finish, fixture, of_type,
-                   require_eq, root_pid, spawn_track, track, window)
+from mtlib import (MEMTRACK, check_eq, check_true, count, finish, fixture, of_type,
+                   report_json, require_eq, root_pid, spawn_track, track, window)
 
 
 def tree_of(evs):
@@ -73,3 +74,21 @@ def test_two_sessions_at_once(tmp):
     start = lambda evs: of_type(evs, "exec")[0]["ts"]
     end = lambda evs: max(e["ts"] for e in of_type(evs, "exit"))
     check_true(start(ea) < end(eb) and start(eb) < end(ea), "the two sessions overlapped")
+
+
+def test_nested_session_leaves_workload_to_inner(tmp):
+    """memtrack tracking memtrack: the outer session records the inner
+    memtrack process itself, the inner one records the workload, exactly
+    (were both to park the workload, either SIGCONT could resume it before
+    the other session had attached its probes)."""
+    n = 20000
+    inner = Path(tmp) / "inner.mtrk"
+    t = track(tmp, [MEMTRACK, "track", "-q", "-o", inner, "--", fixture("alloc_pairs"), n],
+              name="outer.mtrk")
+    outer_cmds = sorted(p["command"] for p in t.report["processes"])
+    check_eq(outer_cmds, ["memtrack"], "processes the outer session recorded")
+    r = report_json(inner)
+    # n pairs plus the two marker blocks
+    check_eq(r["events_by_type"]["malloc"], n + 2, "mallocs the inner session recorded")
+    check_eq(r["events_by_type"]["free"], n + 2, "frees the inner session recorded")
+    check_eq(r["dropped_events"], 0, "inner dropped events")
