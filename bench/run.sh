@@ -1,0 +1,32 @@
+#!/bin/sh
+# run.sh - memtrack's overhead benchmarks (`make bench` runs this).
+#
+#   bench/run.sh                      full suite: walltime + memory, all variants
+#   bench/run.sh --smoke              each benchmark once, no statistics (CI)
+#   bench/run.sh --only ls,dd --mode walltime --no-peers   one slice
+#   bench/run.sh --compare old.json   run, then show the change per row
+#   bench/run.sh --help               every option
+#
+# The benchmarks are listed in bench/benchmarks.toml.  Results go to
+# build/bench-results/results.{md,json} (smoke.{md,json} with --smoke).
+# Needs root (memtrack loads BPF), hyperfine, heaptrack, valgrind, GNU time
+# and python3 >= 3.11: scripts/bootstrap.sh installs them.
+set -e
+cd "$(dirname "$0")/.."
+
+case " $* " in
+*" -h "*|*" --help "*|*" --results "*) exec python3 bench/bench.py "$@" ;;  # runs nothing
+esac
+if [ "$(id -u)" != 0 ]; then
+	echo "bench: memtrack needs root to load its BPF programs; run: sudo $0 $*" >&2
+	exit 1
+fi
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || {
+	echo "bench: needs python3 >= 3.11 (for tomllib)" >&2
+	exit 1
+}
+if [ ! -x build/memtrack ] || [ ! -x build/fixtures/alloc_pairs ]; then
+	echo "bench: build/memtrack or build/fixtures/alloc_pairs missing; run make bench (or make all build/fixtures/alloc_pairs)" >&2
+	exit 1
+fi
+exec python3 bench/bench.py "$@"
