@@ -88,10 +88,10 @@ $(OUT)/memtrack: $(OUT)/obj/main.o $(OUT)/libmemtrack.a
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests link the library (no BPF needed to run them).
-$(OUT)/tests/%: tests/unit/%.c tests/harness.h $(wildcard src/*.h) $(OUT)/libmemtrack.a
+$(OUT)/tests/%: tests/unit/%.c tests/harness.h tests/unit/waits.h $(wildcard src/*.h) $(OUT)/libmemtrack.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests $< $(OUT)/libmemtrack.a $(LDLIBS) -o $@
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests -Itests/unit $< $(OUT)/libmemtrack.a $(LDLIBS) -o $@
 
 # Fixtures are built at -O0 so no allocation is optimised away.
 FIXTURE_LIBS_pthreads := -lpthread

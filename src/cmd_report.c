@@ -83,6 +83,15 @@ static void print_text(const struct report *r)
 		printf("warning:      %s\n", r->error);
 }
 
+/* Prints ,"key":value, or ,"key":null when the run did not record it. */
+static void print_opt_u64(const char *key, bool recorded, uint64_t value)
+{
+	if (recorded)
+		printf(",\"%s\":%llu", key, (unsigned long long)value);
+	else
+		printf(",\"%s\":null", key);
+}
+
 static void print_json(const struct report *r)
 {
 	const struct analysis *a = &r->a;
@@ -111,14 +120,9 @@ static void print_json(const struct report *r)
 	       (unsigned long long)a->alloc_count, (unsigned long long)a->total_allocated_bytes,
 	       (unsigned long long)a->free_count, (unsigned long long)a->peak_live_bytes,
 	       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
-	if (a->has_rss)
-		printf(",\"peak_rss_bytes\":%llu", (unsigned long long)a->peak_rss_bytes);
-	else
-		printf(",\"peak_rss_bytes\":null");
-	if (a->has_physical || (r->hdr->flags & MT_HDR_PHYSICAL))
-		printf(",\"peak_physical_bytes\":%llu", (unsigned long long)a->peak_physical_bytes);
-	else
-		printf(",\"peak_physical_bytes\":null");
+	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
+	print_opt_u64("peak_physical_bytes", a->has_physical || (r->hdr->flags & MT_HDR_PHYSICAL),
+		      a->peak_physical_bytes);
 	printf(",\"processes\":[");
 	for (unsigned i = 0; i < a->nprocs; i++) {
 		const struct proc_summary *p = &a->procs[i];
@@ -126,13 +130,10 @@ static void print_json(const struct report *r)
 		printf("%s{\"pid\":%u,\"ppid\":%u,\"command\":", i ? "," : "", p->pid, p->ppid);
 		json_print_string(stdout, p->command);
 		printf(",\"alloc_count\":%llu,\"allocated_bytes\":%llu,\"peak_heap_bytes\":%llu"
-		       ",\"leaked_bytes\":%llu,\"peak_rss_bytes\":",
+		       ",\"leaked_bytes\":%llu",
 		       (unsigned long long)p->allocs, (unsigned long long)p->allocated_bytes,
 		       (unsigned long long)p->peak_heap_bytes, (unsigned long long)p->leaked_bytes);
-		if (a->has_rss)
-			printf("%llu", (unsigned long long)p->peak_rss_bytes);
-		else
-			printf("null");
+		print_opt_u64("peak_rss_bytes", a->has_rss, p->peak_rss_bytes);
 		if (p->exited)
 			printf(",\"exit_code\":%lld,\"exit_signal\":%u", (long long)p->exit_code, p->exit_signal);
 		printf("}");

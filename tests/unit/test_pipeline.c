@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "harness.h"
+#include "waits.h"
 #include "artifact.h"
 #include "artifact_format.h"
 #include "batch.h"
@@ -1162,34 +1163,6 @@ static void *bm_drain(void *arg)
 		b->drained += n;
 	}
 	return NULL;
-}
-
-/* True when thread @tid is in a futex syscall (i.e. blocked on a lock or condvar). */
-static bool in_futex(pid_t tid)
-{
-	char path[64], buf[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	return strtol(buf, NULL, 10) == SYS_futex;
-}
-
-/* Whether in_futex() can work here (a kernel with /proc/PID/task/TID/syscall). */
-static bool can_see_syscalls(void)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)gettid());
-	return access(path, R_OK) == 0;
 }
 
 static void test_bounded_memory(void)

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "harness.h"
+#include "waits.h"
 #include "queue.h"
 
 /* Items are small integers; NULL is what pop returns once closed. */
@@ -32,34 +33,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* True when thread @tid is in a futex syscall. */
-static bool in_futex(pid_t tid)
-{
-	char path[64], buf[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	return strtol(buf, NULL, 10) == SYS_futex;
-}
-
-/* Whether in_futex() can work here (a kernel with /proc/PID/task/TID/syscall). */
-static bool can_see_syscalls(void)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)gettid());
-	return access(path, R_OK) == 0;
 }
 
 /* One blocking call made by a helper thread. */
