@@ -19,6 +19,16 @@ MiB = 1 << 20
 KiB = 1 << 10
 
 
+# The kernel's shared counters (what rss records carry) lag the exact value
+# by the per-CPU deltas not yet folded in: < 32 pages per CPU.
+LAG = 512 * KiB
+
+
+def at_least(size):
+    """Recorded RSS that shows @size bytes were touched, allowing for LAG."""
+    return size - LAG
+
+
 def tolerance(expected):
     """The issue's bound: max(2%, 512 KiB)."""
     return max(expected * 2 // 100, 512 * KiB)
@@ -189,7 +199,7 @@ def test_threads_one_process(tmp):
         pid = fixture_pid(d)
         st = status(pid)
         rec = d.wait_rss(pid, lambda r: close_to(total(r), st["VmRSS"]), "rss of the threaded process")
-        check_true(rec["anon"] >= 32 * MiB, "anon %d covers the 4 x 8 MiB" % rec["anon"])
+        check_true(rec["anon"] >= at_least(32 * MiB), "anon %d covers the 4 x 8 MiB" % rec["anon"])
         d.proceed()
         a = d.finish()
         pids = {e["pid"] for e in a.events if e["type"] == "rss"}
@@ -203,7 +213,7 @@ def test_exec_replaces_rss(tmp):
     try:
         d.expect("touched")
         pid = fixture_pid(d)
-        d.wait_rss(pid, lambda r: r["anon"] >= 32 * MiB, "32 MiB anon before exec")
+        d.wait_rss(pid, lambda r: r["anon"] >= at_least(32 * MiB), "32 MiB anon before exec")
         d.proceed()
         d.expect("small")
         st = status(pid)
@@ -223,7 +233,7 @@ def test_mm_reuse_not_misattributed(tmp):
     try:
         d.expect("touched")
         pid = fixture_pid(d)
-        d.wait_rss(pid, lambda r: r["anon"] >= 32 * MiB, "32 MiB before exec")
+        d.wait_rss(pid, lambda r: r["anon"] >= at_least(32 * MiB), "32 MiB before exec")
         d.proceed()
         d.expect("small")
         d.proceed()
@@ -238,10 +248,10 @@ def test_mm_reuse_not_misattributed(tmp):
     ex = [e for e in evs if e["type"] == "exec" and e["pid"] == pid]
     require_eq(len(ex), 2, "exec records of the fixture")
     before = [e for e in evs if e["type"] == "rss" and e["pid"] == pid and e["ts"] < ex[1]["ts"]]
-    full = [e for e in before if e["anon"] >= 32 * MiB]
+    full = [e for e in before if e["anon"] >= at_least(32 * MiB)]
     require(full, "an rss record with the 32 MiB")
     after_full = [e for e in before if e["ts"] > full[0]["ts"]]
-    check_eq([e for e in after_full if e["anon"] < 32 * MiB], [],
+    check_eq([e for e in after_full if e["anon"] < at_least(32 * MiB)], [],
              "rss records between the 32 MiB touch and exec that dropped")
     # after its exit, a freed mm recycled by the churner must not speak for it
     for ex in [e for e in evs if e["type"] == "exit"]:
@@ -280,7 +290,7 @@ def test_vfork_child_keeps_parent_as_owner(tmp):
     try:
         d.expect("touched")
         pid = fixture_pid(d)
-        d.wait_rss(pid, lambda r: r["anon"] >= 16 * MiB, "parent's 16 MiB")
+        d.wait_rss(pid, lambda r: r["anon"] >= at_least(16 * MiB), "parent's 16 MiB")
         d.proceed()
         d.expect("small")
         d.proceed()
@@ -292,10 +302,10 @@ def test_vfork_child_keeps_parent_as_owner(tmp):
     require_eq(len(forks), 1, "vfork records")
     child = forks[0]["child"]
     check_eq(forks[0]["flags"] & 2, 2, "the vfork child shares the parent's mm (flag 2)")
-    big = [e for e in evs if e["type"] == "rss" and e["pid"] == child and e["anon"] >= 16 * MiB]
+    big = [e for e in evs if e["type"] == "rss" and e["pid"] == child and e["anon"] >= at_least(16 * MiB)]
     check_eq(big, [], "rss records giving the child the parent's 16 MiB")
     parent_recs = [e for e in evs if e["type"] == "rss" and e["pid"] == pid]
-    check_true(max(total(e) for e in parent_recs) >= 16 * MiB, "parent keeps its 16 MiB")
+    check_true(max(total(e) for e in parent_recs) >= at_least(16 * MiB), "parent keeps its 16 MiB")
 
 
 def test_mremap_and_hole(tmp):
