@@ -352,7 +352,10 @@ static int exit_status_of(int status)
 	return WEXITSTATUS(status);
 }
 
-static void print_stats(const struct track_run *run, const struct pipeline_stats *ps)
+static uint64_t total_drops(const struct mt_trailer *t);
+
+static void print_stats(const struct track_run *run, const struct pipeline_stats *ps,
+			const struct mt_trailer *t)
 {
 	struct probes_stats pr = { 0 };
 
@@ -360,12 +363,12 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 		probes__stats(run->probes, &pr);
 	fprintf(stderr,
 		"memtrack: pipeline: %llu events, %llu batches (full %llu, timeout %llu, drain %llu, shutdown %llu), "
-		"max queue %llu, poller waits %llu, encode %.1f ms, %llu frames, %llu raw bytes, %llu file bytes\n",
+		"max queue %llu, poller waits %llu, dropped %llu, encode %.1f ms, %llu frames, %llu raw bytes, %llu file bytes\n",
 		(unsigned long long)ps->events, (unsigned long long)ps->batches,
 		(unsigned long long)ps->flushes[FLUSH_FULL], (unsigned long long)ps->flushes[FLUSH_TIMEOUT],
 		(unsigned long long)ps->flushes[FLUSH_DRAIN], (unsigned long long)ps->flushes[FLUSH_SHUTDOWN],
 		(unsigned long long)ps->max_queue, (unsigned long long)ps->poller_waits,
-		ps->encode_ns / 1e6, (unsigned long long)ps->frames,
+		(unsigned long long)total_drops(t), ps->encode_ns / 1e6, (unsigned long long)ps->frames,
 		(unsigned long long)ps->raw_bytes, (unsigned long long)ps->file_bytes);
 	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
 		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
@@ -393,7 +396,7 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 		err = mt_writer__finish(run->writer, t);
 	run->t_finished = mono_ns();
 	if (run->o->verbose)
-		print_stats(run, &ps);
+		print_stats(run, &ps, t);
 	return err;
 }
 
