@@ -65,25 +65,29 @@ static int attach_tracepoints(struct memtrack_bpf *skel)
  * libbpf reads the kernel's BTF (5.5 MB here) into fresh buffers and copies
  * it once more: ~2800 page faults, 35 of the ~50 ms it takes on these VMs.
  * Big buffers are made to come from the main heap instead of fresh
- * mappings, and the heap's coming 20 MB are marked for transparent huge
- * pages (THP is "madvise" here): a dozen faults instead.  The freed block
- * stays in the heap (trim threshold raised) for libbpf to reuse, until
+ * mappings, the heap is grown by 24 MB of free top space (M_TOP_PAD, so no
+ * 24 MB block is ever allocated), and that space is marked for transparent
+ * huge pages (THP is "madvise" here): a dozen faults instead.
  * heap_restore() gives it back once the BTF is freed.
  */
 static void heap_prefer_huge_pages(void)
 {
-	const size_t huge = 2u << 20, len = 24u << 20;
-	uintptr_t start;
-	char *p;
+	const uintptr_t huge = 2u << 20, pad = 24u << 20;
+	uintptr_t start, end;
+	void *p;
 
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
-	p = malloc(len);
-	if (!p)
-		return;
-	start = ((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1);
-	madvise((void *)start, len - huge, MADV_HUGEPAGE);
+	mallopt(M_TOP_PAD, pad);
+	p = malloc(256 << 10);	/* more than the top holds: the heap grows by pad */
+	end = (uintptr_t)sbrk(0);
 	free(p);
+	mallopt(M_TOP_PAD, 128 << 10);
+	if (!p || end < pad)
+		return;
+	start = (end - pad + huge - 1) & ~(huge - 1);
+	if (start < end)
+		madvise((void *)start, end - start, MADV_HUGEPAGE);
 }
 
 static void heap_restore(void)

@@ -28,7 +28,8 @@
 #define GFP_MOVABLE (1u << ___GFP_MOVABLE_BIT)
 #define GFP_PGTABLE ((1u << ___GFP_ZERO_BIT) | (1u << ___GFP_ACCOUNT_BIT))
 
-const volatile __u64 phys_granularity_pages = 8;
+/* report after 32 pages (128 KiB) of change: a record per page copied costs more than the page */
+const volatile __u64 phys_granularity_pages = 32;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
