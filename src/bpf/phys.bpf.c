@@ -22,7 +22,7 @@
 #include "common.bpf.h"
 
 #define PAGE_SHIFT 12
-#define MT_MAX_PHYS_PAGES (256u << 10) /* 1 GiB of 4 KiB pages; shrunk to 1 without --physical */
+#define MT_MAX_PHYS_PAGES 1 /* sized by userspace: --physical-max, 1 without --physical */
 
 /* User pages (anonymous, page cache) are movable; page tables are zeroed and accounted. */
 #define GFP_MOVABLE (1u << ___GFP_MOVABLE_BIT)
