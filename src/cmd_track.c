@@ -474,6 +474,22 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Detaches the probes (one RCU grace period, however many links: they are
+ * closed together) and unloads the BPF side.
+ */
+static void teardown(struct track_run *run)
+{
+	uint64_t t0 = mono_ns(), t1;
+
+	probes__free(run->probes);
+	t1 = mono_ns();
+	loader_close(run->skel);
+	if (run->o->verbose)
+		fprintf(stderr, "memtrack: teardown: probes %.1f ms, bpf %.1f ms\n",
+			(t1 - t0) / 1e6, (mono_ns() - t1) / 1e6);
+}
+
 int cmd_track(int argc, char **argv)
 {
 	struct track_opts o;
@@ -534,13 +550,7 @@ fail_setup:
 out:
 	pipeline__free(run.pipe);
 	mt_writer__free(run.writer);
-	run.t_exited = mono_ns();
-	probes__free(run.probes);
-	run.t_finished = mono_ns();
-	loader_close(run.skel);
-	if (o.verbose && run.t_start)
-		fprintf(stderr, "memtrack: teardown: probes %.1f ms, bpf %.1f ms\n",
-			(run.t_finished - run.t_exited) / 1e6, (mono_ns() - run.t_finished) / 1e6);
+	teardown(&run);
 	if (run.out_fd >= 0)
 		close(run.out_fd);
 	return ret;
