@@ -225,21 +225,29 @@ def test_exec_replaces_rss(tmp):
         d.kill()
 
 
+def touch_then_small(tmp, mode, size):
+    """Runs `rss MODE rss`: the fixture touches size bytes, then (itself or a
+    vfork child) execs `rss small`.  Returns (pid, finished artifact)."""
+    d = Driver(tmp, [mode, fixture("rss")])
+    try:
+        d.expect("touched")
+        pid = fixture_pid(d)
+        d.wait_rss(pid, lambda r: r["anon"] >= at_least(size), "%d bytes touched" % size)
+        d.proceed()
+        d.expect("small")
+        d.proceed()
+        return pid, d.finish()
+    finally:
+        d.kill()
+
+
 def test_mm_reuse_not_misattributed(tmp):
     """A tracked process execs and exits while an untracked one churns 250
     forks through freed mm_structs; no record of the tree comes from them."""
     churner = subprocess.Popen([fixture("rss"), "churn", "250"], stdin=subprocess.DEVNULL)
-    d = Driver(tmp, ["exec", fixture("rss")])
     try:
-        d.expect("touched")
-        pid = fixture_pid(d)
-        d.wait_rss(pid, lambda r: r["anon"] >= at_least(32 * MiB), "32 MiB before exec")
-        d.proceed()
-        d.expect("small")
-        d.proceed()
-        a = d.finish()
+        pid, a = touch_then_small(tmp, "exec", 32 * MiB)
     finally:
-        d.kill()
         churner.wait(timeout=60)
     evs = a.events
     tree = {e["pid"] for e in evs if e["type"] in ("exec", "fork")}
@@ -286,17 +294,7 @@ def test_external_pageout_attributed_to_owner(tmp):
 
 
 def test_vfork_child_keeps_parent_as_owner(tmp):
-    d = Driver(tmp, ["vfork", fixture("rss")])
-    try:
-        d.expect("touched")
-        pid = fixture_pid(d)
-        d.wait_rss(pid, lambda r: r["anon"] >= at_least(16 * MiB), "parent's 16 MiB")
-        d.proceed()
-        d.expect("small")
-        d.proceed()
-        a = d.finish()
-    finally:
-        d.kill()
+    pid, a = touch_then_small(tmp, "vfork", 16 * MiB)
     evs = a.events
     forks = [e for e in evs if e["type"] == "fork" and e["parent"] == pid]
     require_eq(len(forks), 1, "vfork records")
