@@ -63,7 +63,7 @@ $(OUT)/vmlinux.h: | $(OUT)/.deps
 $(OUT)/bpf/%.bpf.o: src/bpf/%.bpf.c src/event.h $(wildcard src/bpf/*.bpf.h) $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) -g -O2 -Wall -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Isrc \
+	$(Q)$(CLANG) -g -O2 -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Isrc \
 		$(CLANG_BPF_SYS_INCLUDES) -c $< -o $@
 
 $(OUT)/memtrack.bpf.o: $(BPF_OBJS)

@@ -43,7 +43,6 @@ struct track_opts {
 	bool shell;			/* run argv[0] through /bin/sh -c */
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
-	uint64_t physical_max;		/* bytes of the tree's pages --physical can count */
 	struct pipeline_opts pipe;
 	char **argv;			/* the command */
 };
@@ -63,13 +62,12 @@ struct track_run {
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
 };
 
-enum { OPT_PHYSICAL_MAX = 254, OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP };
+enum { OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP };
 
 static const struct option track_options[] = {
 	{ "output", required_argument, NULL, 'o' },
 	{ "no-allocators", no_argument, NULL, OPT_NO_ALLOC },
 	{ "physical", no_argument, NULL, OPT_PHYSICAL },
-	{ "physical-max", required_argument, NULL, OPT_PHYSICAL_MAX },
 	{ "allow-drops", no_argument, NULL, OPT_ALLOW_DROPS },
 	{ "ring-size", required_argument, NULL, OPT_RING },
 	{ "batch-size", required_argument, NULL, OPT_BATCH },
@@ -89,7 +87,6 @@ static void track_usage(FILE *out)
 		"  -o, --output FILE     artifact to write (default memtrack.<cmd>.<pid>.mtrk)\n"
 		"      --no-allocators   do not attach the heap probes (cheaper)\n"
 		"      --physical        also record the tree's physical memory, shared pages once\n"
-		"      --physical-max SIZE  the most physical memory --physical can count (default 512M)\n"
 		"      --allow-drops     exit with the command's status even if events were lost\n"
 		"      --ring-size SIZE  BPF ring buffer size, power of two (default 2M)\n"
 		"      --batch-size SIZE bytes of records per artifact frame (default 256K)\n"
@@ -113,7 +110,6 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	*o = (struct track_opts){
 		.allocators = true,
 		.ring_bytes = 2u << 20,
-		.physical_max = 512u << 20,
 		.pipe = { PIPELINE_DEFAULT_BATCH_BYTES, PIPELINE_DEFAULT_BATCHES,
 			  PIPELINE_DEFAULT_FLUSH_MS },
 	};
@@ -127,14 +123,6 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case 'h': track_usage(stdout); exit(0);
 		case OPT_NO_ALLOC: o->allocators = false; break;
 		case OPT_PHYSICAL: o->physical = true; break;
-		case OPT_PHYSICAL_MAX:
-			if (parse_size(optarg, &v) || v < (1u << 20)) {
-				die_msg("invalid --physical-max '%s'; give a size of at least 1M, e.g. 4G", optarg);
-				return 2;
-			}
-			o->physical_max = v;
-			o->physical = true;
-			break;
 		case OPT_ALLOW_DROPS: o->allow_drops = true; break;
 		case OPT_RING:
 			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096) {
@@ -444,7 +432,6 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.wakeup_bytes = run->o->wakeup_bytes,
 		.allocators = run->o->allocators,
 		.physical = run->o->physical,
-		.physical_pages = run->o->physical_max / sysconf(_SC_PAGESIZE),
 		.verbose = run->o->verbose,
 	};
 

@@ -104,6 +104,28 @@ static void set_physical_autoload(struct memtrack_bpf *skel, bool on)
 	bpf_program__set_autoload(skel->progs.handle_page_free_batched, on);
 }
 
+/*
+ * One past the highest page frame number of the machine, from the zones'
+ * start_pfn and spanned pages in /proc/zoneinfo: the size of --physical's
+ * bitmap.  Falls back to the RAM size, doubled for holes.
+ */
+static uint64_t max_pfn(void)
+{
+	unsigned long long start = 0, spanned = 0, top = 0;
+	char line[256];
+	FILE *f = fopen("/proc/zoneinfo", "re");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, " spanned %llu", &spanned) == 1)
+			continue;
+		if (sscanf(line, " start_pfn: %llu", &start) == 1 && start + spanned > top)
+			top = start + spanned;
+	}
+	if (f)
+		fclose(f);
+	return top ? top : 2 * (uint64_t)sysconf(_SC_PHYS_PAGES);
+}
+
 static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err, size_t errlen);
 
 struct memtrack_bpf *loader_open(struct loader_opts *o, char *err, size_t errlen)
@@ -143,8 +165,12 @@ static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err
 	skel->rodata->nr_cpus = libbpf_num_possible_cpus() > 0 ? libbpf_num_possible_cpus() : 1;
 	set_alloc_autoload(skel, o->allocators);
 	set_physical_autoload(skel, o->physical);
-	/* its bucket array (16 bytes an entry) costs ~7 ms per 256K entries to create */
-	bpf_map__set_max_entries(skel->maps.tree_pages, o->physical ? o->physical_pages : 1);
+	if (o->physical) {
+		uint64_t words = (max_pfn() + 63) / 64;
+
+		bpf_map__set_max_entries(skel->maps.tree_pages, words);
+		skel->rodata->phys_bitmap_bits = words * 64;
+	}
 	ret = memtrack_bpf__load(skel);
 	if (ret) {
 		if (ret == -EPERM)

@@ -18,7 +18,6 @@ struct loader_opts {
 	uint64_t wakeup_bytes;	/* wake the poller at this much unread data */
 	bool allocators;	/* load the allocator uprobes */
 	bool physical;		/* count the tree's physical pages (may be turned off) */
-	uint64_t physical_pages; /* pages the physical table can hold */
 	bool verbose;		/* let libbpf's debug output through */
 };
 
