@@ -331,7 +331,7 @@ static void destroy_links_parallel(int *links, unsigned n)
 }
 
 /* Moves @pl's links to the graveyard (no waiting on the poller thread). */
-static int bury(struct probes *p, struct proc_links *pl)
+static void bury(struct probes *p, struct proc_links *pl)
 {
 	for (unsigned i = 0; i < pl->nlinks; i++) {
 		int err = push_link(&p->graveyard, pl->links[i]);
@@ -344,7 +344,6 @@ static int bury(struct probes *p, struct proc_links *pl)
 	free(pl->links);
 	pl->links = NULL;
 	pl->nlinks = pl->cap = 0;
-	return 0;
 }
 
 void probes_forget(struct probes *p, pid_t pid, bool detach_now)
