@@ -17,6 +17,7 @@ struct report {
 	const struct mt_header *hdr;
 	const struct mt_trailer *trailer;	/* NULL when truncated */
 	bool truncated;
+	bool physical;				/* physical was recorded (maybe no change seen) */
 	uint64_t dropped;
 	const char *error;			/* reader's message, "" if none */
 };
@@ -60,7 +61,7 @@ static void print_text(const struct report *r)
 	       (unsigned long long)a->leaked_count, human(a->leaked_bytes, b2, sizeof(b2)));
 	if (a->has_rss)
 		printf("peak RSS:     %s (tree)\n", human(a->peak_rss_bytes, b3, sizeof(b3)));
-	if (a->has_physical || (r->hdr->flags & MT_HDR_PHYSICAL))
+	if (r->physical)
 		printf("peak physical: %s\n", human(a->peak_physical_bytes, b3, sizeof(b3)));
 	printf("events:      ");
 	for (unsigned t = 1; t < MT_TYPE_MAX; t++)
@@ -121,8 +122,7 @@ static void print_json(const struct report *r)
 	       (unsigned long long)a->free_count, (unsigned long long)a->peak_live_bytes,
 	       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
-	print_opt_u64("peak_physical_bytes", a->has_physical || (r->hdr->flags & MT_HDR_PHYSICAL),
-		      a->peak_physical_bytes);
+	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
 	printf(",\"processes\":[");
 	for (unsigned i = 0; i < a->nprocs; i++) {
 		const struct proc_summary *p = &a->procs[i];
@@ -179,6 +179,7 @@ int cmd_report(int argc, char **argv)
 	r.hdr = mt_reader__header(rd);
 	r.trailer = mt_reader__trailer(rd);
 	r.truncated = ret == -ENODATA;
+	r.physical = r.a.has_physical || (r.hdr->flags & MT_HDR_PHYSICAL);
 	r.error = mt_reader__error(rd);
 	if (r.trailer)
 		for (int i = 0; i < MT_DROP_SLOTS; i++)

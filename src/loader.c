@@ -190,9 +190,15 @@ fail:
 	return NULL;
 }
 
+/* A `tracked` map value, as struct tracked_proc in maps.bpf.h. */
+struct tracked_value {
+	__u32 ppid;
+	__u32 flags;	/* MT_PROC_NO_CHILDREN = 1 */
+};
+
 int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct { __u32 ppid, flags; } v = { 0, 0 };
+	struct tracked_value v = { 0, 0 };
 	__u32 key = pid;
 
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_ANY))
@@ -202,7 +208,7 @@ int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 
 int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct { __u32 ppid, flags; } v;
+	struct tracked_value v;
 	__u32 key = pid;
 
 	if (bpf_map__lookup_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), 0))

@@ -207,18 +207,19 @@ int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
 
 	if (!rec_valid(rec, size, p->opts.batch_bytes))
 		return 0; /* not a record of ours: ignore rather than stop the run */
+	size = rec_size(rec); /* the ring may pad: keep the record's own bytes */
 	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT))
 		p->hook(p->hook_ctx, h, (const __u64 *)(h + 1));
 	if (!p->cur->nrec)
 		now = mono_ns();
-	if (batch__append(p->cur, rec, rec_size(rec), now)) {
+	if (batch__append(p->cur, rec, size, now)) {
 		p->st.events++;
 		return 0;
 	}
 	err = hand_on(p, FLUSH_FULL);
 	if (err)
 		return err;
-	batch__append(p->cur, rec, rec_size(rec), mono_ns());
+	batch__append(p->cur, rec, size, mono_ns());
 	p->st.events++;
 	return 0;
 }

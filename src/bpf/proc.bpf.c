@@ -18,6 +18,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
+#include "syscalls.bpf.h"
 
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
 				__u64 value) __ksym;
@@ -66,16 +67,6 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	rec_submit(r, park);
 	return 0;
 }
-
-#if defined(__TARGET_ARCH_x86)
-#define NR_execve 59
-#define NR_execveat 322
-#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
-#elif defined(__TARGET_ARCH_arm64)
-#define NR_execve 221
-#define NR_execveat 281
-#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
-#endif
 
 /*
  * The owner record of the current task's mm, if the current process owns

@@ -21,24 +21,8 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
+#include "syscalls.bpf.h"
 
-#if defined(__TARGET_ARCH_x86)
-#define NR_mmap 9
-#define NR_munmap 11
-#define NR_brk 12
-#define NR_mremap 25
-#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
-#define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, r9)
-#elif defined(__TARGET_ARCH_arm64)
-#define NR_brk 214
-#define NR_munmap 215
-#define NR_mremap 216
-#define NR_mmap 222
-#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
-#define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, regs[5])
-#else
-#error "memtrack knows the syscall numbers of x86 and arm64 only"
-#endif
 
 struct sys_args {
 	__u64 a[6];	/* the syscall's arguments */
@@ -85,7 +69,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 	args.a[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
 	args.a[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
 	args.a[4] = PT_REGS_PARM5_CORE_SYSCALL(regs);
-	args.a[5] = SYSCALL_PARM6(regs); /* libbpf 1.1 has no PT_REGS_PARM6 */
+	args.a[5] = SYSCALL_PARM6(regs);
 	bpf_map_update_elem(&sys_inflight, &tid, &args, BPF_ANY);
 	return 0;
 }

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * syscalls.bpf.h - the syscall numbers and pt_regs accessors the raw
+ * sys_enter/sys_exit tracepoints need (vm.bpf.c, proc.bpf.c), per arch.
+ */
+#ifndef MEMTRACK_SYSCALLS_BPF_H
+#define MEMTRACK_SYSCALLS_BPF_H
+
+#if defined(__TARGET_ARCH_x86)
+#define NR_mmap 9
+#define NR_munmap 11
+#define NR_brk 12
+#define NR_mremap 25
+#define NR_execve 59
+#define NR_execveat 322
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, r9) /* libbpf 1.1 has no PT_REGS_PARM6 */
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_brk 214
+#define NR_munmap 215
+#define NR_mremap 216
+#define NR_execve 221
+#define NR_mmap 222
+#define NR_execveat 281
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, regs[5])
+#else
+#error "memtrack knows the syscall numbers of x86 and arm64 only"
+#endif
+
+#endif /* MEMTRACK_SYSCALLS_BPF_H */
