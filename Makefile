@@ -12,7 +12,7 @@ VERSION  := 0.1.0
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror=undef -Wmissing-field-initializers \
 	    -Wno-unused-parameter -D_GNU_SOURCE -DMT_VERSION='"$(VERSION)"' \
-	    -I$(OUT) -Isrc -MMD -MP
+	    -I$(OUT) $(SRC_INCLUDES) -MMD -MP
 LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread
 
 # Link order matters to bpftool 7.1's linker: ring.bpf.c (which defines the
@@ -20,9 +20,16 @@ LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread
 # the rest; other orders fail in `gen skeleton` with "map relo failed".
 BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c)
 BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
-# Every src/*.c except main.c goes into a library the tests link as well.
-LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c))
-LIB_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(LIB_SRCS))
+# src/ is split by phase.  The pure phases (format, pipeline, analyze) go
+# into libmemtrack-core.a, which builds without clang, bpftool or a BTF
+# kernel and is all the unit tests link; record/ and cli/ need the skeleton.
+SRC_DIRS  := format pipeline analyze record cli
+SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
+CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze)))
+CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
+SKEL_SRCS := $(filter-out src/cli/main.c,$(wildcard src/record/*.c src/cli/*.c))
+SKEL_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(SKEL_SRCS))
+SRC_HDRS  := src/event.h $(wildcard src/*/*.h)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
@@ -74,24 +81,33 @@ $(OUT)/memtrack.skel.h: $(OUT)/memtrack.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name memtrack_bpf > $@
 
-$(OUT)/obj/%.o: src/%.c $(OUT)/memtrack.skel.h
+$(CORE_OBJS): $(OUT)/obj/%.o: src/%.c | $(OUT)/.deps
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(OUT)/libmemtrack.a: $(LIB_OBJS)
+$(SKEL_OBJS) $(OUT)/obj/cli/main.o: $(OUT)/obj/%.o: src/%.c $(OUT)/memtrack.skel.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(OUT)/libmemtrack-core.a: $(CORE_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(OUT)/memtrack: $(OUT)/obj/main.o $(OUT)/libmemtrack.a
+$(OUT)/libmemtrack.a: $(SKEL_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(OUT)/memtrack: $(OUT)/obj/cli/main.o $(OUT)/libmemtrack.a $(OUT)/libmemtrack-core.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
-# Unit tests link the library (no BPF needed to run them).
-$(OUT)/tests/%: tests/unit/%.c tests/harness.h tests/unit/waits.h $(wildcard src/*.h) $(OUT)/libmemtrack.a
+# Unit tests link the pure library only (no BPF, no skeleton).
+$(OUT)/tests/%: tests/unit/%.c tests/harness.h tests/unit/waits.h $(SRC_HDRS) $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests -Itests/unit $< $(OUT)/libmemtrack.a $(LDLIBS) -o $@
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests -Itests/unit $< $(OUT)/libmemtrack-core.a $(LDLIBS) -o $@
 
 # Fixtures are built at -O0 so no allocation is optimised away.
 FIXTURE_LIBS_pthreads := -lpthread
@@ -100,10 +116,10 @@ $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall $< -o $@ -lpthread $(FIXTURE_LIBS_$*)
 
-$(OUT)/bench/%: bench/%.c $(OUT)/libmemtrack.a
+$(OUT)/bench/%: bench/%.c $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $< $(OUT)/libmemtrack.a $(LDLIBS) $(BENCH_LIBS_$*) -o $@
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $< $(OUT)/libmemtrack-core.a $(LDLIBS) $(BENCH_LIBS_$*) -o $@
 
 BENCH_LIBS_bench_pipeline := -lmsgpackc
 
@@ -113,6 +129,13 @@ demo: all $(OUT)/fixtures/demo
 
 test: all $(UNIT_BINS) $(FIXTURE_BINS)
 	$(Q)tests/run.sh
+
+# The unit tests alone need no root, BPF or BTF kernel.
+unit-test: $(UNIT_BINS)
+	$(Q)tests/run.sh --unit
+
+integration-test: all $(FIXTURE_BINS)
+	$(Q)tests/run.sh --integration
 
 bench-pipeline: all $(OUT)/bench/bench_pipeline
 	$(Q)$(OUT)/bench/bench_pipeline
@@ -126,4 +149,4 @@ install: all
 clean:
 	rm -rf $(OUT)
 
--include $(wildcard $(OUT)/obj/*.d)
+-include $(wildcard $(OUT)/obj/*/*.d)

@@ -11,7 +11,8 @@
 # with " (K integration tests SKIPPED: not root)" appended when they could not
 # run.  Exit status 0 iff M == 0.
 #
-# usage: tests/run.sh [-k SUBSTRING]...   (-k selects integration tests)
+# usage: tests/run.sh [--unit|--integration] [-k SUBSTRING]...
+#   --unit / --integration run one half only; -k selects integration tests.
 # Environment: OUT (build directory, default build).
 set -u
 
@@ -19,6 +20,13 @@ cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-build}
 MEMTRACK_BUILD=$(cd "$OUT" 2>/dev/null && pwd) || MEMTRACK_BUILD=$PWD/$OUT
 export MEMTRACK_BUILD
+
+run_units=1
+run_integration=1
+case ${1:-} in
+--unit) run_integration=0; shift ;;
+--integration) run_units=0; shift ;;
+esac
 
 passed=0
 failed=0
@@ -45,20 +53,22 @@ run_counted() {
 
 # --- unit tests ---------------------------------------------------------
 units=0
-for bin in "$OUT"/tests/test_*; do
+[ "$run_units" -eq 1 ] && for bin in "$OUT"/tests/test_*; do
 	case $bin in *.d | *.o) continue ;; esac
 	[ -f "$bin" ] && [ -x "$bin" ] || continue
 	units=$((units + 1))
 	echo "== unit: $bin"
 	run_counted "$bin" "$bin"
 done
-if [ "$units" -eq 0 ]; then
+if [ "$run_units" -eq 1 ] && [ "$units" -eq 0 ]; then
 	echo "FAIL unit tests (no binary $OUT/tests/test_*: run make test)"
 	failed=$((failed + 1))
 fi
 
 # --- integration tests --------------------------------------------------
-if ! command -v python3 >/dev/null; then
+if [ "$run_integration" -eq 0 ]; then
+	:
+elif ! command -v python3 >/dev/null; then
 	echo "FAIL integration tests (python3 not found: run make deps)"
 	failed=$((failed + 1))
 elif [ "$(id -u)" -ne 0 ]; then
