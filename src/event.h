@@ -35,20 +35,95 @@ enum mt_type {
 	MT_TYPE_MAX = 15, /* one past the last known type */
 };
 
-/* Allocator entry points; MT_FN_* is the `fn` of a heap record. */
-enum mt_fn {
-	MT_FN_MALLOC = 0,
-	MT_FN_CALLOC = 1,
-	MT_FN_REALLOC = 2,
-	MT_FN_REALLOCARRAY = 3,
-	MT_FN_ALIGNED_ALLOC = 4,
-	MT_FN_MEMALIGN = 5,
-	MT_FN_POSIX_MEMALIGN = 6,
-	MT_FN_VALLOC = 7,
-	MT_FN_PVALLOC = 8,
-	MT_FN_FREE = 9,
-	MT_FN_MAX = 10,
+/*
+ * How an allocator function's entry probe reads its arguments and what its
+ * outermost call records (alloc.bpf.c).  Sizes are those the program asked
+ * for.
+ */
+enum mt_fn_kind {
+	MT_K_MALLOC = 0,	/* (size) -> MALLOC */
+	MT_K_CALLOC = 1,	/* (n, size) -> CALLOC of n * size */
+	MT_K_ZALLOC = 2,	/* (size) -> CALLOC */
+	MT_K_REALLOC = 3,	/* (ptr, size, ...) -> REALLOC; MALLOC for ptr NULL, FREE for size 0 */
+	MT_K_REALLOCARRAY = 4,	/* (ptr, n, size) -> as REALLOC of n * size */
+	MT_K_ALIGN_SIZE = 5,	/* (align, size) -> ALIGNED_ALLOC */
+	MT_K_SIZE_ALIGN = 6,	/* (size, align) -> ALIGNED_ALLOC */
+	MT_K_POSIX_MEMALIGN = 7, /* (memptr, align, size) -> ALIGNED_ALLOC of *memptr on 0 */
+	MT_K_PAGE_ALIGNED = 8,	/* (size) -> ALIGNED_ALLOC, align one page */
+	MT_K_MALLOCX = 9,	/* jemalloc (size, flags): ALIGNED_ALLOC, CALLOC or MALLOC by flags */
+	MT_K_XALLOCX = 10,	/* jemalloc (ptr, size, extra, flags): REALLOC in place when it grew to size */
+	MT_K_FREE = 11,		/* (ptr) -> FREE */
 };
+
+/*
+ * Allocator entry points: MT_FN_* is the `fn` of a heap record, its name
+ * is dump's "fn" value.  X(ID, name, kind): values are positions in this
+ * list, which is append-only (they are stored in artifacts); symbols.c maps
+ * ELF symbol names (free, tc_free, je_free, _ZdlPv ...) onto them.
+ */
+#define MT_FN_LIST(X)                                                        \
+	X(MALLOC, "malloc", MT_K_MALLOC)                                     \
+	X(CALLOC, "calloc", MT_K_CALLOC)                                     \
+	X(REALLOC, "realloc", MT_K_REALLOC)                                  \
+	X(REALLOCARRAY, "reallocarray", MT_K_REALLOCARRAY)                   \
+	X(ALIGNED_ALLOC, "aligned_alloc", MT_K_ALIGN_SIZE)                   \
+	X(MEMALIGN, "memalign", MT_K_ALIGN_SIZE)                             \
+	X(POSIX_MEMALIGN, "posix_memalign", MT_K_POSIX_MEMALIGN)             \
+	X(VALLOC, "valloc", MT_K_PAGE_ALIGNED)                               \
+	X(PVALLOC, "pvalloc", MT_K_PAGE_ALIGNED)                             \
+	X(FREE, "free", MT_K_FREE)                                           \
+	X(FREE_SIZED, "free_sized", MT_K_FREE)                               \
+	X(FREE_ALIGNED_SIZED, "free_aligned_sized", MT_K_FREE)               \
+	X(NEW, "operator new", MT_K_MALLOC)                                  \
+	X(NEW_ARRAY, "operator new[]", MT_K_MALLOC)                          \
+	X(NEW_NOTHROW, "operator new(nothrow)", MT_K_MALLOC)                 \
+	X(NEW_ARRAY_NOTHROW, "operator new[](nothrow)", MT_K_MALLOC)         \
+	X(NEW_ALIGNED, "operator new(align)", MT_K_SIZE_ALIGN)               \
+	X(NEW_ARRAY_ALIGNED, "operator new[](align)", MT_K_SIZE_ALIGN)       \
+	X(NEW_ALIGNED_NOTHROW, "operator new(align, nothrow)", MT_K_SIZE_ALIGN) \
+	X(NEW_ARRAY_ALIGNED_NOTHROW, "operator new[](align, nothrow)", MT_K_SIZE_ALIGN) \
+	X(DELETE, "operator delete", MT_K_FREE)                              \
+	X(DELETE_ARRAY, "operator delete[]", MT_K_FREE)                      \
+	X(DELETE_SIZED, "operator delete(size)", MT_K_FREE)                  \
+	X(DELETE_ARRAY_SIZED, "operator delete[](size)", MT_K_FREE)          \
+	X(DELETE_ALIGNED, "operator delete(align)", MT_K_FREE)               \
+	X(DELETE_ARRAY_ALIGNED, "operator delete[](align)", MT_K_FREE)       \
+	X(DELETE_SIZED_ALIGNED, "operator delete(size, align)", MT_K_FREE)   \
+	X(DELETE_ARRAY_SIZED_ALIGNED, "operator delete[](size, align)", MT_K_FREE) \
+	X(DELETE_NOTHROW, "operator delete(nothrow)", MT_K_FREE)             \
+	X(DELETE_ARRAY_NOTHROW, "operator delete[](nothrow)", MT_K_FREE)     \
+	X(DELETE_ALIGNED_NOTHROW, "operator delete(align, nothrow)", MT_K_FREE) \
+	X(DELETE_ARRAY_ALIGNED_NOTHROW, "operator delete[](align, nothrow)", MT_K_FREE) \
+	X(MALLOCX, "mallocx", MT_K_MALLOCX)                                  \
+	X(RALLOCX, "rallocx", MT_K_REALLOC)                                  \
+	X(XALLOCX, "xallocx", MT_K_XALLOCX)                                  \
+	X(DALLOCX, "dallocx", MT_K_FREE)                                     \
+	X(SDALLOCX, "sdallocx", MT_K_FREE)                                   \
+	X(MI_ZALLOC, "mi_zalloc", MT_K_ZALLOC)                               \
+	X(MI_MALLOC_ALIGNED, "mi_malloc_aligned", MT_K_SIZE_ALIGN)           \
+	X(MI_ZALLOC_ALIGNED, "mi_zalloc_aligned", MT_K_SIZE_ALIGN)           \
+	X(MI_REALLOC_ALIGNED, "mi_realloc_aligned", MT_K_REALLOC)            \
+	X(MI_REALLOCN, "mi_reallocn", MT_K_REALLOCARRAY)                     \
+	X(MI_FREE_SIZE, "mi_free_size", MT_K_FREE)                           \
+	X(MI_FREE_ALIGNED, "mi_free_aligned", MT_K_FREE)
+
+enum mt_fn {
+#define MT_FN_ENUM(id, name, kind) MT_FN_##id,
+	MT_FN_LIST(MT_FN_ENUM)
+#undef MT_FN_ENUM
+	MT_FN_MAX /* one past the last known function */
+};
+
+/*
+ * Attach cookie of an allocator probe: the enum mt_fn, plus this flag on a
+ * free-kind site that also has a return probe, so that a free made inside it
+ * (operator delete calling free, an LD_PRELOAD wrapper calling libc's) is
+ * known to be nested and is recorded once.
+ */
+#define MT_COOKIE_FN_MASK 0xffffu
+#define MT_COOKIE_GUARDED 0x10000u
+#define MT_COOKIE_KIND_SHIFT 20 /* the enum mt_fn_kind, so BPF needs no table */
+#define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
 
 #define MT_MAX_FIELDS 6
 #define MT_PATH_MAX 256

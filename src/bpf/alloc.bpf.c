@@ -18,9 +18,11 @@
 
 struct call_args {
 	__u64 size;	/* bytes requested (nmemb * size for calloc) */
-	__u64 arg;	/* realloc: old pointer; aligned: alignment */
+	__u64 arg;	/* realloc: old pointer; aligned: alignment; mallocx: flags */
 	__u64 memptr;	/* posix_memalign: where the result is stored */
-	__u32 fn;	/* enum mt_fn of the outermost call */
+	__u64 sp;	/* stack pointer at the outermost entry */
+	__u16 fn;	/* enum mt_fn of the outermost call */
+	__u16 kind;	/* its enum mt_fn_kind */
 	__u32 depth;	/* allocator calls nested inside it */
 };
 
@@ -32,7 +34,27 @@ struct {
 	__type(value, struct call_args);
 } inflight SEC(".maps");
 
-static __always_inline int call_enter(__u32 fn, __u64 size, __u64 arg, __u64 memptr)
+/*
+ * The thread's outermost allocator call, or NULL.  A call whose entry is
+ * found at a lower stack address (or the same one: a tail call such as
+ * operator delete(void*, size_t) jumping to operator delete(void*)) runs
+ * inside it.  An entry left by a call that never returned (an exception
+ * thrown by operator new) sits below the new call's stack pointer: stale,
+ * it is dropped so it cannot swallow the thread's later calls.
+ */
+static __always_inline struct call_args *outer_call(__u32 tid, __u64 sp)
+{
+	struct call_args *cur = bpf_map_lookup_elem(&inflight, &tid);
+
+	if (cur && sp > cur->sp) {
+		bpf_map_delete_elem(&inflight, &tid);
+		return NULL;
+	}
+	return cur;
+}
+
+static __always_inline int call_enter(__u32 fn, __u32 kind, __u64 sp, __u64 size, __u64 arg,
+				      __u64 memptr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
@@ -40,7 +62,7 @@ static __always_inline int call_enter(__u32 fn, __u64 size, __u64 arg, __u64 mem
 
 	if (!is_tracked(id >> 32))
 		return 0;
-	cur = bpf_map_lookup_elem(&inflight, &tid);
+	cur = outer_call(tid, sp);
 	if (cur) {
 		cur->depth++;
 		return 0;
@@ -48,7 +70,9 @@ static __always_inline int call_enter(__u32 fn, __u64 size, __u64 arg, __u64 mem
 	args.size = size;
 	args.arg = arg;
 	args.memptr = memptr;
+	args.sp = sp;
 	args.fn = fn;
+	args.kind = kind;
 	bpf_map_update_elem(&inflight, &tid, &args, BPF_ANY);
 	return 0;
 }
@@ -97,60 +121,110 @@ static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 si
 }
 
 /*
- * free has no return probe.  A free made inside another allocator call
- * (realloc moving a block) belongs to that call and is not recorded.
- * Userspace may attach past free's own NULL check (see symbols.c), so
- * free(NULL) is usually not even trapped; it is filtered here as well.
+ * A free-kind function (free, operator delete, dallocx ...) is recorded at
+ * its entry: it has nothing to return.  A free made inside another
+ * allocator call (realloc moving a block, operator delete calling free, an
+ * LD_PRELOAD wrapper's free calling libc's) belongs to that call and is not
+ * recorded.  @guarded: this site also has a return probe (userspace adds one
+ * to free-kind functions that may call another probed free), so its own
+ * call is pushed as the outermost one and popped at return.  Unguarded free
+ * sites may sit past free's NULL check (symbols.c), so free(NULL) is not
+ * even trapped there; it is filtered here as well.
  */
-static __always_inline int free_enter(__u64 ptr)
+static __always_inline int free_enter(__u32 fn, bool guarded, __u64 sp, __u64 ptr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
+	struct call_args *cur, args = {};
 
-	if (!ptr || !is_tracked(id >> 32))
+	if (!is_tracked(id >> 32))
 		return 0;
-	if (bpf_map_lookup_elem(&inflight, &tid))
+	cur = outer_call(tid, sp);
+	if (cur) {
+		if (guarded)
+			cur->depth++;
 		return 0;
-	emit_heap(MT_FREE, MT_FN_FREE, ptr, 0, 0);
+	}
+	if (ptr)
+		emit_heap(MT_FREE, fn, ptr, 0, 0);
+	if (guarded) {
+		args.sp = sp;
+		args.fn = fn;
+		args.kind = MT_K_FREE;
+		bpf_map_update_elem(&inflight, &tid, &args, BPF_ANY);
+	}
 	return 0;
 }
 
 /*
  * One entry program serves every allocator function: userspace attaches it
- * with a uprobe-multi link whose per-site cookie is the enum mt_fn.
+ * with a uprobe-multi link whose per-site cookie is the enum mt_fn, its
+ * enum mt_fn_kind (MT_COOKIE_KIND) and MT_COOKIE_GUARDED.
  */
 SEC("uprobe")
 int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 {
-	__u32 fn = bpf_get_attach_cookie(ctx);
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 fn = cookie & MT_COOKIE_FN_MASK;
+	__u32 kind = MT_COOKIE_KIND(cookie);
+	__u64 sp = PT_REGS_SP(ctx);
 
-	switch (fn) {
-	case MT_FN_FREE:
-		return free_enter(a0);
-	case MT_FN_MALLOC:
-		return call_enter(fn, a0, 0, 0);
-	case MT_FN_CALLOC:
-		return call_enter(fn, a0 * a1, 0, 0);
-	case MT_FN_REALLOC:
-		return call_enter(fn, a1, a0, 0);
-	case MT_FN_REALLOCARRAY:
-		return call_enter(fn, a1 * a2, a0, 0);
-	case MT_FN_ALIGNED_ALLOC:
-	case MT_FN_MEMALIGN:
-		return call_enter(fn, a1, a0, 0);
-	case MT_FN_POSIX_MEMALIGN:
-		return call_enter(fn, a2, a1, a0);
-	case MT_FN_VALLOC:
-	case MT_FN_PVALLOC:
-		return call_enter(fn, a0, 4096, 0);
+	switch (kind) {
+	case MT_K_FREE:
+		return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
+	case MT_K_MALLOC:
+	case MT_K_ZALLOC:
+		return call_enter(fn, kind, sp, a0, 0, 0);
+	case MT_K_CALLOC:
+		return call_enter(fn, kind, sp, a0 * a1, 0, 0);
+	case MT_K_REALLOC:
+	case MT_K_XALLOCX:
+		return call_enter(fn, kind, sp, a1, a0, 0);
+	case MT_K_REALLOCARRAY:
+		return call_enter(fn, kind, sp, a1 * a2, a0, 0);
+	case MT_K_ALIGN_SIZE:
+		return call_enter(fn, kind, sp, a1, a0, 0);
+	case MT_K_SIZE_ALIGN:
+	case MT_K_MALLOCX:
+		return call_enter(fn, kind, sp, a0, a1, 0);
+	case MT_K_POSIX_MEMALIGN:
+		return call_enter(fn, kind, sp, a2, a1, a0);
+	case MT_K_PAGE_ALIGNED:
+		return call_enter(fn, kind, sp, a0, page_size, 0);
 	default:
 		return 0;
 	}
 }
 
+/* realloc-like results: realloc(NULL, n) allocates, realloc(p, 0) frees p. */
+static __always_inline void realloc_exit(const struct call_args *a, __u64 ret)
+{
+	if (!a->arg) {
+		if (ret)
+			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0);
+	} else if (ret) {
+		emit_heap(MT_REALLOC, a->fn, ret, a->size, a->arg);
+	} else if (!a->size) {
+		emit_heap(MT_FREE, a->fn, a->arg, 0, 0);
+	}
+}
+
+/* jemalloc's mallocx flags: low 6 bits log2(alignment), 0x40 zeroed. */
+static __always_inline void mallocx_exit(const struct call_args *a, __u64 ret)
+{
+	__u32 lg_align = a->arg & 0x3f;
+
+	if (lg_align)
+		emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, 1ull << lg_align);
+	else if (a->arg & 0x40)
+		emit_heap(MT_CALLOC, a->fn, ret, a->size, 0);
+	else
+		emit_heap(MT_MALLOC, a->fn, ret, a->size, 0);
+}
+
 /*
- * One return probe serves every allocator: the stashed fn says what the
- * program called.
+ * One return probe serves every allocator: the stashed kind says what the
+ * program's outermost call was.
  */
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_exit, __u64 ret)
@@ -160,27 +234,32 @@ int BPF_KRETPROBE(alloc_exit, __u64 ret)
 
 	if (!call_exit(&a))
 		return 0;
-	switch (a.fn) {
-	case MT_FN_MALLOC:
+	switch (a.kind) {
+	case MT_K_FREE:		/* recorded at entry */
+		break;
+	case MT_K_MALLOC:
 		if (ret)
-			emit_heap(MT_MALLOC, MT_FN_MALLOC, ret, a.size, 0);
+			emit_heap(MT_MALLOC, a.fn, ret, a.size, 0);
 		break;
-	case MT_FN_CALLOC:
+	case MT_K_CALLOC:
+	case MT_K_ZALLOC:
 		if (ret)
-			emit_heap(MT_CALLOC, MT_FN_CALLOC, ret, a.size, 0);
+			emit_heap(MT_CALLOC, a.fn, ret, a.size, 0);
 		break;
-	case MT_FN_REALLOC:
-	case MT_FN_REALLOCARRAY:
-		if (!a.arg) {			/* realloc(NULL, n) allocates */
-			if (ret)
-				emit_heap(MT_MALLOC, a.fn, ret, a.size, 0);
-		} else if (ret) {
-			emit_heap(MT_REALLOC, a.fn, ret, a.size, a.arg);
-		} else if (!a.size) {		/* realloc(p, 0) frees p */
-			emit_heap(MT_FREE, a.fn, a.arg, 0, 0);
-		}
+	case MT_K_REALLOC:
+	case MT_K_REALLOCARRAY:
+		realloc_exit(&a, ret);
 		break;
-	case MT_FN_POSIX_MEMALIGN:
+	case MT_K_MALLOCX:
+		if (ret)
+			mallocx_exit(&a, ret);
+		break;
+	case MT_K_XALLOCX:
+		/* returns the block's new usable size; it never moves */
+		if (ret >= a.size)
+			emit_heap(MT_REALLOC, a.fn, a.arg, a.size, a.arg);
+		break;
+	case MT_K_POSIX_MEMALIGN:
 		/* returns 0 or an errno; the pointer is in *memptr */
 		if (ret || bpf_probe_read_user(&addr, sizeof(addr), (void *)a.memptr))
 			break;

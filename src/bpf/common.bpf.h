@@ -21,6 +21,7 @@ extern const volatile __u64 wakeup_bytes;  /* wake the poller at this much unrea
 extern const volatile __u32 stop_on_spawn; /* park new processes until userspace attaches */
 extern const volatile __u64 rss_granularity_pages; /* report RSS after this much change */
 extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters */
+extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

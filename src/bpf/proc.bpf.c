@@ -7,7 +7,9 @@
  * fork, whatever happens to its parent later (double-forking daemons stay
  * tracked).  A new address space (a fork child, an exec) has no uprobes of
  * ours yet, so it is parked with SIGSTOP before it runs one instruction;
- * userspace attaches the allocator probes for it and sends SIGCONT.
+ * userspace attaches the allocator probes for it and sends SIGCONT.  So is
+ * a vfork child: it shares the parent's mm, but the parent's links do not
+ * run for it.
  *
  * Every record of this file goes through the control ring (ctl_events):
  * few, and each one matters (a parked task waits for it, an exit releases
@@ -57,7 +59,13 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	if (!r)
 		return 0;
 	fill_hdr(r, MT_FORK, 0, 3);
-	if (!(flags & MT_FORK_VM) && stop_on_spawn)
+	/*
+	 * A vfork child (or any CLONE_VM process) shares its parent's mm but is
+	 * a thread group of its own, and uprobe-multi links only run for the
+	 * thread group they were made for: it needs links of its own before it
+	 * runs (shells and posix_spawn allocate between vfork and execve).
+	 */
+	if (!(flags & MT_FORK_THREAD) && stop_on_spawn)
 		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
 	if (park)
 		r->h.fn = MT_REC_PARKED;

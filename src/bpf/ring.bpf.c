@@ -12,6 +12,7 @@ const volatile __u64 wakeup_bytes = 256 * 1024;
 const volatile __u32 stop_on_spawn = 1;
 const volatile __u64 rss_granularity_pages = 8; /* 32 KiB: ~1% of a small process */
 const volatile __u32 nr_cpus = 1;
+const volatile __u64 page_size = 4096; /* the loader writes sysconf(_SC_PAGESIZE) */
 
 /* userspace resizes it (--ring-size) before load. */
 struct {

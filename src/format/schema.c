@@ -33,16 +33,15 @@ static const struct mt_type_def type_defs[MT_TYPE_MAX] = {
 };
 
 static const char *const fn_names[MT_FN_MAX] = {
-	[MT_FN_MALLOC] = "malloc",
-	[MT_FN_CALLOC] = "calloc",
-	[MT_FN_REALLOC] = "realloc",
-	[MT_FN_REALLOCARRAY] = "reallocarray",
-	[MT_FN_ALIGNED_ALLOC] = "aligned_alloc",
-	[MT_FN_MEMALIGN] = "memalign",
-	[MT_FN_POSIX_MEMALIGN] = "posix_memalign",
-	[MT_FN_VALLOC] = "valloc",
-	[MT_FN_PVALLOC] = "pvalloc",
-	[MT_FN_FREE] = "free",
+#define FN_NAME(id, name, kind) [MT_FN_##id] = name,
+	MT_FN_LIST(FN_NAME)
+#undef FN_NAME
+};
+
+static const unsigned char fn_kinds[MT_FN_MAX] = {
+#define FN_KIND(id, name, kind) [MT_FN_##id] = kind,
+	MT_FN_LIST(FN_KIND)
+#undef FN_KIND
 };
 
 const struct mt_type_def *mt_type_def(unsigned type)
@@ -55,6 +54,19 @@ const struct mt_type_def *mt_type_def(unsigned type)
 const char *mt_fn_name(unsigned fn)
 {
 	return fn < MT_FN_MAX ? fn_names[fn] : NULL;
+}
+
+int mt_fn_kind(unsigned fn)
+{
+	return fn < MT_FN_MAX ? fn_kinds[fn] : -1;
+}
+
+unsigned mt_fn_from_name(const char *name)
+{
+	for (unsigned fn = 0; fn < MT_FN_MAX; fn++)
+		if (!strcmp(fn_names[fn], name))
+			return fn;
+	return MT_FN_MAX;
 }
 
 unsigned mt_natural_fn(unsigned type)

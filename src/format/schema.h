@@ -39,6 +39,12 @@ const struct mt_type_def *mt_type_def(unsigned type);
 /* Name of an allocator entry point ("posix_memalign"), or NULL. */
 const char *mt_fn_name(unsigned fn);
 
+/* The enum mt_fn_kind of @fn, or -1 when @fn is unknown. */
+int mt_fn_kind(unsigned fn);
+
+/* Parses an allocator function name; returns MT_FN_MAX when unknown. */
+unsigned mt_fn_from_name(const char *name);
+
 /*
  * The allocator function a heap record of @type names when its fn is the
  * natural one (malloc for MALLOC...); dump prints "fn" only when they differ.

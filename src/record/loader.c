@@ -163,6 +163,7 @@ static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err
 	skel->rodata->wakeup_bytes = o->wakeup_bytes;
 	skel->rodata->stop_on_spawn = o->allocators;
 	skel->rodata->nr_cpus = libbpf_num_possible_cpus() > 0 ? libbpf_num_possible_cpus() : 1;
+	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	set_alloc_autoload(skel, o->allocators);
 	set_physical_autoload(skel, o->physical);
 	if (o->physical) {

@@ -29,6 +29,7 @@
 #include <bpf/libbpf.h>
 #include "memtrack.skel.h"
 #include "probes.h"
+#include "schema.h"
 #include "symbols.h"
 
 /* BPF_TRACE_UPROBE_MULTI (kernel 6.6), newer than Debian 12's UAPI headers. */
@@ -187,25 +188,51 @@ static int link_uprobe_multi(struct probes *p, struct proc_links *pl, struct bpf
 }
 
 /*
+ * glibc's free never calls another probed free, so it needs no return
+ * probe to tell its own nested calls apart (see attach_file).
+ */
+static bool is_libc(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5);
+}
+
+/*
  * Attaches every site of @fi for @pl's process: entries (free included) to
- * alloc_enter, returns to alloc_exit.  Returns the sites attached or -errno.
+ * alloc_enter, returns to alloc_exit.  A free-kind site outside libc gets a
+ * return probe too (MT_COOKIE_GUARDED) when the process has another
+ * allocator file: operator delete calling free, or an LD_PRELOAD wrapper's
+ * free calling libc's, is then one call, recorded once.  That return probe
+ * sits at the function's entry, so such a site is probed there too, not
+ * past free's NULL check.  Returns the sites attached or -errno.
  */
 static int attach_file(struct probes *p, struct proc_links *pl, struct file_info *fi,
-		       const char *path)
+		       const char *path, bool others)
 {
-	uint64_t off[MT_FN_MAX], cookie[MT_FN_MAX], roff[MT_FN_MAX], rcookie[MT_FN_MAX];
+	uint64_t off[MT_MAX_SITES] = { 0 }, cookie[MT_MAX_SITES] = { 0 };
+	uint64_t roff[MT_MAX_SITES], rcookie[MT_MAX_SITES];
+	bool guard_free = others && !is_libc(path);
 	unsigned n = 0, nr = 0;
 	int err;
 
 	for (unsigned i = 0; i < fi->syms.n; i++) {
 		const struct alloc_site *s = &fi->syms.site[i];
+		int kind = mt_fn_kind(s->fn);
+		uint64_t c = s->fn | (uint64_t)kind << MT_COOKIE_KIND_SHIFT;
 
-		off[n] = s->offset;
-		cookie[n++] = s->fn;
-		if (s->fn == MT_FN_FREE)
+		if (kind == MT_K_FREE && !guard_free) {
+			off[n] = s->offset;
+			cookie[n++] = c;
 			continue;
+		}
+		if (kind == MT_K_FREE)
+			c |= MT_COOKIE_GUARDED;
+		off[n] = s->entry;
+		cookie[n++] = c;
 		roff[nr] = s->entry;
-		rcookie[nr++] = s->fn;
+		rcookie[nr++] = c;
 	}
 	err = link_uprobe_multi(p, pl, p->skel->progs.alloc_enter, path, off, cookie, n, false);
 	if (!err && nr)
@@ -239,42 +266,78 @@ static bool exec_file_mapping(const char *line, char *path, size_t len)
 	return true;
 }
 
-int probes_sync(struct probes *p, pid_t pid)
+/* One allocator file a process maps and has not attached yet. */
+struct pending_file {
+	struct file_info *fi;
+	char path[4096 + 32];	/* through /proc/PID/root */
+};
+
+#define MAX_PENDING 8
+
+/*
+ * Reads @pid's executable file mappings into @out: the allocator files @pl
+ * has not attached yet.  Returns how many, or -ESRCH.
+ */
+static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
+			 struct pending_file *out, unsigned max)
 {
 	char maps_path[64], line[4096 + 128], path[4096];
-	uint64_t start = now_ns();
-	struct proc_links *pl;
+	unsigned n = 0;
 	FILE *maps;
-	int total = 0, n;
 
-	p->stats.syncs++;
 	snprintf(maps_path, sizeof(maps_path), "/proc/%d/maps", pid);
 	maps = fopen(maps_path, "re");
 	if (!maps)
 		return -ESRCH;
-	pl = proc_lookup(p, pid, true);
-	if (!pl) {
-		total = -ENOMEM;
-		goto out;
-	}
-	while (fgets(line, sizeof(line), maps)) {
+	while (n < max && fgets(line, sizeof(line), maps)) {
 		struct file_info *fi;
 		struct stat st;
-		char root_path[4096 + 32];
+		bool seen = false;
 
 		if (!exec_file_mapping(line, path, sizeof(path)))
 			continue;
 		/* through the process's root, so chroots and deleted files still work */
-		snprintf(root_path, sizeof(root_path), "/proc/%d/root%s", pid, path);
-		if (stat(root_path, &st))
+		snprintf(out[n].path, sizeof(out[n].path), "/proc/%d/root%s", pid, path);
+		if (stat(out[n].path, &st))
 			continue;
-		fi = file_lookup(p, root_path, st.st_dev, st.st_ino);
+		fi = file_lookup(p, out[n].path, st.st_dev, st.st_ino);
 		if (!fi || !fi->syms.n || proc_has_file(pl, fi))
 			continue;
+		for (unsigned i = 0; i < n; i++)
+			seen |= out[i].fi == fi;
+		if (!seen)
+			out[n++].fi = fi;
+	}
+	fclose(maps);
+	return n;
+}
+
+int probes_sync(struct probes *p, pid_t pid)
+{
+	struct pending_file *files = NULL;
+	uint64_t start = now_ns();
+	struct proc_links *pl;
+	int total = 0, n, nfiles;
+
+	p->stats.syncs++;
+	pl = proc_lookup(p, pid, true);
+	files = calloc(MAX_PENDING, sizeof(*files));
+	if (!pl || !files) {
+		total = -ENOMEM;
+		goto out;
+	}
+	nfiles = pending_files(p, pid, pl, files, MAX_PENDING);
+	if (nfiles < 0) {
+		total = nfiles;
+		goto out;
+	}
+	for (int i = 0; i < nfiles; i++) {
+		bool others = pl->nfiles + nfiles > 1;
+
 		if (pl->nfiles == MAX_FILES_PER_PROC)
 			break;
-		n = attach_file(p, pl, fi, root_path);
-		pl->files[pl->nfiles++] = fi;
+		n = attach_file(p, pl, files[i].fi, files[i].path, others);
+		pl->files[pl->nfiles++] = files[i].fi;
 		if (n < 0) {
 			total = n;
 			break;
@@ -282,7 +345,7 @@ int probes_sync(struct probes *p, pid_t pid)
 		total += n;
 	}
 out:
-	fclose(maps);
+	free(files);
 	p->stats.sync_ns += now_ns() - start;
 	return total;
 }

@@ -7,22 +7,130 @@
 #include <libelf.h>
 #include <string.h>
 #include <unistd.h>
-#include "schema.h"
 #include "symbols.h"
 
-/* Order in which aliases are resolved: memalign before aligned_alloc. */
-static const unsigned fn_order[MT_FN_MAX] = {
-	MT_FN_MALLOC, MT_FN_CALLOC, MT_FN_REALLOC, MT_FN_REALLOCARRAY,
-	MT_FN_MEMALIGN, MT_FN_ALIGNED_ALLOC, MT_FN_POSIX_MEMALIGN,
-	MT_FN_VALLOC, MT_FN_PVALLOC, MT_FN_FREE,
+/*
+ * The allocator symbols memtrack probes, and the function each one records.
+ * Several names of one library often share one address (glibc's
+ * aligned_alloc is memalign; tcmalloc's free is also tc_free, operator
+ * delete and operator delete[]; mimalloc's malloc is mi_malloc): such a
+ * site is probed once, under the name that comes first here, so standard C
+ * names win over C++ operators, which win over vendor names.
+ */
+static const struct {
+	const char *name;
+	unsigned fn;
+} sym_names[] = {
+	{ "malloc", MT_FN_MALLOC },
+	{ "calloc", MT_FN_CALLOC },
+	{ "realloc", MT_FN_REALLOC },
+	{ "reallocarray", MT_FN_REALLOCARRAY },
+	{ "memalign", MT_FN_MEMALIGN },
+	{ "aligned_alloc", MT_FN_ALIGNED_ALLOC },
+	{ "posix_memalign", MT_FN_POSIX_MEMALIGN },
+	{ "valloc", MT_FN_VALLOC },
+	{ "pvalloc", MT_FN_PVALLOC },
+	{ "free", MT_FN_FREE },
+	{ "cfree", MT_FN_FREE },
+	{ "free_sized", MT_FN_FREE_SIZED },
+	{ "free_aligned_sized", MT_FN_FREE_ALIGNED_SIZED },
+	{ "_Znwm", MT_FN_NEW },
+	{ "_Znam", MT_FN_NEW_ARRAY },
+	{ "_ZnwmRKSt9nothrow_t", MT_FN_NEW_NOTHROW },
+	{ "_ZnamRKSt9nothrow_t", MT_FN_NEW_ARRAY_NOTHROW },
+	{ "_ZnwmSt11align_val_t", MT_FN_NEW_ALIGNED },
+	{ "_ZnamSt11align_val_t", MT_FN_NEW_ARRAY_ALIGNED },
+	{ "_ZnwmSt11align_val_tRKSt9nothrow_t", MT_FN_NEW_ALIGNED_NOTHROW },
+	{ "_ZnamSt11align_val_tRKSt9nothrow_t", MT_FN_NEW_ARRAY_ALIGNED_NOTHROW },
+	{ "_ZdlPv", MT_FN_DELETE },
+	{ "_ZdaPv", MT_FN_DELETE_ARRAY },
+	{ "_ZdlPvm", MT_FN_DELETE_SIZED },
+	{ "_ZdaPvm", MT_FN_DELETE_ARRAY_SIZED },
+	{ "_ZdlPvSt11align_val_t", MT_FN_DELETE_ALIGNED },
+	{ "_ZdaPvSt11align_val_t", MT_FN_DELETE_ARRAY_ALIGNED },
+	{ "_ZdlPvmSt11align_val_t", MT_FN_DELETE_SIZED_ALIGNED },
+	{ "_ZdaPvmSt11align_val_t", MT_FN_DELETE_ARRAY_SIZED_ALIGNED },
+	{ "_ZdlPvRKSt9nothrow_t", MT_FN_DELETE_NOTHROW },
+	{ "_ZdaPvRKSt9nothrow_t", MT_FN_DELETE_ARRAY_NOTHROW },
+	{ "_ZdlPvSt11align_val_tRKSt9nothrow_t", MT_FN_DELETE_ALIGNED_NOTHROW },
+	{ "_ZdaPvSt11align_val_tRKSt9nothrow_t", MT_FN_DELETE_ARRAY_ALIGNED_NOTHROW },
+	/* jemalloc's own API (also as je_* and _rjem_*: see strip_prefix) */
+	{ "mallocx", MT_FN_MALLOCX },
+	{ "rallocx", MT_FN_RALLOCX },
+	{ "xallocx", MT_FN_XALLOCX },
+	{ "dallocx", MT_FN_DALLOCX },
+	{ "sdallocx", MT_FN_SDALLOCX },
+	/* mimalloc's own API */
+	{ "mi_malloc", MT_FN_MALLOC },
+	{ "mi_calloc", MT_FN_CALLOC },
+	{ "mi_realloc", MT_FN_REALLOC },
+	{ "mi_reallocarray", MT_FN_REALLOCARRAY },
+	{ "mi_memalign", MT_FN_MEMALIGN },
+	{ "mi_aligned_alloc", MT_FN_ALIGNED_ALLOC },
+	{ "mi_posix_memalign", MT_FN_POSIX_MEMALIGN },
+	{ "mi_free", MT_FN_FREE },
+	{ "mi_zalloc", MT_FN_MI_ZALLOC },
+	{ "mi_malloc_aligned", MT_FN_MI_MALLOC_ALIGNED },
+	{ "mi_zalloc_aligned", MT_FN_MI_ZALLOC_ALIGNED },
+	{ "mi_realloc_aligned", MT_FN_MI_REALLOC_ALIGNED },
+	{ "mi_reallocn", MT_FN_MI_REALLOCN },
+	{ "mi_free_size", MT_FN_MI_FREE_SIZE },
+	{ "mi_free_aligned", MT_FN_MI_FREE_ALIGNED },
+	{ "mi_new", MT_FN_NEW },
+	{ "mi_new_nothrow", MT_FN_NEW_NOTHROW },
+	{ "mi_new_aligned", MT_FN_NEW_ALIGNED },
+	{ "mi_new_aligned_nothrow", MT_FN_NEW_ALIGNED_NOTHROW },
+	/* tcmalloc's own API */
+	{ "tc_malloc", MT_FN_MALLOC },
+	{ "tc_calloc", MT_FN_CALLOC },
+	{ "tc_realloc", MT_FN_REALLOC },
+	{ "tc_memalign", MT_FN_MEMALIGN },
+	{ "tc_posix_memalign", MT_FN_POSIX_MEMALIGN },
+	{ "tc_valloc", MT_FN_VALLOC },
+	{ "tc_pvalloc", MT_FN_PVALLOC },
+	{ "tc_free", MT_FN_FREE },
+	{ "tc_cfree", MT_FN_FREE },
+	{ "tc_free_sized", MT_FN_FREE_SIZED },
+	{ "tc_new", MT_FN_NEW },
+	{ "tc_newarray", MT_FN_NEW_ARRAY },
+	{ "tc_new_nothrow", MT_FN_NEW_NOTHROW },
+	{ "tc_newarray_nothrow", MT_FN_NEW_ARRAY_NOTHROW },
+	{ "tc_new_aligned", MT_FN_NEW_ALIGNED },
+	{ "tc_newarray_aligned", MT_FN_NEW_ARRAY_ALIGNED },
+	{ "tc_delete", MT_FN_DELETE },
+	{ "tc_deletearray", MT_FN_DELETE_ARRAY },
+	{ "tc_delete_sized", MT_FN_DELETE_SIZED },
+	{ "tc_deletearray_sized", MT_FN_DELETE_ARRAY_SIZED },
+	{ "tc_delete_nothrow", MT_FN_DELETE_NOTHROW },
+	{ "tc_deletearray_nothrow", MT_FN_DELETE_ARRAY_NOTHROW },
+	{ "tc_delete_aligned", MT_FN_DELETE_ALIGNED },
+	{ "tc_deletearray_aligned", MT_FN_DELETE_ARRAY_ALIGNED },
 };
 
-static int fn_by_name(const char *name)
+#define NSYMS (sizeof(sym_names) / sizeof(sym_names[0]))
+_Static_assert(NSYMS <= MT_MAX_SITES, "MT_MAX_SITES too small for sym_names");
+
+/*
+ * jemalloc built with a prefix names its API je_malloc ... (--with-
+ * jemalloc-prefix=je_) or _rjem_malloc ... (Rust's jemalloc-sys crate):
+ * the same functions, recorded under their unprefixed names.
+ */
+static const char *strip_prefix(const char *name)
 {
-	/* the probed symbols are named as the functions (schema.c) */
-	for (int i = 0; i < MT_FN_MAX; i++)
-		if (!strcmp(mt_fn_name(i), name))
-			return i;
+	if (!strncmp(name, "je_", 3))
+		return name + 3;
+	if (!strncmp(name, "_rjem_", 6))
+		return name + 6;
+	return name;
+}
+
+/* Index of @name in sym_names, or -1. */
+static int sym_by_name(const char *name)
+{
+	name = strip_prefix(name);
+	for (unsigned i = 0; i < NSYMS; i++)
+		if (!strcmp(sym_names[i].name, name))
+			return (int)i;
 	return -1;
 }
 
@@ -46,7 +154,7 @@ static int vaddr_to_offset(Elf *elf, uint64_t vaddr, uint64_t *off)
 }
 
 /* Collects defined FUNC symbols of one symbol table into @addr (0 = none). */
-static void scan_symtab(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, uint64_t addr[MT_FN_MAX])
+static void scan_symtab(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, uint64_t addr[NSYMS])
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t count = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
@@ -54,7 +162,7 @@ static void scan_symtab(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, uint64_t addr[MT_
 
 	for (size_t i = 0; data && i < count; i++) {
 		const char *name;
-		int fn;
+		int idx;
 
 		if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF ||
 		    GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
@@ -62,9 +170,9 @@ static void scan_symtab(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, uint64_t addr[MT_
 		if (GELF_ST_BIND(sym.st_info) == STB_LOCAL)
 			continue;
 		name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		if (!name || (fn = fn_by_name(name)) < 0 || addr[fn])
+		if (!name || (idx = sym_by_name(name)) < 0 || addr[idx])
 			continue;
-		addr[fn] = sym.st_value;
+		addr[idx] = sym.st_value;
 	}
 }
 
@@ -89,7 +197,7 @@ static uint64_t skip_null_check(int fd, uint64_t off)
 
 int alloc_syms_read(const char *path, struct alloc_syms *out)
 {
-	uint64_t addr[MT_FN_MAX] = { 0 };
+	uint64_t addr[NSYMS] = { 0 };
 	Elf *elf = NULL;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
@@ -111,12 +219,12 @@ int alloc_syms_read(const char *path, struct alloc_syms *out)
 		    (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
 			scan_symtab(elf, scn, &sh, addr);
 	}
-	for (int i = 0; i < MT_FN_MAX; i++) {
-		unsigned fn = fn_order[i];
+	for (unsigned i = 0; i < NSYMS; i++) {
+		unsigned fn = sym_names[i].fn;
 		uint64_t off;
 		bool alias = false;
 
-		if (!addr[fn] || vaddr_to_offset(elf, addr[fn], &off))
+		if (!addr[i] || vaddr_to_offset(elf, addr[i], &off))
 			continue;
 		for (unsigned j = 0; j < out->n; j++)
 			alias |= out->site[j].entry == off;

@@ -16,16 +16,19 @@ struct alloc_site {
 	uint64_t entry;		/* file offset of the function itself */
 };
 
+/* Allocator symbols a file can define (symbols.c lists them). */
+#define MT_MAX_SITES 96
+
 struct alloc_syms {
 	unsigned n;			 /* sites found, 0: not an allocator */
-	struct alloc_site site[MT_FN_MAX];
+	struct alloc_site site[MT_MAX_SITES];
 };
 
 /*
  * Reads @path's dynamic and static symbol tables and fills @out with every
  * allocator function it defines (not merely imports).  Functions that are
  * aliases of one another (glibc's aligned_alloc is memalign) are listed once,
- * under the first name in enum mt_fn order.  free's probe is moved past a
+ * under the first name of symbols.c's table.  free's probe is moved past a
  * leading `test %rdi,%rdi; je` NULL check when there is one: the kernel
  * emulates the instruction found there instead of single-stepping `test`.
  * Returns 0 or -errno (-ENOEXEC: not an ELF file).
