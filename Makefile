@@ -34,6 +34,10 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURE_BINS := $(patsubst tests/fixtures/%.c,$(OUT)/fixtures/%,$(FIXTURE_SRCS))
+# tests/fixtures/lib/NAME.c -> $(OUT)/fixtures/libNAME.so (preloaded or linked by fixtures)
+FIXTURE_LIB_SRCS := $(wildcard tests/fixtures/lib/*.c)
+FIXTURE_LIBS := $(patsubst tests/fixtures/lib/%.c,$(OUT)/fixtures/lib%.so,$(FIXTURE_LIB_SRCS))
+FIXTURE_BINS += $(FIXTURE_LIBS)
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRCS))
 
@@ -115,6 +119,11 @@ $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall $< -o $@ -lpthread $(FIXTURE_LIBS_$*)
+
+$(OUT)/fixtures/lib%.so: tests/fixtures/lib/%.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -O1 -g -std=gnu11 -D_GNU_SOURCE -Wall -fPIC -shared $< -o $@ -ldl
 
 $(OUT)/bench/%: bench/%.c $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)

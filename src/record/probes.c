@@ -202,8 +202,8 @@ static bool is_libc(const char *path)
 /*
  * Attaches every site of @fi for @pl's process: entries (free included) to
  * alloc_enter, returns to alloc_exit.  A free-kind site outside libc gets a
- * return probe too (MT_COOKIE_GUARDED) when the process has another
- * allocator file: operator delete calling free, or an LD_PRELOAD wrapper's
+ * return probe too (MT_COOKIE_GUARDED) when the process has (or, being
+ * dynamically linked, will have) another allocator file: operator delete calling free, or an LD_PRELOAD wrapper's
  * free calling libc's, is then one call, recorded once.  That return probe
  * sits at the function's entry, so such a site is probed there too, not
  * past free's NULL check.  Returns the sites attached or -errno.
@@ -266,6 +266,14 @@ static bool exec_file_mapping(const char *line, char *path, size_t len)
 	return true;
 }
 
+/* The dynamic loader (ld-linux-x86-64.so.2, ld-musl-x86_64.so.1 ...). */
+static bool is_dynamic_loader(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return !strncmp(base ? base + 1 : path, "ld-", 3);
+}
+
 /* One allocator file a process maps and has not attached yet. */
 struct pending_file {
 	struct file_info *fi;
@@ -279,7 +287,7 @@ struct pending_file {
  * has not attached yet.  Returns how many, or -ESRCH.
  */
 static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
-			 struct pending_file *out, unsigned max)
+			 struct pending_file *out, unsigned max, bool *dynamic)
 {
 	char maps_path[64], line[4096 + 128], path[4096];
 	unsigned n = 0;
@@ -296,6 +304,7 @@ static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 
 		if (!exec_file_mapping(line, path, sizeof(path)))
 			continue;
+		*dynamic |= is_dynamic_loader(path);
 		/* through the process's root, so chroots and deleted files still work */
 		snprintf(out[n].path, sizeof(out[n].path), "/proc/%d/root%s", pid, path);
 		if (stat(out[n].path, &st))
@@ -317,6 +326,7 @@ int probes_sync(struct probes *p, pid_t pid)
 	struct pending_file *files = NULL;
 	uint64_t start = now_ns();
 	struct proc_links *pl;
+	bool dynamic = false;
 	int total = 0, n, nfiles;
 
 	p->stats.syncs++;
@@ -326,13 +336,18 @@ int probes_sync(struct probes *p, pid_t pid)
 		total = -ENOMEM;
 		goto out;
 	}
-	nfiles = pending_files(p, pid, pl, files, MAX_PENDING);
+	nfiles = pending_files(p, pid, pl, files, MAX_PENDING, &dynamic);
 	if (nfiles < 0) {
 		total = nfiles;
 		goto out;
 	}
 	for (int i = 0; i < nfiles; i++) {
-		bool others = pl->nfiles + nfiles > 1;
+		/*
+		 * A dynamic process maps libc besides any other allocator, often
+		 * only after the other is attached (an LD_PRELOAD library is
+		 * mapped, and attached, before libc is)
+		 */
+		bool others = dynamic || pl->nfiles + nfiles > 1;
 
 		if (pl->nfiles == MAX_FILES_PER_PROC)
 			break;
