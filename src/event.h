@@ -122,6 +122,7 @@ enum mt_fn {
  */
 #define MT_COOKIE_FN_MASK 0xffffu
 #define MT_COOKIE_GUARDED 0x10000u
+#define MT_COOKIE_NORET 0x20000u /* an allocating site without a return probe (operator new) */
 #define MT_COOKIE_KIND_SHIFT 20 /* the enum mt_fn_kind, so BPF needs no table */
 #define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
 

@@ -22,8 +22,9 @@ struct call_args {
 	__u64 memptr;	/* posix_memalign: where the result is stored */
 	__u64 sp;	/* stack pointer at the outermost entry */
 	__u16 fn;	/* enum mt_fn of the outermost call */
-	__u16 kind;	/* its enum mt_fn_kind */
-	__u32 depth;	/* allocator calls nested inside it */
+	__u8 kind;	/* its enum mt_fn_kind */
+	__u8 noret;	/* no return probe: the first nested call's result is its own */
+	__u32 depth;	/* allocator calls with a return probe nested inside it */
 };
 
 struct {
@@ -53,8 +54,15 @@ static __always_inline struct call_args *outer_call(__u32 tid, __u64 sp)
 	return cur;
 }
 
-static __always_inline int call_enter(__u32 fn, __u32 kind, __u64 sp, __u64 size, __u64 arg,
-				      __u64 memptr)
+/*
+ * @noret: the site has no return probe (operator new: a return probe moves
+ * the return address to the kernel's trampoline, which the C++ unwinder
+ * cannot step through, so a bad_alloc thrown through it terminates the
+ * program).  Such a call takes its result from the first allocator call
+ * nested in it that returns (libstdc++'s operator new calls malloc).
+ */
+static __always_inline int call_enter(__u32 fn, __u32 kind, bool noret, __u64 sp, __u64 size,
+				      __u64 arg, __u64 memptr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
@@ -64,7 +72,8 @@ static __always_inline int call_enter(__u32 fn, __u32 kind, __u64 sp, __u64 size
 		return 0;
 	cur = outer_call(tid, sp);
 	if (cur) {
-		cur->depth++;
+		if (!noret)
+			cur->depth++;
 		return 0;
 	}
 	args.size = size;
@@ -73,13 +82,17 @@ static __always_inline int call_enter(__u32 fn, __u32 kind, __u64 sp, __u64 size
 	args.sp = sp;
 	args.fn = fn;
 	args.kind = kind;
+	args.noret = noret;
 	bpf_map_update_elem(&inflight, &tid, &args, BPF_ANY);
 	return 0;
 }
 
 /*
- * Pops the outermost call of this thread into @out.  Returns false for a
- * nested call (or when the entry probe was missed), which records nothing.
+ * At a return probe: pops the outermost call of this thread into @out when
+ * this return completes it (its own return, or for a call without a return
+ * probe the return of the first call nested in it).  Returns false for any
+ * other nested return (or when the entry probe was missed): nothing to
+ * record.
  */
 static __always_inline bool call_exit(struct call_args *out)
 {
@@ -89,7 +102,7 @@ static __always_inline bool call_exit(struct call_args *out)
 	cur = bpf_map_lookup_elem(&inflight, &tid);
 	if (!cur)
 		return false;
-	if (cur->depth) {
+	if (cur->depth && !(cur->noret && cur->depth == 1)) {
 		cur->depth--;
 		return false;
 	}
@@ -168,29 +181,30 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 	__u32 fn = cookie & MT_COOKIE_FN_MASK;
 	__u32 kind = MT_COOKIE_KIND(cookie);
 	__u64 sp = PT_REGS_SP(ctx);
+	bool noret = cookie & MT_COOKIE_NORET;
 
 	switch (kind) {
 	case MT_K_FREE:
 		return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
 	case MT_K_MALLOC:
 	case MT_K_ZALLOC:
-		return call_enter(fn, kind, sp, a0, 0, 0);
+		return call_enter(fn, kind, noret, sp, a0, 0, 0);
 	case MT_K_CALLOC:
-		return call_enter(fn, kind, sp, a0 * a1, 0, 0);
+		return call_enter(fn, kind, noret, sp, a0 * a1, 0, 0);
 	case MT_K_REALLOC:
 	case MT_K_XALLOCX:
-		return call_enter(fn, kind, sp, a1, a0, 0);
+		return call_enter(fn, kind, noret, sp, a1, a0, 0);
 	case MT_K_REALLOCARRAY:
-		return call_enter(fn, kind, sp, a1 * a2, a0, 0);
+		return call_enter(fn, kind, noret, sp, a1 * a2, a0, 0);
 	case MT_K_ALIGN_SIZE:
-		return call_enter(fn, kind, sp, a1, a0, 0);
+		return call_enter(fn, kind, noret, sp, a1, a0, 0);
 	case MT_K_SIZE_ALIGN:
 	case MT_K_MALLOCX:
-		return call_enter(fn, kind, sp, a0, a1, 0);
+		return call_enter(fn, kind, noret, sp, a0, a1, 0);
 	case MT_K_POSIX_MEMALIGN:
-		return call_enter(fn, kind, sp, a2, a1, a0);
+		return call_enter(fn, kind, noret, sp, a2, a1, a0);
 	case MT_K_PAGE_ALIGNED:
-		return call_enter(fn, kind, sp, a0, page_size, 0);
+		return call_enter(fn, kind, noret, sp, a0, page_size, 0);
 	default:
 		return 0;
 	}
@@ -222,54 +236,65 @@ static __always_inline void mallocx_exit(const struct call_args *a, __u64 ret)
 		emit_heap(MT_MALLOC, a->fn, ret, a->size, 0);
 }
 
+/* Records the outermost call @a, which returned @ret. */
+static __always_inline void emit_result(const struct call_args *a, __u64 ret)
+{
+	__u64 addr;
+
+	switch (a->kind) {
+	case MT_K_FREE:		/* recorded at entry */
+		break;
+	case MT_K_MALLOC:
+		if (ret)
+			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0);
+		break;
+	case MT_K_CALLOC:
+	case MT_K_ZALLOC:
+		if (ret)
+			emit_heap(MT_CALLOC, a->fn, ret, a->size, 0);
+		break;
+	case MT_K_REALLOC:
+	case MT_K_REALLOCARRAY:
+		realloc_exit(a, ret);
+		break;
+	case MT_K_MALLOCX:
+		if (ret)
+			mallocx_exit(a, ret);
+		break;
+	case MT_K_XALLOCX:
+		/* returns the block's new usable size; it never moves */
+		if (ret >= a->size)
+			emit_heap(MT_REALLOC, a->fn, a->arg, a->size, a->arg);
+		break;
+	case MT_K_POSIX_MEMALIGN:
+		/* returns 0 or an errno; the pointer is in *memptr */
+		if (ret || bpf_probe_read_user(&addr, sizeof(addr), (void *)a->memptr))
+			break;
+		emit_heap(MT_ALIGNED_ALLOC, a->fn, addr, a->size, a->arg);
+		break;
+	default:
+		if (ret)
+			emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, a->arg);
+		break;
+	}
+}
+
 /*
  * One return probe serves every allocator: the stashed kind says what the
- * program's outermost call was.
+ * program's outermost call was.  When that call has no return probe of its
+ * own, this is the return of the call it delegated to: the result is the
+ * outer call's, unless the delegate returns no pointer (posix_memalign).
  */
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_exit, __u64 ret)
 {
 	struct call_args a;
-	__u64 addr;
 
 	if (!call_exit(&a))
 		return 0;
-	switch (a.kind) {
-	case MT_K_FREE:		/* recorded at entry */
-		break;
-	case MT_K_MALLOC:
-		if (ret)
-			emit_heap(MT_MALLOC, a.fn, ret, a.size, 0);
-		break;
-	case MT_K_CALLOC:
-	case MT_K_ZALLOC:
-		if (ret)
-			emit_heap(MT_CALLOC, a.fn, ret, a.size, 0);
-		break;
-	case MT_K_REALLOC:
-	case MT_K_REALLOCARRAY:
-		realloc_exit(&a, ret);
-		break;
-	case MT_K_MALLOCX:
-		if (ret)
-			mallocx_exit(&a, ret);
-		break;
-	case MT_K_XALLOCX:
-		/* returns the block's new usable size; it never moves */
-		if (ret >= a.size)
-			emit_heap(MT_REALLOC, a.fn, a.arg, a.size, a.arg);
-		break;
-	case MT_K_POSIX_MEMALIGN:
-		/* returns 0 or an errno; the pointer is in *memptr */
-		if (ret || bpf_probe_read_user(&addr, sizeof(addr), (void *)a.memptr))
-			break;
-		emit_heap(MT_ALIGNED_ALLOC, a.fn, addr, a.size, a.arg);
-		break;
-	default:
-		if (ret)
-			emit_heap(MT_ALIGNED_ALLOC, a.fn, ret, a.size, a.arg);
-		break;
-	}
+	if (a.noret && MT_COOKIE_KIND(bpf_get_attach_cookie(ctx)) == MT_K_POSIX_MEMALIGN)
+		return 0;
+	emit_result(&a, ret);
 	return 0;
 }
 

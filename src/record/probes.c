@@ -200,6 +200,18 @@ static bool is_libc(const char *path)
 }
 
 /*
+ * A C++ runtime's operator new calls malloc and may throw: it gets no
+ * return probe (the unwinder cannot step through the kernel's return
+ * trampoline) and takes its result from the malloc it calls (alloc.bpf.c).
+ * An allocator library's own operator new (jemalloc, tcmalloc, mimalloc)
+ * allocates without a probed call, so it keeps its return probe.
+ */
+static bool is_operator_new(unsigned fn)
+{
+	return fn >= MT_FN_NEW && fn <= MT_FN_NEW_ARRAY_ALIGNED_NOTHROW;
+}
+
+/*
  * Attaches every site of @fi for @pl's process: entries (free included) to
  * alloc_enter, returns to alloc_exit.  A free-kind site outside libc gets a
  * return probe too (MT_COOKIE_GUARDED) when the process has (or, being
@@ -225,6 +237,11 @@ static int attach_file(struct probes *p, struct proc_links *pl, struct file_info
 		if (kind == MT_K_FREE && !guard_free) {
 			off[n] = s->offset;
 			cookie[n++] = c;
+			continue;
+		}
+		if (is_operator_new(s->fn) && !fi->syms.vendor) {
+			off[n] = s->entry;
+			cookie[n++] = c | MT_COOKIE_NORET;
 			continue;
 		}
 		if (kind == MT_K_FREE)

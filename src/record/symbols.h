@@ -5,6 +5,7 @@
 #ifndef MEMTRACK_SYMBOLS_H
 #define MEMTRACK_SYMBOLS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <linux/types.h>
 #include "event.h"
@@ -21,6 +22,7 @@ struct alloc_site {
 
 struct alloc_syms {
 	unsigned n;			 /* sites found, 0: not an allocator */
+	bool vendor;			 /* jemalloc, mimalloc or tcmalloc: defines its own API */
 	struct alloc_site site[MT_MAX_SITES];
 };
 
