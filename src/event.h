@@ -5,7 +5,8 @@
  * Every ring-buffer record is a struct mt_rec_hdr followed by up to
  * MT_MAX_FIELDS 64-bit fields; which fields a type carries is fixed by the
  * schema table in schema.c (and documented in docs/FORMAT.md).  EXEC records
- * carry a NUL-terminated path after their fields.
+ * carry a NUL-terminated path after their fields, MARK records (no fields)
+ * a NUL-terminated name.
  *
  * This header includes nothing and uses only __u16/__u32/__u64, so it can be
  * included after vmlinux.h on the BPF side and after <linux/types.h> in
@@ -32,7 +33,10 @@ enum mt_type {
 	MT_EXIT = 12,
 	MT_RSS = 13,
 	MT_PHYSICAL = 14,
-	MT_TYPE_MAX = 15, /* one past the last known type */
+	MT_MARK = 15,	  /* written by userspace: `mark NAME` on the control socket */
+	MT_ENABLE = 16,	  /* written by userspace: heap recording switched on */
+	MT_DISABLE = 17,  /* written by userspace: heap recording switched off */
+	MT_TYPE_MAX = 18, /* one past the last known type */
 };
 
 /*
@@ -159,9 +163,16 @@ struct mt_rec_exec {
 	char path[MT_PATH_MAX];    /* NUL-terminated */
 };
 
+/* Made by userspace (src/record/control.c), never by BPF. */
+struct mt_rec_mark {
+	struct mt_rec_hdr h;	   /* nfields 0 */
+	char name[MT_PATH_MAX];    /* NUL-terminated, 1 to MT_PATH_MAX - 1 bytes */
+};
+
 _Static_assert(sizeof(struct mt_rec_hdr) == 24, "mt_rec_hdr layout");
 _Static_assert(sizeof(struct mt_rec) == 24 + 8 * MT_MAX_FIELDS, "mt_rec layout");
 _Static_assert(sizeof(struct mt_rec_exec) == 24 + 8 + MT_PATH_MAX, "mt_rec_exec layout");
+_Static_assert(sizeof(struct mt_rec_mark) == 24 + MT_PATH_MAX, "mt_rec_mark layout");
 
 /*
  * Per-type drop counters live in a per-CPU array indexed by enum mt_type;

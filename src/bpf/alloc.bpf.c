@@ -183,6 +183,8 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 	__u64 sp = PT_REGS_SP(ctx);
 	bool noret = cookie & MT_COOKIE_NORET;
 
+	if (!heap_enabled)	/* recording switched off (control socket) */
+		return 0;
 	switch (kind) {
 	case MT_K_FREE:
 		return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
@@ -290,7 +292,9 @@ int BPF_KRETPROBE(alloc_exit, __u64 ret)
 {
 	struct call_args a;
 
-	if (!call_exit(&a))
+	/* a call that returns after `disable` is not recorded either; its
+	 * slot is popped all the same */
+	if (!call_exit(&a) || !heap_enabled)
 		return 0;
 	if (a.noret && MT_COOKIE_KIND(bpf_get_attach_cookie(ctx)) == MT_K_POSIX_MEMALIGN)
 		return 0;

@@ -23,6 +23,9 @@ extern const volatile __u64 rss_granularity_pages; /* report RSS after this much
 extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters */
 extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */
 
+/* Written by userspace at run time (control socket). */
+extern volatile __u32 heap_enabled;		   /* 0: allocator probes record nothing */
+
 extern struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, MT_RING_DEFAULT);

@@ -14,6 +14,13 @@ const volatile __u64 rss_granularity_pages = 8; /* 32 KiB: ~1% of a small proces
 const volatile __u32 nr_cpus = 1;
 const volatile __u64 page_size = 4096; /* the loader writes sysconf(_SC_PAGESIZE) */
 
+/*
+ * Heap recording on (1) or off (0).  Not const: userspace flips it at run
+ * time through the skeleton's mmaped .data (the control socket's enable and
+ * disable, src/record/control.c); --start-disabled writes 0 before load.
+ */
+volatile __u32 heap_enabled = 1;
+
 /* userspace resizes it (--ring-size) before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

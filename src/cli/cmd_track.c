@@ -27,6 +27,7 @@
 #include <bpf/libbpf.h>
 #include "artifact.h"
 #include "cli.h"
+#include "control.h"
 #include "loader.h"
 #include "memtrack.skel.h"
 #include "pipeline.h"
@@ -41,6 +42,8 @@ struct track_opts {
 	bool verbose;			/* -v: libbpf output and statistics */
 	bool quiet;			/* -q: no summary line */
 	bool shell;			/* run argv[0] through /bin/sh -c */
+	const char *control;		/* --control: the control socket's path, or NULL */
+	bool start_disabled;		/* --start-disabled: heap recording off until `enable` */
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;
@@ -52,6 +55,7 @@ struct track_run {
 	struct memtrack_bpf *skel;
 	struct probes *probes;
 	struct pipeline *pipe;
+	struct control *ctl;		/* NULL without --control (or when it failed) */
 	struct mt_writer *writer;
 	struct mt_header hdr;
 	struct spawn child;
@@ -62,7 +66,8 @@ struct track_run {
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
 };
 
-enum { OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP };
+enum { OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP,
+       OPT_CONTROL, OPT_START_DISABLED };
 
 static const struct option track_options[] = {
 	{ "output", required_argument, NULL, 'o' },
@@ -73,6 +78,8 @@ static const struct option track_options[] = {
 	{ "batch-size", required_argument, NULL, OPT_BATCH },
 	{ "flush-ms", required_argument, NULL, OPT_FLUSH },
 	{ "wakeup-bytes", required_argument, NULL, OPT_WAKEUP },
+	{ "control", required_argument, NULL, OPT_CONTROL },
+	{ "start-disabled", no_argument, NULL, OPT_START_DISABLED },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -92,6 +99,9 @@ static void track_usage(FILE *out)
 		"      --batch-size SIZE bytes of records per artifact frame (default 256K)\n"
 		"      --flush-ms MS     write a partial frame after MS milliseconds (default 500)\n"
 		"      --wakeup-bytes N  wake the reader at N unread bytes (default ring/16)\n"
+		"      --control PATH    control socket (enable, disable, ping, mark NAME; see\n"
+		"                        memtrack ctl); the command finds PATH in $MEMTRACK_CONTROL\n"
+		"      --start-disabled  heap recording off until `enable` (needs --control)\n"
 		"  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 		"  -q, --quiet           no summary line\n");
 }
@@ -124,6 +134,14 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case OPT_NO_ALLOC: o->allocators = false; break;
 		case OPT_PHYSICAL: o->physical = true; break;
 		case OPT_ALLOW_DROPS: o->allow_drops = true; break;
+		case OPT_CONTROL:
+			if (!*optarg) {
+				die_msg("empty --control path; give the path of a socket to create, e.g. --control /tmp/memtrack.sock");
+				return 2;
+			}
+			o->control = optarg;
+			break;
+		case OPT_START_DISABLED: o->start_disabled = true; break;
 		case OPT_RING:
 			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096) {
 				die_msg("invalid --ring-size '%s'; give a power of two of at least 4096, e.g. 16M", optarg);
@@ -162,6 +180,10 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	if (optind >= argc) {
 		die_msg("no command given; usage: memtrack track [-o FILE] -- CMD [ARGS...]");
+		return 2;
+	}
+	if (o->start_disabled && !o->control) {
+		die_msg("--start-disabled needs --control PATH, or nothing could ever enable recording; add --control PATH");
 		return 2;
 	}
 	o->argv = argv + optind;
@@ -425,6 +447,55 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 	return status;
 }
 
+/* Poller thread: a control socket problem that does not stop the session. */
+static void control_notice(void *ctx, const char *msg)
+{
+	die_msg("%s", msg);
+}
+
+/*
+ * Sets MEMTRACK_CONTROL for the command: the path made absolute when it fits
+ * a socket address, so a command that changes directory still finds it.
+ */
+static void export_control_path(const char *path)
+{
+	char abs[108], cwd[4096];
+
+	if (path[0] != '/' && getcwd(cwd, sizeof(cwd)) &&
+	    (size_t)snprintf(abs, sizeof(abs), "%s/%s", cwd, path) < sizeof(abs))
+		path = abs;
+	setenv("MEMTRACK_CONTROL", path, 1);
+}
+
+/*
+ * Creates the control socket and hooks it to the poller.  A socket that
+ * cannot be made is reported and the session goes on without one, heap
+ * recording on (even under --start-disabled: nothing could enable it).
+ */
+static void setup_control(struct track_run *run)
+{
+	struct control_opts co = {
+		.path = run->o->control,
+		.heap_enabled = loader_heap_switch(run->skel),
+		.pipe = run->pipe,
+		.notice = control_notice,
+	};
+	char err[512];
+
+	co.chown = sudo_invoker(&co.uid, &co.gid);
+	run->ctl = control__new(&co, err, sizeof(err));
+	if (!run->ctl) {
+		die_msg("%s (the command runs without control, heap recording on)", err);
+		*co.heap_enabled = 1;
+		unsetenv("MEMTRACK_CONTROL");
+		return;
+	}
+	pipeline__watch_fd(run->pipe, control__fd(run->ctl), control_handle, run->ctl);
+	if (run->o->start_disabled)
+		control_record(run->ctl, MT_DISABLE, getpid());
+	export_control_path(run->o->control);
+}
+
 static int setup(struct track_run *run, char *err, size_t errlen)
 {
 	struct loader_opts lo = {
@@ -433,6 +504,7 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.allocators = run->o->allocators,
 		.physical = run->o->physical,
 		.verbose = run->o->verbose,
+		.heap_disabled = run->o->start_disabled,
 	};
 
 	run->skel = loader_open(&lo, err, errlen);
@@ -453,6 +525,8 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		}
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
+	if (run->pipe && run->o->control)
+		setup_control(run);
 	if (!run->pipe || pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
 						     bpf_map__fd(run->skel->maps.ctl_events))) {
 		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(errno));
@@ -536,6 +610,7 @@ fail_setup:
 	ret = 1;
 out:
 	pipeline__free(run.pipe);
+	control__free(run.ctl);	/* after the poller, which serves it */
 	mt_writer__free(run.writer);
 	teardown(&run);
 	if (run.out_fd >= 0)

@@ -30,6 +30,9 @@ static const struct mt_type_def type_defs[MT_TYPE_MAX] = {
 	[MT_RSS] = { "rss", 4, false, NULL,
 		     { U("anon"), U("file"), U("shmem"), U("swap") } },
 	[MT_PHYSICAL] = { "physical", 1, false, NULL, { U("bytes") } },
+	[MT_MARK] = { "mark", 0, true, "name", { { NULL, MT_FK_UINT } } },
+	[MT_ENABLE] = { "enable", 0, false, NULL, { { NULL, MT_FK_UINT } } },
+	[MT_DISABLE] = { "disable", 0, false, NULL, { { NULL, MT_FK_UINT } } },
 };
 
 static const char *const fn_names[MT_FN_MAX] = {

@@ -48,5 +48,7 @@ size_t rec_size(const void *rec)
 
 	if (h->type == MT_EXEC)
 		return sizeof(struct mt_rec_exec);
+	if (h->type == MT_MARK)
+		return sizeof(struct mt_rec_mark);
 	return sizeof(*h) + (size_t)h->nfields * sizeof(__u64);
 }

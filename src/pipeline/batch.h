@@ -28,7 +28,7 @@ void batch__reset(struct batch *b);
 
 void batch__free(struct batch *b);
 
-/* Size in bytes of the record at @rec (header + fields [+ exec path]). */
+/* Size in bytes of the record at @rec (header + fields [+ exec path or mark name]). */
 size_t rec_size(const void *rec);
 
 #endif /* MEMTRACK_BATCH_H */

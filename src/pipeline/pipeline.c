@@ -49,6 +49,9 @@ struct pipeline {
 	int stop_fd;			/* eventfd: wakes the poller to stop */
 	_Atomic int stop_cause;		/* -1 while running */
 	int poller_err;
+	int aux_fd;			/* pipeline__watch_fd()'s fd, or -1 */
+	pipeline_fd_fn aux_fn;
+	void *aux_ctx;
 
 	struct pipeline_stats st;	/* poller fields; writer ones merged at stop */
 	uint64_t w_encode_ns;		/* writer-thread counters */
@@ -94,6 +97,8 @@ static int write_batch(struct pipeline *p, const struct batch *b)
 
 		if (h->type == MT_EXEC)
 			str = ((const struct mt_rec_exec *)rec)->path;
+		else if (h->type == MT_MARK)
+			str = ((const struct mt_rec_mark *)rec)->name;
 		err = mt_writer__add(p->writer, h, f, str);
 	}
 	return err ? err : mt_writer__flush(p->writer);
@@ -142,6 +147,7 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 	p->stop_cause = -1;
 	p->stop_fd = -1;
 	p->epoll_fd = -1;
+	p->aux_fd = -1;
 	p->full = queue__new(p->opts.batches);
 	p->empty = queue__new(p->opts.batches);
 	p->all = calloc(p->opts.batches, sizeof(*p->all));
@@ -237,6 +243,16 @@ int pipeline_flush(struct pipeline *p, enum flush_cause cause)
 	return hand_on(p, cause);
 }
 
+int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx)
+{
+	if (p->aux_fd >= 0)
+		return -EBUSY;
+	p->aux_fd = fd;
+	p->aux_fn = fn;
+	p->aux_ctx = ctx;
+	return 0;
+}
+
 static int ring_cb(void *ctx, void *data, size_t size)
 {
 	return pipeline_feed(ctx, data, size);
@@ -263,10 +279,26 @@ static int consume_rings(struct pipeline *p)
 	return err < 0 ? err : 0;
 }
 
+int pipeline_inject(struct pipeline *p, const void *rec, size_t size)
+{
+	int err = p->rb ? consume_rings(p) : 0;
+
+	return err < 0 ? err : pipeline_feed(p, rec, size);
+}
+
+/* Whether the epoll_wait() result @ev[0..n) has @fd readable. */
+static bool fd_ready(const struct epoll_event *ev, int n, int fd)
+{
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.fd == fd)
+			return true;
+	return false;
+}
+
 /*
  * Waits for a wakeup (BPF wakes us only past the watermark, or for a control
- * record), the stop eventfd, or the timeout, which picks up the tail below
- * the watermark.
+ * record), the stop eventfd, the watched fd, or the timeout, which picks up
+ * the tail below the watermark.
  */
 static void *poller_main(void *arg)
 {
@@ -278,11 +310,15 @@ static void *poller_main(void *arg)
 	if (poll_ms > 100)
 		poll_ms = 100;
 	while (atomic_load(&p->stop_cause) < 0) {
-		if (epoll_wait(p->epoll_fd, ev, 4, poll_ms) < 0 && errno != EINTR) {
+		int n = epoll_wait(p->epoll_fd, ev, 4, poll_ms);
+
+		if (n < 0 && errno != EINTR) {
 			err = -errno;
 			break;
 		}
 		err = consume_rings(p);
+		if (err >= 0 && p->aux_fd >= 0 && fd_ready(ev, n, p->aux_fd))
+			p->aux_fn(p->aux_ctx);
 		if (err >= 0)
 			err = pipeline_tick(p, mono_ns());
 		if (err < 0)
@@ -319,6 +355,8 @@ static int setup_poll(struct pipeline *p)
 		err = epoll_add(p->epoll_fd, ring_buffer__epoll_fd(p->ctl_rb));
 	if (!err)
 		err = epoll_add(p->epoll_fd, p->stop_fd);
+	if (!err && p->aux_fd >= 0)
+		err = epoll_add(p->epoll_fd, p->aux_fd);
 	return err;
 }
 

@@ -11,9 +11,9 @@
  * poller never waits on zstd or the disk; it waits only when every batch is
  * in flight, which bounds memory.
  *
- * THREAD NOTES: pipeline_feed/_tick/_flush belong to one thread, the poller
- * (the thread pipeline__start_poller() creates, or a test's own thread when
- * no poller is started).  The writer thread owns the mt_writer from
+ * THREAD NOTES: pipeline_feed/_tick/_flush/_inject belong to one thread, the
+ * poller (the thread pipeline__start_poller() creates, or a test's own thread
+ * when no poller is started); the watched fd's callback runs there too.  The writer thread owns the mt_writer from
  * pipeline__new() until pipeline__stop() returns.  Statistics are read after
  * pipeline__stop().
  */
@@ -95,6 +95,28 @@ int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd);
  * batch is flushed with @cause here.  Returns the first error of either.
  */
 int pipeline__stop(struct pipeline *p, enum flush_cause cause);
+
+/*
+ * Called on the poller thread when the fd given to pipeline__watch_fd() is
+ * readable, after the rings were read.  It may call pipeline_inject().
+ */
+typedef void (*pipeline_fd_fn)(void *ctx);
+
+/*
+ * Makes the poller also wait on @fd (borrowed; an epoll fd is fine) and call
+ * @fn(@ctx) when it is readable.  One fd at most; call it before
+ * pipeline__start_poller().  Returns 0, or -EBUSY when one is set already.
+ */
+int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx);
+
+/*
+ * Poller side (or before the poller starts): batches a record made by
+ * userspace (a control record), timestamped with mono_ns().  The rings are
+ * read first, so every BPF record committed before the caller took its
+ * timestamp is batched before it, never in a later frame.  Returns 0 or the
+ * writer's -errno.
+ */
+int pipeline_inject(struct pipeline *p, const void *rec, size_t size);
 
 void pipeline__stats(const struct pipeline *p, struct pipeline_stats *st);
 

@@ -164,6 +164,7 @@ static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err
 	skel->rodata->stop_on_spawn = o->allocators;
 	skel->rodata->nr_cpus = libbpf_num_possible_cpus() > 0 ? libbpf_num_possible_cpus() : 1;
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
+	skel->data->heap_enabled = !o->heap_disabled;
 	set_alloc_autoload(skel, o->allocators);
 	set_physical_autoload(skel, o->physical);
 	if (o->physical) {
@@ -247,6 +248,11 @@ int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS])
 	}
 	free(vals);
 	return 0;
+}
+
+volatile __u32 *loader_heap_switch(struct memtrack_bpf *skel)
+{
+	return &skel->data->heap_enabled;
 }
 
 void loader_close(struct memtrack_bpf *skel)

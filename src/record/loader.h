@@ -19,6 +19,7 @@ struct loader_opts {
 	bool allocators;	/* load the allocator uprobes */
 	bool physical;		/* count the tree's physical pages (may be turned off) */
 	bool verbose;		/* let libbpf's debug output through */
+	bool heap_disabled;	/* start with heap recording off (--start-disabled) */
 };
 
 /*
@@ -43,6 +44,12 @@ bool loader_tree_alive(struct memtrack_bpf *skel);
 
 /* Sums the per-CPU drop counters into @drops[MT_DROP_SLOTS]. */
 int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS]);
+
+/*
+ * The BPF side's heap-recording switch (1 on, 0 off), in the skeleton's
+ * mmaped .data: a store takes effect for every probe that runs after it.
+ */
+volatile __u32 *loader_heap_switch(struct memtrack_bpf *skel);
 
 /* Detaches and unloads everything (NULL is fine). */
 void loader_close(struct memtrack_bpf *skel);

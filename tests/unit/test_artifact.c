@@ -225,6 +225,13 @@ static size_t all_types(struct trec *r)
 	r[n++] = R(MT_PHYSICAL, 0, 0, 2);
 	r[n++] = R(MT_PHYSICAL, 0, UINT64_MAX, 3);
 	r[n++] = R(MT_PHYSICAL, 0, 1, 4);
+	/* control records: no fields; a mark carries its name */
+	r[n++] = rec(MT_DISABLE, 0, T + 2200, NULL, 0);
+	r[n] = rec(MT_MARK, 0, T + 2300, NULL, 0);
+	r[n++].str = "phase 2: \xc3\xa9t\xc3\xa9";
+	r[n] = rec(MT_MARK, 0, T + 2301, NULL, 0);
+	r[n++].str = long_path; /* cut at MT_PATH_MAX - 1 like a path */
+	r[n++] = rec(MT_ENABLE, 0, T + 2400, NULL, 0);
 	/* extreme ids */
 	r[n] = R(MT_MALLOC, UINT16_MAX, T, UINT64_MAX, 1);
 	r[n].h.pid = UINT32_MAX;

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: MIT
+/*
+ * control.c - the control socket server; see control.h for the protocol
+ * and THREAD NOTES.
+ *
+ * Everything runs on the poller thread, woken through one epoll set that
+ * holds the listening socket and the client: a command takes effect, its
+ * record is batched behind every ring record before it, and the answer goes
+ * out, with no thread hand-over in between (one round trip is a few tens of
+ * microseconds).  Sockets are non-blocking so a slow or vanished client can
+ * never stall the poller.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "control.h"
+#include "event.h"
+#include "pipeline.h"
+
+#define CTL_LINE_MAX 512	/* a command line, "\n" included */
+
+struct control {
+	struct control_opts o;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int listen_fd;
+	int client_fd;			/* -1 when nobody is connected */
+	pid_t client_pid;		/* SO_PEERCRED: the pid the records carry */
+	int epoll_fd;
+	char buf[CTL_LINE_MAX];		/* the client's unanswered bytes */
+	size_t used;
+};
+
+static void notice(struct control *c, const char *fmt, const char *arg)
+{
+	char msg[CTL_LINE_MAX + 128];
+
+	if (!c->o.notice)
+		return;
+	snprintf(msg, sizeof(msg), fmt, arg);
+	c->o.notice(c->o.notice_ctx, msg);
+}
+
+static int make_socket(struct control *c, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old_mask;
+	int ret;
+
+	c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (c->listen_fd < 0) {
+		snprintf(err, errlen, "cannot create the control socket: %s", strerror(errno));
+		return -errno;
+	}
+	memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
+	old_mask = umask(0177);	/* born 0600: no window where others may connect */
+	ret = bind(c->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old_mask);
+	if (ret) {
+		ret = -errno;
+		if (ret == -EADDRINUSE)
+			snprintf(err, errlen, "cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path", c->path);
+		else
+			snprintf(err, errlen, "cannot create control socket '%s': %s; choose a path in a directory you can write", c->path, strerror(-ret));
+		return ret;
+	}
+	if (c->o.chown && chown(c->path, c->o.uid, c->o.gid)) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot give control socket '%s' to uid %u: %s; choose a path on a local file system", c->path, (unsigned)c->o.uid, strerror(-ret));
+		unlink(c->path);
+		return ret;
+	}
+	if (listen(c->listen_fd, 8)) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot listen on control socket '%s': %s", c->path, strerror(-ret));
+		unlink(c->path);
+		return ret;
+	}
+	return 0;
+}
+
+static int watch(struct control *c, int fd, int op)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(c->epoll_fd, op, fd, &ev) ? -errno : 0;
+}
+
+struct control *control__new(const struct control_opts *o, char *err, size_t errlen)
+{
+	struct control *c;
+	struct stat st;
+
+	if (strlen(o->path) >= sizeof(c->path)) {
+		snprintf(err, errlen, "control socket path '%s' is too long (%zu bytes, at most %zu); choose a shorter path", o->path, strlen(o->path), sizeof(c->path) - 1);
+		return NULL;
+	}
+	if (!lstat(o->path, &st)) {
+		snprintf(err, errlen, "cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path", o->path);
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->o = *o;
+	snprintf(c->path, sizeof(c->path), "%s", o->path);
+	c->client_fd = -1;
+	c->listen_fd = -1;
+	c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (c->epoll_fd < 0) {
+		snprintf(err, errlen, "cannot create the control socket's epoll set: %s", strerror(errno));
+		goto fail;
+	}
+	if (make_socket(c, err, errlen))
+		goto fail;
+	if (watch(c, c->listen_fd, EPOLL_CTL_ADD)) {
+		snprintf(err, errlen, "cannot watch the control socket: %s", strerror(errno));
+		unlink(c->path);
+		goto fail;
+	}
+	return c;
+fail:
+	c->path[0] = '\0';	/* not ours to remove */
+	control__free(c);
+	return NULL;
+}
+
+int control__fd(const struct control *c)
+{
+	return c->epoll_fd;
+}
+
+/* Sends one answer line; a client that cannot take it is dropped. */
+static void reply(struct control *c, const char *line)
+{
+	size_t len = strlen(line);
+
+	if (send(c->client_fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) {
+		notice(c, "control: cannot answer the client (%s); disconnected it", strerror(errno));
+		watch(c, c->client_fd, EPOLL_CTL_DEL);
+		close(c->client_fd);
+		c->client_fd = -1;
+		c->used = 0;
+	}
+}
+
+static int emit(struct control *c, __u16 type, __u32 pid, const char *name)
+{
+	struct mt_rec_mark r;
+	size_t size = sizeof(r.h);
+
+	r.h.type = type;
+	r.h.fn = 0;
+	r.h.pid = pid;
+	r.h.tid = pid;
+	r.h.nfields = 0;
+	r.h.ts = mono_ns();
+	if (name) {
+		snprintf(r.name, sizeof(r.name), "%s", name);
+		size = sizeof(r);
+	}
+	return pipeline_inject(c->o.pipe, &r, size);
+}
+
+int control_record(struct control *c, __u16 type, __u32 pid)
+{
+	return emit(c, type, pid, NULL);
+}
+
+/*
+ * Switches heap recording.  For `enable` the record's timestamp is taken
+ * before the flag is set, for `disable` after it is cleared, so every heap
+ * record of the artifact lies inside an enabled window.
+ */
+static int set_enabled(struct control *c, bool on)
+{
+	int err = 0;
+
+	if (!c->o.heap_enabled)
+		return emit(c, on ? MT_ENABLE : MT_DISABLE, c->client_pid, NULL);
+	if (__atomic_load_n(c->o.heap_enabled, __ATOMIC_SEQ_CST) == on)
+		return 0;	/* no change, no record */
+	if (on) {
+		err = emit(c, MT_ENABLE, c->client_pid, NULL);
+		__atomic_store_n(c->o.heap_enabled, 1, __ATOMIC_SEQ_CST);
+	} else {
+		__atomic_store_n(c->o.heap_enabled, 0, __ATOMIC_SEQ_CST);
+		err = emit(c, MT_DISABLE, c->client_pid, NULL);
+	}
+	return err;
+}
+
+/* Runs one command line (no "\n") and answers it. */
+static void run_command(struct control *c, char *line)
+{
+	char ans[CTL_LINE_MAX + 128];
+	size_t len = strlen(line);
+	int err = 0;
+
+	if (len && line[len - 1] == '\r')
+		line[--len] = '\0';
+	if (!strcmp(line, "ping")) {
+		/* nothing to do */
+	} else if (!strcmp(line, "enable") || !strcmp(line, "disable")) {
+		err = set_enabled(c, line[0] == 'e');
+	} else if (!strcmp(line, "mark") || !strncmp(line, "mark ", 5)) {
+		const char *name = line[4] ? line + 5 : "";
+
+		if (!*name) {
+			reply(c, "error mark needs a name: mark NAME\n");
+			return;
+		}
+		if (strlen(name) > MT_PATH_MAX - 1) {
+			snprintf(ans, sizeof(ans), "error mark name too long (%zu bytes, at most %d); use a shorter name\n", strlen(name), MT_PATH_MAX - 1);
+			reply(c, ans);
+			return;
+		}
+		err = emit(c, MT_MARK, c->client_pid, name);
+	} else {
+		snprintf(ans, sizeof(ans), "error unknown command '%.64s'; use enable, disable, ping or mark NAME\n", line);
+		reply(c, ans);
+		return;
+	}
+	if (err) {
+		snprintf(ans, sizeof(ans), "error the artifact cannot be written: %s\n", strerror(-err));
+		reply(c, ans);
+		return;
+	}
+	reply(c, "ok\n");
+}
+
+static void drop_client(struct control *c)
+{
+	watch(c, c->client_fd, EPOLL_CTL_DEL);
+	close(c->client_fd);
+	c->client_fd = -1;
+	c->used = 0;
+}
+
+/* Reads what the client sent and answers every complete line. */
+static void serve_client(struct control *c)
+{
+	ssize_t n;
+	char *nl;
+
+	n = recv(c->client_fd, c->buf + c->used, sizeof(c->buf) - 1 - c->used, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (c->used) {
+			c->buf[c->used] = '\0';
+			notice(c, "control: the client disconnected in the middle of a command ('%.64s'); it was not run", c->buf);
+		}
+		drop_client(c);
+		return;
+	}
+	c->used += n;
+	c->buf[c->used] = '\0';
+	while (c->client_fd >= 0 && (nl = memchr(c->buf, '\n', c->used))) {
+		size_t line_len = nl - c->buf + 1;
+
+		*nl = '\0';
+		if (memchr(c->buf, '\0', line_len - 1))
+			reply(c, "error command contains a NUL byte; send text lines\n");
+		else
+			run_command(c, c->buf);
+		if (c->client_fd < 0)
+			return;
+		memmove(c->buf, c->buf + line_len, c->used - line_len);
+		c->used -= line_len;
+	}
+	if (c->client_fd >= 0 && c->used == sizeof(c->buf) - 1) {
+		reply(c, "error command longer than 511 bytes; disconnecting\n");
+		if (c->client_fd >= 0)
+			drop_client(c);
+	}
+}
+
+static void accept_client(struct control *c)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd;
+
+	fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0)
+		return;
+	if (c->client_fd >= 0) {
+		static const char busy[] = "error busy: another client is connected; one client at a time, retry when it has disconnected\n";
+
+		if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+			/* it is gone already */
+		}
+		close(fd);
+		notice(c, "control: refused a second client%s (one at a time)", "");
+		return;
+	}
+	c->client_fd = fd;
+	c->client_pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ? 0 : cred.pid;
+	c->used = 0;
+	if (watch(c, fd, EPOLL_CTL_ADD))
+		drop_client(c);
+}
+
+void control_handle(void *arg)
+{
+	struct control *c = arg;
+	struct epoll_event ev[2];
+	int n;
+
+	while ((n = epoll_wait(c->epoll_fd, ev, 2, 0)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.fd == c->listen_fd)
+				accept_client(c);
+			else if (ev[i].data.fd == c->client_fd)
+				serve_client(c);
+		}
+	}
+}
+
+void control__free(struct control *c)
+{
+	if (!c)
+		return;
+	if (c->client_fd >= 0)
+		close(c->client_fd);
+	if (c->listen_fd >= 0)
+		close(c->listen_fd);
+	if (c->epoll_fd >= 0)
+		close(c->epoll_fd);
+	if (c->path[0])
+		unlink(c->path);
+	free(c);
+}

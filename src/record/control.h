@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * control.h - the control socket of `memtrack track --control PATH`.
+ *
+ * A Unix stream socket that takes one client at a time; each command is one
+ * line and gets one line back, "ok" or "error <reason>", only once it has
+ * taken effect (docs/CONTROL.md is the protocol):
+ *   enable      heap recording on; an `enable` record
+ *   disable     heap recording off; a `disable` record; once "ok" is sent,
+ *               no allocator call that returns later is recorded
+ *   ping        nothing; "ok"
+ *   mark NAME   a `mark` record named NAME (1 to MT_PATH_MAX - 1 bytes)
+ * A second client gets "error busy ..." and is closed; the session goes on.
+ *
+ * THREAD NOTES: main calls control__new() before the poller starts and
+ * control__free() after pipeline__stop(); control_handle() runs on the
+ * poller thread only (pipeline__watch_fd), so it may inject records.
+ */
+#ifndef MEMTRACK_CONTROL_H
+#define MEMTRACK_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <linux/types.h>
+
+struct pipeline;
+struct control;
+
+struct control_opts {
+	const char *path;		/* where the socket is made (must not exist) */
+	bool chown;			/* give the socket to uid:gid (sudo's invoker) */
+	uid_t uid;
+	gid_t gid;
+	volatile __u32 *heap_enabled;	/* the BPF flag (skeleton .data), NULL for none */
+	struct pipeline *pipe;		/* where records go (borrowed) */
+	/* a client went away mid-command, sent garbage...: one line, no "\n" */
+	void (*notice)(void *ctx, const char *msg);
+	void *notice_ctx;
+};
+
+/*
+ * Creates, binds (mode 0600) and listens on o->path.  Returns NULL with a
+ * one-line reason naming the fix in @err; nothing is left on disk then.
+ * The caller frees the result with control__free().
+ */
+struct control *control__new(const struct control_opts *o, char *err, size_t errlen);
+
+/* The fd to wait on (an epoll set of the socket and its client). */
+int control__fd(const struct control *c);
+
+/* Poller thread: accepts, reads and answers what is pending.  @c is a struct control. */
+void control_handle(void *c);
+
+/*
+ * Writes the record of a state change made outside the socket (the
+ * --start-disabled `disable` at start).  Poller thread, or before it starts.
+ */
+int control_record(struct control *c, __u16 type, __u32 pid);
+
+/* Closes the socket and its client and removes the file (NULL is fine). */
+void control__free(struct control *c);
+
+#endif /* MEMTRACK_CONTROL_H */
