@@ -8,11 +8,12 @@ CC       ?= gcc
 CLANG    ?= clang
 BPFTOOL  ?= bpftool
 VERSION  := 0.1.0
+PREFIX   ?= /usr/local
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror=undef -Wmissing-field-initializers \
 	    -Wno-unused-parameter -D_GNU_SOURCE -DMT_VERSION='"$(VERSION)"' \
-	    -I$(OUT) $(SRC_INCLUDES) -MMD -MP
+	    -I$(OUT) $(SRC_INCLUDES) -Iinclude -MMD -MP
 LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread
 
 # Link order matters to bpftool 7.1's linker: ring.bpf.c (which defines the
@@ -30,6 +31,10 @@ CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c,$(wildcard src/record/*.c src/cli/*.c))
 SKEL_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(SKEL_SRCS))
 SRC_HDRS  := src/event.h $(wildcard src/*/*.h)
+# libmemtrack-ctl.a: the control socket's client, linked by measured programs
+# (include/memtrack-ctl.h) and by `memtrack ctl`.
+CTL_SRCS  := $(wildcard src/ctl/*.c)
+CTL_OBJS  := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CTL_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
@@ -55,7 +60,7 @@ endif
 
 .PHONY: all demo test unit-test integration-test bench bench-pipeline clean install deps
 
-all: $(OUT)/.deps $(OUT)/memtrack
+all: $(OUT)/.deps $(OUT)/memtrack $(OUT)/libmemtrack-ctl.a $(OUT)/memtrack-ctl.pc
 
 # Installs the Debian packages the build needs (as root), or says which.
 $(OUT)/.deps: scripts/bootstrap.sh
@@ -85,7 +90,7 @@ $(OUT)/memtrack.skel.h: $(OUT)/memtrack.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name memtrack_bpf > $@
 
-$(CORE_OBJS): $(OUT)/obj/%.o: src/%.c | $(OUT)/.deps
+$(CORE_OBJS) $(CTL_OBJS): $(OUT)/obj/%.o: src/%.c | $(OUT)/.deps
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
@@ -103,7 +108,16 @@ $(OUT)/libmemtrack.a: $(SKEL_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(OUT)/memtrack: $(OUT)/obj/cli/main.o $(OUT)/libmemtrack.a $(OUT)/libmemtrack-core.a
+$(OUT)/libmemtrack-ctl.a: $(CTL_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(OUT)/memtrack-ctl.pc: Makefile
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+		'Name: memtrack-ctl' 'Description: drive memtrack track --control from the measured program' \
+		'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lmemtrack-ctl' > $@
+
+$(OUT)/memtrack: $(OUT)/obj/cli/main.o $(OUT)/libmemtrack.a $(OUT)/libmemtrack-core.a $(OUT)/libmemtrack-ctl.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
@@ -115,16 +129,20 @@ $(OUT)/tests/%: tests/unit/%.c tests/harness.h tests/unit/waits.h $(SRC_HDRS) $(
 
 # Fixtures are built at -O0 so no allocation is optimised away.
 FIXTURE_LIBS_pthreads := -lpthread
+FIXTURE_LIBS_ctl_phases := $(OUT)/libmemtrack-ctl.a
+$(OUT)/fixtures/ctl_phases: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
 $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall $< -o $@ -lpthread $(FIXTURE_LIBS_$*)
+	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -Iinclude $< -o $@ -lpthread $(FIXTURE_LIBS_$*)
 
 $(OUT)/fixtures/lib%.so: tests/fixtures/lib/%.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O1 -g -std=gnu11 -D_GNU_SOURCE -Wall -fPIC -shared $< -o $@ -ldl
 
+BENCH_LIBS_bench_ctl := $(OUT)/libmemtrack-ctl.a
+$(OUT)/bench/bench_ctl: $(OUT)/libmemtrack-ctl.a
 $(OUT)/bench/%: bench/%.c $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -153,7 +171,10 @@ bench: all $(FIXTURE_BINS)
 	$(Q)bench/run.sh
 
 install: all
-	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)/usr/local/bin/memtrack
+	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack
+	install -D -m 0644 include/memtrack-ctl.h $(DESTDIR)$(PREFIX)/include/memtrack-ctl.h
+	install -D -m 0644 $(OUT)/libmemtrack-ctl.a $(DESTDIR)$(PREFIX)/lib/libmemtrack-ctl.a
+	install -D -m 0644 $(OUT)/memtrack-ctl.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/memtrack-ctl.pc
 
 clean:
 	rm -rf $(OUT)

@@ -10,7 +10,8 @@ static void usage(FILE *out)
 		"usage: memtrack track [options] [-o FILE] -- CMD [ARGS...]\n"
 		"       memtrack track [options] [-o FILE] \"SHELL COMMAND\"\n"
 		"       memtrack dump FILE\n"
-		"       memtrack report FILE [--json]\n"
+		"       memtrack report FILE [--json] [--between MARK_A MARK_B]\n"
+		"       memtrack ctl PATH enable|disable|ping|mark NAME\n"
 		"       memtrack --version\n"
 		"Run `memtrack track --help` for the options of track.\n");
 }
@@ -27,6 +28,8 @@ int main(int argc, char **argv)
 		return cmd_dump(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "ctl"))
+		return cmd_ctl(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--version")) {
 		printf("memtrack %s\n", MT_VERSION);
 		return 0;
@@ -35,6 +38,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	die_msg("unknown command '%s'; use track, dump or report (see memtrack --help)", argv[1]);
+	die_msg("unknown command '%s'; use track, dump, report or ctl (see memtrack --help)", argv[1]);
 	return 2;
 }
