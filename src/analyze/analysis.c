@@ -174,6 +174,48 @@ static void set_command(struct proc_summary *p, const char *path)
 	snprintf(p->command, sizeof(p->command), "%.63s", base ? base + 1 : path);
 }
 
+static int add_window(struct analysis *a, uint64_t start, uint64_t end)
+{
+	struct enabled_window *grown;
+
+	grown = realloc(a->windows, (a->nwindows + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	a->windows = grown;
+	a->windows[a->nwindows++] = (struct enabled_window){ start, end };
+	return 0;
+}
+
+/* Marks and enable/disable: about the run, not about a process. */
+static int control_add(struct analysis *a, const struct mt_event *ev)
+{
+	struct mark_event *grown;
+
+	a->has_control = true;
+	switch (ev->h.type) {
+	case MT_MARK:
+		grown = realloc(a->marks, (a->nmarks + 1) * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		a->marks = grown;
+		grown += a->nmarks++;
+		grown->ts = ev->h.ts;
+		grown->pid = ev->h.pid;
+		memcpy(grown->name, ev->str, sizeof(grown->name));
+		return 0;
+	case MT_ENABLE:
+		if (a->heap_off)
+			a->on_since = ev->h.ts;
+		a->heap_off = false;
+		return 0;
+	default:
+		if (a->heap_off)
+			return 0;
+		a->heap_off = true;
+		return add_window(a, a->on_since, ev->h.ts);
+	}
+}
+
 int analysis_add(struct analysis *a, const struct mt_event *ev)
 {
 	const __u64 *f = ev->f;
@@ -196,6 +238,8 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 			a->peak_physical_bytes = f[0];
 		return 0;
 	}
+	if (ev->h.type == MT_MARK || ev->h.type == MT_ENABLE || ev->h.type == MT_DISABLE)
+		return control_add(a, ev);
 	p = proc_get(a, ev->h.pid);
 	if (!p)
 		return -ENOMEM;
@@ -247,11 +291,48 @@ void analysis_finish(struct analysis *a)
 {
 	for (unsigned i = 0; i < a->nprocs; i++)
 		sweep_proc(a, &a->procs[i]);
+	if (!a->heap_off && add_window(a, a->on_since, 0))
+		a->heap_off = true; /* out of memory: the open window is left out */
 }
 
 void analysis_release(struct analysis *a)
 {
 	free(a->slots);
 	free(a->procs);
+	free(a->marks);
+	free(a->windows);
 	memset(a, 0, sizeof(*a));
+}
+
+void section_init(struct section *s, const char *from, const char *to)
+{
+	memset(s, 0, sizeof(*s));
+	s->from = from;
+	s->to = to;
+	analysis_init(&s->a);
+}
+
+int section_add(struct section *s, const struct mt_event *ev)
+{
+	bool is_mark = ev->h.type == MT_MARK;
+
+	if (s->state == SECTION_BEFORE && is_mark && !strcmp(ev->str, s->from)) {
+		s->state = SECTION_INSIDE;
+		s->start_ns = ev->h.ts;
+		return 0;
+	}
+	if (s->state != SECTION_INSIDE)
+		return 0;
+	if (is_mark && !strcmp(ev->str, s->to)) {
+		s->state = SECTION_DONE;
+		s->end_ns = ev->h.ts;
+		analysis_finish(&s->a);	/* what is live now is the section's leak */
+		return 0;
+	}
+	return analysis_add(&s->a, ev);
+}
+
+void section_release(struct section *s)
+{
+	analysis_release(&s->a);
 }

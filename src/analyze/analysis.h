@@ -29,6 +29,19 @@ struct proc_summary {
 	uint32_t exit_signal;
 };
 
+/* A `mark` record (control socket). */
+struct mark_event {
+	uint64_t ts;			/* ns, CLOCK_MONOTONIC */
+	uint32_t pid;			/* the client that sent it */
+	char name[MT_PATH_MAX];
+};
+
+/* A stretch of time with heap recording on. */
+struct enabled_window {
+	uint64_t start_ns;		/* the enable's ts; 0: since the run started */
+	uint64_t end_ns;		/* the disable's ts; 0: until the run ended */
+};
+
 struct analysis {
 	uint64_t events[MT_TYPE_MAX];	/* records per type */
 	uint64_t unknown_events;	/* records of types this reader lacks */
@@ -47,6 +60,15 @@ struct analysis {
 	struct proc_summary *procs;	/* owned, nprocs of them, in first-seen order */
 	unsigned nprocs;
 
+	/* control records: marks and heap recording windows, in stream order */
+	bool has_control;		/* a mark, enable or disable was seen */
+	bool heap_off;			/* a disable is in effect */
+	uint64_t on_since;		/* ts of the enable that opened the window */
+	struct mark_event *marks;	/* owned, nmarks of them */
+	unsigned nmarks;
+	struct enabled_window *windows;	/* owned; the open one is added by finish */
+	unsigned nwindows;
+
 	/* live allocations: open addressing on (pid, addr) */
 	struct live_slot *slots;
 	uint64_t nslots, nused;
@@ -62,5 +84,27 @@ void analysis_finish(struct analysis *a);
 
 /* Frees what analysis_init/_add allocated. */
 void analysis_release(struct analysis *a);
+
+/*
+ * `report --between FROM TO`: the same analysis restricted to the records
+ * after the first mark named @from and before the first mark named @to that
+ * follows it.  Only allocations made inside count; what they still hold at
+ * @to is the section's leak.
+ */
+struct section {
+	const char *from, *to;		/* mark names (borrowed) */
+	int state;			/* SECTION_BEFORE, _INSIDE, _DONE */
+	uint64_t start_ns, end_ns;	/* the two marks' ts */
+	struct analysis a;		/* the records inside */
+};
+
+enum { SECTION_BEFORE = 0, SECTION_INSIDE = 1, SECTION_DONE = 2 };
+
+void section_init(struct section *s, const char *from, const char *to);
+
+/* Folds one event in (ignored outside the section).  Returns 0 or -ENOMEM. */
+int section_add(struct section *s, const struct mt_event *ev);
+
+void section_release(struct section *s);
 
 #endif /* MEMTRACK_ANALYSIS_H */

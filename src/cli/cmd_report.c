@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * cmd_report.c - `memtrack report FILE [--json]`: the numbers a person looks
- * for first, from analysis.c.
+ * cmd_report.c - `memtrack report FILE [--json] [--between MARK_A MARK_B]`:
+ * the numbers a person looks for first, from analysis.c; with --between,
+ * those of the section between two marks only.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,6 +44,48 @@ static uint64_t duration_ns(const struct report *r)
 	return r->a.last_ts > r->hdr->start_ns ? r->a.last_ts - r->hdr->start_ns : 0;
 }
 
+/* Seconds since the run started, for marks and windows. */
+static double rel_s(const struct report *r, uint64_t ts)
+{
+	return ts > r->hdr->start_ns ? (ts - r->hdr->start_ns) / 1e9 : 0;
+}
+
+/* The end of the run, for a window still open at the end. */
+static uint64_t end_ns(const struct report *r)
+{
+	return r->hdr->start_ns + duration_ns(r);
+}
+
+static uint64_t window_start(const struct report *r, const struct enabled_window *w)
+{
+	return w->start_ns ? w->start_ns : r->hdr->start_ns;
+}
+
+static uint64_t window_end(const struct report *r, const struct enabled_window *w)
+{
+	return w->end_ns ? w->end_ns : end_ns(r);
+}
+
+/* Markers and heap recording windows, when the run was controlled. */
+static void print_control_text(const struct report *r)
+{
+	const struct analysis *a = &r->a;
+
+	if (!a->has_control)
+		return;
+	printf("markers:      %u\n", a->nmarks);
+	for (unsigned i = 0; i < a->nmarks; i++)
+		printf("  +%.6f s  %s (pid %u)\n", rel_s(r, a->marks[i].ts), a->marks[i].name,
+		       a->marks[i].pid);
+	printf("heap recording on: %u window%s\n", a->nwindows, a->nwindows == 1 ? "" : "s");
+	for (unsigned i = 0; i < a->nwindows; i++) {
+		uint64_t s = window_start(r, &a->windows[i]), e = window_end(r, &a->windows[i]);
+
+		printf("  +%.6f s .. +%.6f s  (%.3f ms)\n", rel_s(r, s), rel_s(r, e),
+		       e > s ? (e - s) / 1e6 : 0);
+	}
+}
+
 static void print_text(const struct report *r)
 {
 	const struct analysis *a = &r->a;
@@ -69,6 +112,7 @@ static void print_text(const struct report *r)
 			printf(" %s=%llu", mt_type_def(t)->name, (unsigned long long)a->events[t]);
 	printf("\ndropped:      %llu events%s\n", (unsigned long long)r->dropped,
 	       r->trailer ? "" : " (unknown: no trailer)");
+	print_control_text(r);
 	printf("processes:    %u\n", a->nprocs);
 	for (unsigned i = 0; i < a->nprocs && i < 20; i++) {
 		const struct proc_summary *p = &a->procs[i];
@@ -123,7 +167,18 @@ static void print_json(const struct report *r)
 	       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
-	printf(",\"processes\":[");
+	printf(",\"markers\":[");
+	for (unsigned i = 0; i < a->nmarks; i++) {
+		printf("%s{\"name\":", i ? "," : "");
+		json_print_string(stdout, a->marks[i].name);
+		printf(",\"ts\":%llu,\"pid\":%u}", (unsigned long long)a->marks[i].ts, a->marks[i].pid);
+	}
+	printf("],\"enabled_windows\":[");
+	for (unsigned i = 0; i < a->nwindows; i++)
+		printf("%s{\"start_ns\":%llu,\"end_ns\":%llu}", i ? "," : "",
+		       (unsigned long long)window_start(r, &a->windows[i]),
+		       (unsigned long long)window_end(r, &a->windows[i]));
+	printf("],\"processes\":[");
 	for (unsigned i = 0; i < a->nprocs; i++) {
 		const struct proc_summary *p = &a->procs[i];
 
@@ -141,11 +196,68 @@ static void print_json(const struct report *r)
 	printf("]}\n");
 }
 
+/* `--between`: the section's numbers only. */
+static void print_section(const struct report *r, const struct section *s, bool json)
+{
+	const struct analysis *a = &s->a;
+	uint64_t dur = s->end_ns > s->start_ns ? s->end_ns - s->start_ns : 0;
+	char b1[32], b2[32];
+
+	if (json) {
+		printf("{\"from\":");
+		json_print_string(stdout, s->from);
+		printf(",\"to\":");
+		json_print_string(stdout, s->to);
+		printf(",\"start_ns\":%llu,\"end_ns\":%llu,\"duration_ns\":%llu"
+		       ",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
+		       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu}\n",
+		       (unsigned long long)s->start_ns, (unsigned long long)s->end_ns,
+		       (unsigned long long)dur, (unsigned long long)a->alloc_count,
+		       (unsigned long long)a->total_allocated_bytes, (unsigned long long)a->free_count,
+		       (unsigned long long)a->peak_live_bytes, (unsigned long long)a->leaked_count,
+		       (unsigned long long)a->leaked_bytes);
+		return;
+	}
+	printf("command:      %s\n", r->hdr->command);
+	printf("section:      mark '%s' (+%.6f s) .. mark '%s' (+%.6f s): %.3f ms\n", s->from,
+	       rel_s(r, s->start_ns), s->to, rel_s(r, s->end_ns), dur / 1e6);
+	printf("allocations:  %llu (%s requested), %llu frees\n",
+	       (unsigned long long)a->alloc_count, human(a->total_allocated_bytes, b1, sizeof(b1)),
+	       (unsigned long long)a->free_count);
+	printf("peak heap:    %s live (of the section's allocations)\n",
+	       human(a->peak_live_bytes, b1, sizeof(b1)));
+	printf("leaked:       %llu allocations, %s not freed by the end of the section\n",
+	       (unsigned long long)a->leaked_count, human(a->leaked_bytes, b2, sizeof(b2)));
+}
+
+/*
+ * Says which mark of --between is missing and which marks there are.
+ * Returns 1 (the exit status).
+ */
+static int section_missing(const char *path, const struct report *r, const struct section *s)
+{
+	char names[1024] = "";
+	size_t used = 0;
+
+	for (unsigned i = 0; i < r->a.nmarks && used < sizeof(names); i++)
+		used += snprintf(names + used, sizeof(names) - used, "%s'%s'", i ? ", " : "",
+				 r->a.marks[i].name);
+	if (s->state == SECTION_BEFORE)
+		die_msg("%s has no mark '%s'; its marks: %s (see memtrack report %s)", path, s->from,
+			r->a.nmarks ? names : "none", path);
+	else
+		die_msg("%s has no mark '%s' after mark '%s'; its marks: %s (see memtrack report %s)",
+			path, s->to, s->from, names, path);
+	return 1;
+}
+
 int cmd_report(int argc, char **argv)
 {
 	struct report r = { .error = "" };
 	const char *path = NULL;
 	bool json = false;
+	const char *from = NULL, *to = NULL;
+	struct section sec;
 	struct mt_reader *rd;
 	struct mt_event ev;
 	char err[512];
@@ -154,14 +266,21 @@ int cmd_report(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
 			json = true;
-		else if (argv[i][0] == '-' || path) {
-			die_msg("unknown argument '%s'; usage: memtrack report FILE [--json]", argv[i]);
+		else if (!strcmp(argv[i], "--between")) {
+			if (i + 2 >= argc) {
+				die_msg("--between needs two mark names; usage: memtrack report FILE --between MARK_A MARK_B");
+				return 2;
+			}
+			from = argv[++i];
+			to = argv[++i];
+		} else if (argv[i][0] == '-' || path) {
+			die_msg("unknown argument '%s'; usage: memtrack report FILE [--json] [--between MARK_A MARK_B]", argv[i]);
 			return 2;
 		} else
 			path = argv[i];
 	}
 	if (!path) {
-		die_msg("no file given; usage: memtrack report FILE [--json]");
+		die_msg("no file given; usage: memtrack report FILE [--json] [--between MARK_A MARK_B]");
 		return 2;
 	}
 	rd = mt_reader__open(path, err, sizeof(err));
@@ -170,8 +289,10 @@ int cmd_report(int argc, char **argv)
 		return 1;
 	}
 	analysis_init(&r.a);
+	r.a.heap_off = mt_reader__header(rd)->flags & MT_HDR_START_DISABLED;
+	section_init(&sec, from, to);
 	while ((ret = mt_reader__next(rd, &ev)) == 1)
-		if (analysis_add(&r.a, &ev)) {
+		if (analysis_add(&r.a, &ev) || (from && section_add(&sec, &ev))) {
 			ret = -ENOMEM;
 			break;
 		}
@@ -187,6 +308,11 @@ int cmd_report(int argc, char **argv)
 	if (ret < 0 && ret != -ENODATA) {
 		die_msg("%s: %s", path, ret == -ENOMEM ? "out of memory" : mt_reader__error(rd));
 		ret = 1;
+	} else if (from && sec.state != SECTION_DONE) {
+		ret = section_missing(path, &r, &sec);
+	} else if (from) {
+		print_section(&r, &sec, json);
+		ret = 0;
 	} else {
 		if (json)
 			print_json(&r);
@@ -195,6 +321,7 @@ int cmd_report(int argc, char **argv)
 		ret = 0;
 	}
 	analysis_release(&r.a);
+	section_release(&sec);
 	mt_reader__free(rd);
 	return ret;
 }

@@ -244,7 +244,8 @@ static void fill_header(struct mt_header *h, const struct track_opts *o)
 	if (!uname(&u))
 		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", u.release);
 	join_argv(h->command, sizeof(h->command), o->argv);
-	h->flags = (o->allocators ? MT_HDR_ALLOCATORS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0);
+	h->flags = (o->allocators ? MT_HDR_ALLOCATORS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
+		   (o->start_disabled ? MT_HDR_START_DISABLED : 0);
 }
 
 /* Whether an exec'd path is a memtrack (see MT_PROC_NO_CHILDREN). */
@@ -468,16 +469,15 @@ static void export_control_path(const char *path)
 }
 
 /*
- * Creates the control socket and hooks it to the poller.  A socket that
- * cannot be made is reported and the session goes on without one, heap
- * recording on (even under --start-disabled: nothing could enable it).
+ * Creates the control socket.  A socket that cannot be made is reported and
+ * the session goes on without one, heap recording on (even under
+ * --start-disabled: nothing could enable it).
  */
-static void setup_control(struct track_run *run)
+static void open_control(struct track_run *run)
 {
 	struct control_opts co = {
 		.path = run->o->control,
 		.heap_enabled = loader_heap_switch(run->skel),
-		.pipe = run->pipe,
 		.notice = control_notice,
 	};
 	char err[512];
@@ -487,9 +487,15 @@ static void setup_control(struct track_run *run)
 	if (!run->ctl) {
 		die_msg("%s (the command runs without control, heap recording on)", err);
 		*co.heap_enabled = 1;
-		unsetenv("MEMTRACK_CONTROL");
-		return;
+		run->o->start_disabled = false;
+		unsetenv("MEMTRACK_CONTROL");	/* no other session's socket either */
 	}
+}
+
+/* Hooks the control socket to the poller and tells the command where it is. */
+static void start_control(struct track_run *run)
+{
+	control__set_pipeline(run->ctl, run->pipe);
 	pipeline__watch_fd(run->pipe, control__fd(run->ctl), control_handle, run->ctl);
 	if (run->o->start_disabled)
 		control_record(run->ctl, MT_DISABLE, getpid());
@@ -511,6 +517,8 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 	if (!run->skel)
 		return -1;
 	run->o->physical = lo.physical;
+	if (run->o->control)
+		open_control(run);
 	fill_header(&run->hdr, run->o);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {
@@ -525,8 +533,8 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		}
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
-	if (run->pipe && run->o->control)
-		setup_control(run);
+	if (run->pipe && run->ctl)
+		start_control(run);
 	if (!run->pipe || pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
 						     bpf_map__fd(run->skel->maps.ctl_events))) {
 		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(errno));

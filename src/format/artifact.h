@@ -43,6 +43,7 @@ struct mt_header {
 /* Header flags: what the run recorded. */
 #define MT_HDR_ALLOCATORS 1u /* heap probes were attached */
 #define MT_HDR_PHYSICAL 2u   /* PHYSICAL records were requested */
+#define MT_HDR_START_DISABLED 4u /* heap recording was off at start (--start-disabled) */
 
 struct mt_trailer {
 	uint64_t events[MT_TYPE_MAX];	/* records written, per type */

@@ -133,6 +133,11 @@ fail:
 	return NULL;
 }
 
+void control__set_pipeline(struct control *c, struct pipeline *pipe)
+{
+	c->o.pipe = pipe;
+}
+
 int control__fd(const struct control *c)
 {
 	return c->epoll_fd;

@@ -33,7 +33,7 @@ struct control_opts {
 	uid_t uid;
 	gid_t gid;
 	volatile __u32 *heap_enabled;	/* the BPF flag (skeleton .data), NULL for none */
-	struct pipeline *pipe;		/* where records go (borrowed) */
+	struct pipeline *pipe;		/* where records go (borrowed), or set later */
 	/* a client went away mid-command, sent garbage...: one line, no "\n" */
 	void (*notice)(void *ctx, const char *msg);
 	void *notice_ctx;
@@ -45,6 +45,9 @@ struct control_opts {
  * The caller frees the result with control__free().
  */
 struct control *control__new(const struct control_opts *o, char *err, size_t errlen);
+
+/* Sets where records go (borrowed); before the first control_handle(). */
+void control__set_pipeline(struct control *c, struct pipeline *pipe);
 
 /* The fd to wait on (an epoll set of the socket and its client). */
 int control__fd(const struct control *c);
