@@ -58,7 +58,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all demo test unit-test integration-test bench bench-pipeline clean install deps
+.PHONY: all demo test unit-test integration-test bench bench-pipeline bench-ctl clean install deps
 
 all: $(OUT)/.deps $(OUT)/memtrack $(OUT)/libmemtrack-ctl.a $(OUT)/memtrack-ctl.pc
 
@@ -166,6 +166,11 @@ integration-test: all $(FIXTURE_BINS)
 
 bench-pipeline: all $(OUT)/bench/bench_pipeline
 	$(Q)$(OUT)/bench/bench_pipeline
+
+# Round-trip latency of the control socket (enable/disable), under memtrack.
+bench-ctl: all $(OUT)/bench/bench_ctl
+	$(Q)rm -f $(OUT)/bench-ctl.sock
+	$(Q)$(OUT)/memtrack track -q -o $(OUT)/bench-ctl.mtrk --control $(OUT)/bench-ctl.sock -- $(OUT)/bench/bench_ctl 10000
 
 bench: all $(FIXTURE_BINS)
 	$(Q)bench/run.sh
