@@ -907,6 +907,48 @@ out:
 	art_free(&a);
 }
 
+/*
+ * Control records made in userspace (src/record/control.c) go in through
+ * pipeline_inject(): no fields, a mark's name as its string, and the size
+ * the caller gives (the header alone for enable/disable) is enough.
+ */
+static void test_inject_control_records(void)
+{
+	struct mt_rec_mark m = { .h = { MT_MARK, 0, 42, 42, 0, 2000 } };
+	struct mt_rec_hdr en = { MT_ENABLE, 0, 42, 42, 0, 1000 };
+	struct mt_rec_hdr dis = { MT_DISABLE, 0, 7, 7, 0, 3000 };
+	struct mt_event ev[4];
+	struct pipeline *p;
+	struct art a;
+
+	snprintf(m.name, sizeof(m.name), "phase 2");
+	if (art_open(&a)) {
+		CHECK(0);
+		return;
+	}
+	p = new_pipe(&a, 4096, 2, 1000, NULL, NULL);
+	CHECK(p != NULL);
+	if (!p)
+		goto out;
+	/* out of order on purpose: the writer sorts the batch by ts */
+	CHECK_EQ(pipeline_inject(p, &dis, sizeof(dis)), 0);
+	CHECK_EQ(pipeline_inject(p, &m, sizeof(m)), 0);
+	CHECK_EQ(pipeline_inject(p, &en, sizeof(en)), 0);
+	CHECK_EQ(pipeline__stop(p, FLUSH_DRAIN), 0);
+	CHECK_EQ(art_finish(&a, NULL), 0);
+	CHECK_EQ(read_events(a.path, ev, 4, NULL), 3);
+	CHECK_EQ(ev[0].h.type, MT_ENABLE);
+	CHECK_EQ(ev[1].h.type, MT_MARK);
+	CHECK_STR(ev[1].str, "phase 2");
+	CHECK_U64(ev[1].h.ts, 2000);
+	CHECK_EQ(ev[1].h.nfields, 0);
+	CHECK_EQ(ev[2].h.type, MT_DISABLE);
+	CHECK_U64(ev[2].h.pid, 7);
+	pipeline__free(p);
+out:
+	art_free(&a);
+}
+
 /* Many random records through small batches, flushed by every cause. */
 static void test_roundtrip_many(void)
 {
@@ -1290,6 +1332,7 @@ int main(void)
 	RUN(test_empty_pipeline);
 	RUN(test_sorted_within_batch);
 	RUN(test_roundtrip_every_type);
+	RUN(test_inject_control_records);
 	RUN(test_roundtrip_many);
 	RUN(test_ignores_malformed);
 	RUN(test_hook);
