@@ -311,3 +311,31 @@ def test_docs_examples(tmp):
         check_eq([(e["type"], e.get("name")) for e in t.events if e["type"] in CONTROL_TYPES],
                  [("disable", None), ("enable", None), ("mark", "work"), ("disable", None)],
                  "control records of the %s example" % name)
+
+
+def test_sudo_invoker_owns_the_socket(tmp):
+    """Under sudo (SUDO_UID/SUDO_GID, as test_sudo.py sets them) the command
+    runs as nobody; it can use the 0600 socket only if nobody owns it."""
+    import os
+    import pwd
+    import shutil
+    nobody = pwd.getpwnam("nobody")
+    pub = Path(tempfile.mkdtemp(prefix="mt-sudo-ctl-"))
+    try:
+        os.chmod(pub, 0o755)
+        exe = pub / "ctl_phases"
+        shutil.copy(fixture("ctl_phases"), exe)
+        os.chmod(exe, 0o755)
+        out = pub / "run.mtrk"
+        env = dict(os.environ, SUDO_UID=str(nobody.pw_uid), SUDO_GID=str(nobody.pw_gid),
+                   SUDO_USER="nobody")
+        argv = [MEMTRACK, "track", "-q", "-o", str(out), "--control", str(pub / "c.sock"),
+                "--start-disabled", "--", str(exe)]
+        c = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        require_eq(c.returncode, 0, "memtrack exit status (stderr %s)" % c.stderr)
+        p = run([MEMTRACK, "dump", out])
+        marks = [line for line in p.stdout.splitlines() if '"type":"mark"' in line]
+        check_eq(len(marks), 4, "marks the command (as nobody) set")
+        check_eq((pub / "c.sock").exists(), False, "socket removed at exit")
+    finally:
+        shutil.rmtree(pub, ignore_errors=True)
