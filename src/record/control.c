@@ -11,7 +11,7 @@
  * never stall the poller.
  */
 #include <errno.h>
-#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,13 +37,19 @@ struct control {
 	size_t used;
 };
 
-static void notice(struct control *c, const char *fmt, const char *arg)
+static void notice(struct control *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Hands one line about a client's misstep to o.notice (memtrack's stderr). */
+static void notice(struct control *c, const char *fmt, ...)
 {
 	char msg[CTL_LINE_MAX + 128];
+	va_list ap;
 
 	if (!c->o.notice)
 		return;
-	snprintf(msg, sizeof(msg), fmt, arg);
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	c->o.notice(c->o.notice_ctx, msg);
 }
 
@@ -305,7 +311,7 @@ static void accept_client(struct control *c)
 			/* it is gone already */
 		}
 		close(fd);
-		notice(c, "control: refused a second client%s (one at a time)", "");
+		notice(c, "control: refused a second client (one at a time)");
 		return;
 	}
 	c->client_fd = fd;
