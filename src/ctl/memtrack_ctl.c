@@ -53,7 +53,9 @@ int memtrack_ctl_open(struct memtrack_ctl *c, const char *path)
 			return fail(c, err, "no control socket at '%s'; start memtrack track --control %s first", path, path);
 		if (err == -ECONNREFUSED)
 			return fail(c, err, "nobody listens on '%s'; the memtrack that made it has exited (remove the file)", path);
-		return fail(c, err, "cannot connect to '%s': %s", path, strerror(-err));
+		if (err == -EACCES)
+			return fail(c, err, "not allowed to connect to '%s'; the socket (mode 0600) belongs to the user memtrack runs the command as: connect as that user", path);
+		return fail(c, err, "cannot connect to '%s': %s; check that it is the socket of a running memtrack track --control", path, strerror(-err));
 	}
 	return 0;
 }
