@@ -312,13 +312,14 @@ void section_init(struct section *s, const char *from, const char *to)
 	analysis_init(&s->a);
 }
 
-int section_add(struct section *s, const struct mt_event *ev)
+int section_add(struct section *s, const struct mt_event *ev, bool heap_off)
 {
 	bool is_mark = ev->h.type == MT_MARK;
 
 	if (s->state == SECTION_BEFORE && is_mark && !strcmp(ev->str, s->from)) {
 		s->state = SECTION_INSIDE;
 		s->start_ns = ev->h.ts;
+		s->started_off = heap_off;
 		return 0;
 	}
 	if (s->state != SECTION_INSIDE)
@@ -330,6 +331,11 @@ int section_add(struct section *s, const struct mt_event *ev)
 		return 0;
 	}
 	return analysis_add(&s->a, ev);
+}
+
+bool section_complete(const struct section *s)
+{
+	return !s->started_off && !s->a.events[MT_DISABLE];
 }
 
 void section_release(struct section *s)

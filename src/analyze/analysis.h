@@ -95,6 +95,7 @@ struct section {
 	const char *from, *to;		/* mark names (borrowed) */
 	int state;			/* SECTION_BEFORE, _INSIDE, _DONE */
 	uint64_t start_ns, end_ns;	/* the two marks' ts */
+	bool started_off;		/* heap recording was off at the first mark */
 	struct analysis a;		/* the records inside */
 };
 
@@ -102,8 +103,15 @@ enum { SECTION_BEFORE = 0, SECTION_INSIDE = 1, SECTION_DONE = 2 };
 
 void section_init(struct section *s, const char *from, const char *to);
 
-/* Folds one event in (ignored outside the section).  Returns 0 or -ENOMEM. */
-int section_add(struct section *s, const struct mt_event *ev);
+/*
+ * Folds one event in (ignored outside the section); @heap_off is whether
+ * heap recording is off just before @ev (the whole run's analysis knows).
+ * Returns 0 or -ENOMEM.
+ */
+int section_add(struct section *s, const struct mt_event *ev, bool heap_off);
+
+/* Whether heap recording was on for the whole section. */
+bool section_complete(const struct section *s);
 
 void section_release(struct section *s);
 

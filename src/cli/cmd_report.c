@@ -210,12 +210,13 @@ static void print_section(const struct report *r, const struct section *s, bool 
 		json_print_string(stdout, s->to);
 		printf(",\"start_ns\":%llu,\"end_ns\":%llu,\"duration_ns\":%llu"
 		       ",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
-		       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu}\n",
+		       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu"
+		       ",\"heap_recording_complete\":%s}\n",
 		       (unsigned long long)s->start_ns, (unsigned long long)s->end_ns,
 		       (unsigned long long)dur, (unsigned long long)a->alloc_count,
 		       (unsigned long long)a->total_allocated_bytes, (unsigned long long)a->free_count,
 		       (unsigned long long)a->peak_live_bytes, (unsigned long long)a->leaked_count,
-		       (unsigned long long)a->leaked_bytes);
+		       (unsigned long long)a->leaked_bytes, section_complete(s) ? "true" : "false");
 		return;
 	}
 	printf("command:      %s\n", r->hdr->command);
@@ -228,6 +229,8 @@ static void print_section(const struct report *r, const struct section *s, bool 
 	       human(a->peak_live_bytes, b1, sizeof(b1)));
 	printf("leaked:       %llu allocations, %s not freed by the end of the section\n",
 	       (unsigned long long)a->leaked_count, human(a->leaked_bytes, b2, sizeof(b2)));
+	if (!section_complete(s))
+		printf("note:         heap recording was off during part of the section; its allocations then are not counted\n");
 }
 
 /*
@@ -292,7 +295,7 @@ int cmd_report(int argc, char **argv)
 	r.a.heap_off = mt_reader__header(rd)->flags & MT_HDR_START_DISABLED;
 	section_init(&sec, from, to);
 	while ((ret = mt_reader__next(rd, &ev)) == 1)
-		if (analysis_add(&r.a, &ev) || (from && section_add(&sec, &ev))) {
+		if ((from && section_add(&sec, &ev, r.a.heap_off)) || analysis_add(&r.a, &ev)) {
 			ret = -ENOMEM;
 			break;
 		}

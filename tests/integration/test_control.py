@@ -110,14 +110,19 @@ def test_report_between_two_marks(tmp):
              {"from": "measure", "to": "measured", "start_ns": a["measure"],
               "end_ns": a["measured"], "duration_ns": a["measured"] - a["measure"],
               "alloc_count": 3, "total_allocated_bytes": 3 * 5002, "free_count": 2,
-              "peak_heap_bytes": 3 * 5002, "leaked_count": 1, "leaked_bytes": 5002},
+              "peak_heap_bytes": 3 * 5002, "leaked_count": 1, "leaked_bytes": 5002,
+              "heap_recording_complete": True},
              "the section's summary")
     # a section with recording off: nothing in it
     p = run([MEMTRACK, "report", t.artifact.path, "--between", "setup", "measure", "--json"])
     require_eq(p.rc, 0, "report --between setup measure: " + p.describe())
     s = json.loads(p.stdout)
-    check_eq((s["alloc_count"], s["free_count"], s["leaked_bytes"]), (0, 0, 0),
-             "setup..measure (disabled until enable)")
+    check_eq((s["alloc_count"], s["free_count"], s["leaked_bytes"], s["heap_recording_complete"]),
+             (0, 0, 0, False), "setup..measure (disabled until enable)")
+    # measure..teardown spans the disable: complete no more
+    p = run([MEMTRACK, "report", t.artifact.path, "--between", "measure", "teardown", "--json"])
+    s = json.loads(p.stdout)
+    check_eq((s["alloc_count"], s["heap_recording_complete"]), (3, False), "measure..teardown")
     text = run([MEMTRACK, "report", t.artifact.path, "--between", "measure", "measured"])
     check_true("leaked:       1 allocations, 4.9 KiB not freed by the end of the section"
                in text.stdout, "text section report: " + text.stdout)
