@@ -33,7 +33,10 @@ SRC_HDRS  := src/event.h $(wildcard src/*/*.h)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
-FIXTURE_BINS := $(patsubst tests/fixtures/%.c,$(OUT)/fixtures/%,$(FIXTURE_SRCS))
+FIXTURE_CXX_SRCS := $(wildcard tests/fixtures/*.cc)
+FIXTURE_BINS := $(patsubst tests/fixtures/%.c,$(OUT)/fixtures/%,$(FIXTURE_SRCS)) \
+		$(patsubst tests/fixtures/%.cc,$(OUT)/fixtures/%,$(FIXTURE_CXX_SRCS)) \
+		$(OUT)/fixtures/alloc_jemalloc_static
 # tests/fixtures/lib/NAME.c -> $(OUT)/fixtures/libNAME.so (preloaded or linked by fixtures)
 FIXTURE_LIB_SRCS := $(wildcard tests/fixtures/lib/*.c)
 FIXTURE_LIBS := $(patsubst tests/fixtures/lib/%.c,$(OUT)/fixtures/lib%.so,$(FIXTURE_LIB_SRCS))
@@ -115,10 +118,25 @@ $(OUT)/tests/%: tests/unit/%.c tests/harness.h tests/unit/waits.h $(SRC_HDRS) $(
 
 # Fixtures are built at -O0 so no allocation is optimised away.
 FIXTURE_LIBS_pthreads := -lpthread
+FIXTURE_LIBS_alloc_jemalloc := -ljemalloc
+FIXTURE_LIBS_alloc_mimalloc := -lmimalloc
+FIXTURE_LIBS_alloc_tcmalloc := -ltcmalloc_minimal
+FIXTURE_LIBS_dlopen_thread := -ldl
 $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall $< -o $@ -lpthread $(FIXTURE_LIBS_$*)
+	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall $< -o $@ $(FIXTURE_LIBS_$*) -lpthread
+
+$(OUT)/fixtures/%: tests/fixtures/%.cc tests/fixtures/marker.h
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CXX) -O0 -g -std=gnu++17 -Wall $< -o $@
+
+# jemalloc linked statically into a static executable (no libc.so, no ld.so)
+$(OUT)/fixtures/alloc_jemalloc_static: tests/fixtures/alloc_jemalloc.c tests/fixtures/marker.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -static $< -o $@ -l:libjemalloc.a -lpthread -lstdc++ -lm
 
 $(OUT)/fixtures/lib%.so: tests/fixtures/lib/%.c
 	$(call msg,CC,$@)

@@ -3,7 +3,8 @@
 # and benchmark.  As root it runs apt-get; otherwise it prints the line to run.
 set -e
 PKGS="clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev pkg-config make gcc \
-      libmsgpack-dev hyperfine heaptrack valgrind time python3"
+      libmsgpack-dev hyperfine heaptrack valgrind time python3 \
+      g++ git libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev"
 
 missing=""
 for p in $PKGS; do
