@@ -29,7 +29,7 @@ CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyz
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c,$(wildcard src/record/*.c src/cli/*.c))
 SKEL_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(SKEL_SRCS))
-SRC_HDRS  := src/event.h $(wildcard src/*/*.h)
+SRC_HDRS  := src/event.h src/bpf_abi.h $(wildcard src/*/*.h)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
@@ -71,7 +71,7 @@ $(OUT)/vmlinux.h: | $(OUT)/.deps
 	$(Q)mkdir -p $(OUT)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
-$(OUT)/bpf/%.bpf.o: src/bpf/%.bpf.c src/event.h $(wildcard src/bpf/*.bpf.h) $(OUT)/vmlinux.h
+$(OUT)/bpf/%.bpf.o: src/bpf/%.bpf.c src/event.h src/bpf_abi.h $(wildcard src/bpf/*.bpf.h) $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) -g -O2 -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Isrc \
@@ -111,7 +111,7 @@ $(OUT)/memtrack: $(OUT)/obj/cli/main.o $(OUT)/libmemtrack.a $(OUT)/libmemtrack-c
 $(OUT)/tests/%: tests/unit/%.c tests/harness.h tests/unit/waits.h $(SRC_HDRS) $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests -Itests/unit $< $(OUT)/libmemtrack-core.a $(LDLIBS) -o $@
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DMT_SOURCE_DIR='"$(CURDIR)"' -Itests -Itests/unit $< $(OUT)/libmemtrack-core.a $(LDLIBS) -o $@
 
 # Fixtures are built at -O0 so no allocation is optimised away.
 FIXTURE_LIBS_pthreads := -lpthread

@@ -9,11 +9,9 @@
 #define MEMTRACK_COMMON_BPF_H
 
 #include "event.h"
-#include "maps.bpf.h"
+#include "bpf_abi.h"
 
 #define SIGSTOP 19
-#define CLONE_VM 0x00000100
-#define CLONE_THREAD 0x00010000
 #define PROT_EXEC 0x4
 
 /* Set by userspace before load. */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "artifact.h"
+#include "bpf_abi.h"
 #include "cli.h"
 #include "loader.h"
 #include "memtrack.skel.h"
@@ -109,7 +110,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 
 	*o = (struct track_opts){
 		.allocators = true,
-		.ring_bytes = 2u << 20,
+		.ring_bytes = MT_RING_DEFAULT,
 		.pipe = { PIPELINE_DEFAULT_BATCH_BYTES, PIPELINE_DEFAULT_BATCHES,
 			  PIPELINE_DEFAULT_FLUSH_MS },
 	};

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "bpf_abi.h"
 #include "loader.h"
 #include "memtrack.skel.h"
 
@@ -35,7 +36,7 @@ static void set_alloc_autoload(struct memtrack_bpf *skel, bool on)
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
 		bpf_program__set_autoload(progs[i], on);
 		/* attached through uprobe-multi links (probes.c), which libbpf 1.1 does not know */
-		bpf_program__set_expected_attach_type(progs[i], 48 /* BPF_TRACE_UPROBE_MULTI */);
+		bpf_program__set_expected_attach_type(progs[i], MT_BPF_TRACE_UPROBE_MULTI);
 	}
 }
 
@@ -191,15 +192,9 @@ fail:
 	return NULL;
 }
 
-/* A `tracked` map value, as struct tracked_proc in maps.bpf.h. */
-struct tracked_value {
-	__u32 ppid;
-	__u32 flags;	/* MT_PROC_NO_CHILDREN = 1 */
-};
-
 int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct tracked_value v = { 0, 0 };
+	struct tracked_proc v = { 0, 0 };
 	__u32 key = pid;
 
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_ANY))
@@ -209,12 +204,12 @@ int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 
 int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct tracked_value v;
+	struct tracked_proc v;
 	__u32 key = pid;
 
 	if (bpf_map__lookup_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), 0))
 		return -errno;
-	v.flags |= 1; /* MT_PROC_NO_CHILDREN, maps.bpf.h */
+	v.flags |= MT_PROC_NO_CHILDREN;
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_EXIST))
 		return -errno;
 	return 0;
