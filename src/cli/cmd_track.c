@@ -255,12 +255,12 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 		probes_forget(run->probes, pid, false);
 		return;
 	}
-	if (h->type == MT_EXEC && f[0] != h->pid)
+	if (h->type == MT_EXEC && f[EXEC_OLD_PID] != h->pid)
 		probes_forget(run->probes, pid, true);
-	if (h->type == MT_EXEC && is_memtrack((const char *)(f + 1)))
+	if (h->type == MT_EXEC && is_memtrack((const char *)(f + EXEC_NFIELDS)))
 		loader_untrack_children(run->skel, pid);
 	if (h->type == MT_FORK)
-		pid = f[1];
+		pid = f[FORK_CHILD];
 	probes_sync(run->probes, pid);
 	kill(pid, SIGCONT);
 }
