@@ -14,6 +14,17 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -Werror=undef -Wmissing-field-initializers 
 	    -Wno-unused-parameter -D_GNU_SOURCE -DMT_VERSION='"$(VERSION)"' \
 	    -I$(OUT) $(SRC_INCLUDES) -MMD -MP
 LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread
+BPF_CFLAGS := -g -O2 -Wall
+# CI builds (make check) turn every warning into an error.
+ifeq ($(WERROR),1)
+CFLAGS     += -Werror
+BPF_CFLAGS += -Werror
+endif
+# SANITIZE=address,undefined or SANITIZE=thread: instrumented build (make check
+# puts it in its own OUT, so the normal objects are left alone).
+ifneq ($(SANITIZE),)
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
 
 # Link order matters to bpftool 7.1's linker: ring.bpf.c (which defines the
 # shared maps) first, then the objects that define no map of their own, then
@@ -53,7 +64,8 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all demo test unit-test integration-test bench bench-pipeline clean install deps
+.PHONY: all demo test unit-test integration-test bench bench-pipeline clean install deps \
+	check check-werror format format-check tidy cppcheck shellcheck asan-test tsan-test
 
 all: $(OUT)/.deps $(OUT)/memtrack
 
@@ -74,7 +86,7 @@ $(OUT)/vmlinux.h: | $(OUT)/.deps
 $(OUT)/bpf/%.bpf.o: src/bpf/%.bpf.c src/event.h src/bpf_abi.h $(wildcard src/bpf/*.bpf.h) $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CLANG) -g -O2 -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Isrc \
+	$(Q)$(CLANG) $(BPF_CFLAGS) -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Isrc \
 		$(CLANG_BPF_SYS_INCLUDES) -c $< -o $@
 
 $(OUT)/memtrack.bpf.o: $(BPF_OBJS)
@@ -141,7 +153,7 @@ test: all $(UNIT_BINS) $(FIXTURE_BINS)
 
 # The unit tests alone need no root, BPF or BTF kernel.
 unit-test: $(UNIT_BINS)
-	$(Q)tests/run.sh --unit
+	$(Q)OUT=$(OUT) tests/run.sh --unit
 
 integration-test: all $(FIXTURE_BINS)
 	$(Q)tests/run.sh --integration
@@ -151,6 +163,61 @@ bench-pipeline: all $(OUT)/bench/bench_pipeline
 
 bench: all $(FIXTURE_BINS)
 	$(Q)bench/run.sh
+
+# --- guard rails: `make check` (run by .ci/run) -------------------------
+# Each check is its own target; `check` runs them all and fails on the first.
+C_FILES  := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+SH_FILES := .ci/run scripts/bootstrap.sh tests/run.sh bench/run.sh
+# userspace C; the BPF side is checked by clang -Wall and the verifier
+TIDY_SRCS := $(filter-out src/bpf/%,$(filter src/%.c,$(C_FILES)))
+PIPELINE_UNITS := test_queue test_pipeline
+
+check: check-werror format-check tidy cppcheck shellcheck asan-test tsan-test
+	@echo "make check: all guard rails passed"
+
+# The whole tree (tool, BPF, unit tests, fixtures, benchmarks) with -Werror.
+check-werror: | $(OUT)/.deps
+	$(Q)$(MAKE) --no-print-directory OUT=$(OUT)/werror WERROR=1 all $(patsubst $(OUT)/%,$(OUT)/werror/%,$(UNIT_BINS) $(FIXTURE_BINS))
+
+format:
+	$(Q)clang-format -i $(C_FILES)
+
+format-check:
+	$(call msg,FORMAT,$(words $(C_FILES)) files)
+	$(Q)clang-format --dry-run -Werror $(C_FILES)
+
+# The generated skeleton's open() hands its allocations to libbpf's
+# bpf_object__destroy_skeleton() on failure, which the analyzer cannot see
+# into: a false "potential leak" in build/memtrack.skel.h wherever it is
+# inlined (only loader.c calls it), and a generated file takes no NOLINT.
+TIDY_NO_MALLOC := src/record/loader.c
+TIDY_CFLAGS = $(patsubst -I$(OUT),-isystem $(OUT),$(filter-out -MMD -MP,$(CFLAGS)))
+# bugprone-* and clang-analyzer-*, configured in .clang-tidy; a finding is
+# fixed or silenced inline with a NOLINT(check) comment saying why.
+tidy: $(OUT)/memtrack.skel.h
+	$(call msg,TIDY,$(words $(TIDY_SRCS)) files)
+	$(Q)printf '%s\n' $(filter-out $(TIDY_NO_MALLOC),$(TIDY_SRCS)) | xargs -P2 -I{} clang-tidy --quiet {} \
+		-- $(TIDY_CFLAGS)
+	$(Q)clang-tidy --quiet --checks=-clang-analyzer-unix.Malloc $(TIDY_NO_MALLOC) -- $(TIDY_CFLAGS)
+
+cppcheck: $(OUT)/memtrack.skel.h
+	$(call msg,CPPCHECK,src)
+	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+		--std=c11 -D__linux__ -D_GNU_SOURCE -I$(OUT) $(SRC_INCLUDES) $(TIDY_SRCS)
+
+shellcheck:
+	$(call msg,SHCHECK,$(SH_FILES))
+	$(Q)shellcheck $(SH_FILES)
+
+# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the
+# threaded ones (queue, pipeline) under ThreadSanitizer.
+asan-test: | $(OUT)/.deps
+	$(Q)$(MAKE) --no-print-directory OUT=$(OUT)/asan SANITIZE=address,undefined unit-test
+
+tsan-test: | $(OUT)/.deps
+	$(Q)$(MAKE) --no-print-directory OUT=$(OUT)/tsan SANITIZE=thread \
+		$(patsubst %,$(OUT)/tsan/tests/%,$(PIPELINE_UNITS))
+	$(Q)OUT=$(OUT)/tsan tests/run.sh --unit
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)/usr/local/bin/memtrack

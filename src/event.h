@@ -30,6 +30,8 @@
  * valid, and they are consecutive (checked below).  "natural fn" is the
  * allocator function a heap type names by default (0 for the others).
  */
+/* the tables keep one entry a line, aligned by hand */
+/* clang-format off */
 #define MT_RECORD_TYPES(X)                                                  \
 	X(MALLOC, 1, "malloc", NULL, MT_FN_MALLOC)                          \
 	X(CALLOC, 2, "calloc", NULL, MT_FN_CALLOC)                          \
@@ -98,24 +100,27 @@
 #define MT_FIELDS_PHYSICAL(F)                                               \
 	F(PHYSICAL_BYTES, "bytes", UINT)       /* the tree's physical memory */
 
-#define MT__TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = num,
-#define MT__TYPE_COUNT(NAME, num, name, str, fn) +1
+#define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
+#define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
+/* MT_X_NTYPES counts the list's lines. */
+enum { MT_RECORD_TYPES(MT_X_TYPE_SEQ) MT_X_NTYPES };
 /* Record types (on disk as the record's type). */
 enum mt_type {
-	MT_RECORD_TYPES(MT__TYPE_ENUM)
-	MT_TYPE_MAX = 1 MT_RECORD_TYPES(MT__TYPE_COUNT), /* one past the last known type */
+	MT_RECORD_TYPES(MT_X_TYPE_ENUM)
+	MT_TYPE_MAX = MT_X_NTYPES + 1, /* one past the last known type */
 };
 
 /* Field indexes, and <NAME>_NFIELDS, per type. */
-#define MT__FIELD_INDEX(INDEX, key, kind) INDEX,
-#define MT__TYPE_FIELDS(NAME, num, name, str, fn) \
-	enum { MT_FIELDS_##NAME(MT__FIELD_INDEX) NAME##_NFIELDS };
-MT_RECORD_TYPES(MT__TYPE_FIELDS)
+#define MT_X_FIELD_INDEX(INDEX, key, kind) INDEX,
+#define MT_X_TYPE_FIELDS(NAME, num, name, str, fn) \
+	enum { MT_FIELDS_##NAME(MT_X_FIELD_INDEX) NAME##_NFIELDS };
+MT_RECORD_TYPES(MT_X_TYPE_FIELDS)
 
 /* Numbers are consecutive: schema and drop-counter arrays are indexed by type. */
-#define MT__TYPE_DENSE(NAME, num, name, str, fn) \
-	_Static_assert(num >= 1 && num < MT_TYPE_MAX, "record type " #NAME " numbered out of order");
-MT_RECORD_TYPES(MT__TYPE_DENSE)
+#define MT_X_TYPE_DENSE(NAME, num, name, str, fn) \
+	_Static_assert((num) >= 1 && (num) < MT_TYPE_MAX, "record type " #NAME " numbered out of order");
+MT_RECORD_TYPES(MT_X_TYPE_DENSE)
+/* clang-format on */
 
 /*
  * How an allocator function's entry probe reads its arguments and what its
@@ -210,9 +215,11 @@ enum mt_fn {
 
 #define MT_MAX_FIELDS 6
 
-#define MT__TYPE_FITS(NAME, num, name, str, fn) \
+/* clang-format off */
+#define MT_X_TYPE_FITS(NAME, num, name, str, fn) \
 	_Static_assert(NAME##_NFIELDS <= MT_MAX_FIELDS, #NAME " has more than MT_MAX_FIELDS fields");
-MT_RECORD_TYPES(MT__TYPE_FITS)
+MT_RECORD_TYPES(MT_X_TYPE_FITS)
+/* clang-format on */
 #define MT_PATH_MAX 256
 
 /*

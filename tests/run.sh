@@ -55,7 +55,7 @@ run_counted() {
 units=0
 [ "$run_units" -eq 1 ] && for bin in "$OUT"/tests/test_*; do
 	case $bin in *.d | *.o) continue ;; esac
-	[ -f "$bin" ] && [ -x "$bin" ] || continue
+	if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then continue; fi
 	units=$((units + 1))
 	echo "== unit: $bin"
 	run_counted "$bin" "$bin"

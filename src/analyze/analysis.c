@@ -178,6 +178,7 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 {
 	const __u64 *f = ev->f;
 	struct proc_summary *p, *child;
+	size_t pi;
 
 	if (ev->h.type == 0 || ev->h.type >= MT_TYPE_MAX) {
 		a->unknown_events++;
@@ -215,10 +216,11 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 	case MT_FORK:
 		if (f[FORK_FLAGS] & MT_FORK_THREAD)
 			break;
+		pi = p - a->procs;
 		child = proc_get(a, f[FORK_CHILD]);
 		if (!child)
 			return -ENOMEM;
-		p = proc_get(a, ev->h.pid); /* proc_get may have moved the array */
+		p = &a->procs[pi]; /* proc_get may have moved the array */
 		child->ppid = f[FORK_PARENT];
 		memcpy(child->command, p->command, sizeof(child->command));
 		break;

@@ -167,7 +167,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	o->argv = argv + optind;
 	/* after `--` the command is argv as given; a lone quoted string is shell */
-	o->shell = strcmp(argv[optind - 1], "--") && argc - optind == 1 &&
+	o->shell = strcmp(argv[optind - 1], "--") != 0 && argc - optind == 1 &&
 		   strpbrk(argv[optind], " \t\n|&;<>()$`\\\"'*?[]#~=%");
 	if (!o->wakeup_bytes)
 		o->wakeup_bytes = o->ring_bytes / 16;

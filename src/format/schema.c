@@ -5,7 +5,7 @@
 
 #define FIELD_DEF(INDEX, key, kind) { key, MT_FK_##kind },
 #define TYPE_DEF(NAME, num, name, str, fn)                                     \
-	[MT_##NAME] = { name, NAME##_NFIELDS, str != NULL, str, fn,            \
+	[MT_##NAME] = { name, NAME##_NFIELDS, (str) != NULL, str, fn,            \
 			{ MT_FIELDS_##NAME(FIELD_DEF) } },
 
 static const struct mt_type_def type_defs[MT_TYPE_MAX] = {

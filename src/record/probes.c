@@ -88,7 +88,8 @@ static struct file_info *file_lookup(struct probes *p, const char *path, dev_t d
 	fi = calloc(1, sizeof(*fi));
 	if (!fi)
 		return NULL;
-	grown = realloc(p->files, (p->nfiles + 1) * sizeof(*grown));
+	/* an array of pointers: sizeof(pointer) is meant */
+	grown = realloc(p->files, (p->nfiles + 1) * sizeof(*grown)); // NOLINT(bugprone-sizeof-expression)
 	if (!grown) {
 		free(fi);
 		return NULL;
