@@ -58,6 +58,10 @@ struct track_run {
 	struct spawn child;
 	int out_fd;
 	int status;			/* the root's wait status */
+	/* the poller's hook cannot print (STYLE §5): it keeps its first failure */
+	unsigned hook_failures;		/* processes it could not attach or untrack */
+	int hook_err;			/* the first failure, -errno */
+	pid_t hook_err_pid;		/* the process it concerned */
 	uint64_t events;		/* records that reached the artifact */
 	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases, for -v */
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
@@ -235,6 +239,21 @@ static bool is_memtrack(const char *path)
 }
 
 /*
+ * Poller thread: remembers a failure of the hook for main to report once the
+ * pipeline is stopped.  A process that is already gone (-ESRCH, -ENOENT)
+ * needs nothing and is not a failure.
+ */
+static void hook_result(struct track_run *run, pid_t pid, int err)
+{
+	if (err >= 0 || err == -ESRCH || err == -ENOENT)
+		return;
+	if (!run->hook_failures++) {
+		run->hook_err = err;
+		run->hook_err_pid = pid;
+	}
+}
+
+/*
  * Poller thread: a parked task gets its allocator probes, then SIGCONT; an
  * exited process's probes are detached.
  */
@@ -258,10 +277,10 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	if (h->type == MT_EXEC && f[EXEC_OLD_PID] != h->pid)
 		probes_forget(run->probes, pid, true);
 	if (h->type == MT_EXEC && is_memtrack((const char *)(f + EXEC_NFIELDS)))
-		loader_untrack_children(run->skel, pid);
+		hook_result(run, pid, loader_untrack_children(run->skel, pid));
 	if (h->type == MT_FORK)
 		pid = f[FORK_CHILD];
-	probes_sync(run->probes, pid);
+	hook_result(run, pid, probes_sync(run->probes, pid));
 	kill(pid, SIGCONT);
 }
 
@@ -383,13 +402,19 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 static int finish(struct track_run *run, struct mt_trailer *t)
 {
 	struct pipeline_stats ps;
-	int err;
+	int err, drops_err;
 
 	run->t_exited = mono_ns();
 	err = pipeline__stop(run->pipe, run->signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
 	pipeline__stats(run->pipe, &ps);
 	run->events = ps.events;
-	loader_read_drops(run->skel, t->dropped);
+	drops_err = loader_read_drops(run->skel, t->dropped);
+	if (drops_err)
+		die_msg("cannot read the kernel's drop counters: %s; the artifact may undercount lost events",
+			strerror(-drops_err));
+	if (run->hook_failures)
+		die_msg("could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
+			run->hook_failures, run->hook_err_pid, strerror(-run->hook_err));
 	t->exit_code = WIFEXITED(run->status) ? WEXITSTATUS(run->status) : -1;
 	t->exit_signal = WIFSIGNALED(run->status) ? WTERMSIG(run->status) : 0;
 	t->duration_ns = mono_ns() - run->hdr.start_ns;

@@ -224,7 +224,7 @@ bool loader_tree_alive(struct memtrack_bpf *skel)
 
 int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS])
 {
-	int ncpu = libbpf_num_possible_cpus();
+	int ncpu = libbpf_num_possible_cpus(), err = 0;
 	uint64_t *vals;
 
 	if (ncpu < 0)
@@ -235,13 +235,15 @@ int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS])
 	for (__u32 k = 0; k < MT_DROP_SLOTS; k++) {
 		drops[k] = 0;
 		if (bpf_map__lookup_elem(skel->maps.drops, &k, sizeof(k), vals,
-					 ncpu * sizeof(*vals), 0))
+					 ncpu * sizeof(*vals), 0)) {
+			err = -errno;	/* keep summing the others */
 			continue;
+		}
 		for (int c = 0; c < ncpu; c++)
 			drops[k] += vals[c];
 	}
 	free(vals);
-	return 0;
+	return err;
 }
 
 void loader_close(struct memtrack_bpf *skel)

@@ -41,7 +41,11 @@ int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
 /* Returns true while some process of the tree is alive. */
 bool loader_tree_alive(struct memtrack_bpf *skel);
 
-/* Sums the per-CPU drop counters into @drops[MT_DROP_SLOTS]. */
+/*
+ * Sums the per-CPU drop counters into @drops[MT_DROP_SLOTS].  Returns 0, or
+ * -errno when a counter could not be read (it reads as 0; the others are
+ * still summed).
+ */
 int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS]);
 
 /* Detaches and unloads everything (NULL is fine). */
