@@ -36,10 +36,12 @@ BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 # kernel and is all the unit tests link; record/ and cli/ need the skeleton.
 SRC_DIRS  := format pipeline analyze record cli
 SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
-# (cli_util.c, option parsing, is pure too: unit-tested without the skeleton)
-CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) src/cli/cli_util.c
+# (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
+# unit-tested without the skeleton)
+PURE_SRCS := src/cli/cli_util.c src/record/symbols.c
+CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
-SKEL_SRCS := $(filter-out src/cli/main.c src/cli/cli_util.c,$(wildcard src/record/*.c src/cli/*.c))
+SKEL_SRCS := $(filter-out src/cli/main.c $(PURE_SRCS),$(wildcard src/record/*.c src/cli/*.c))
 SKEL_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(SKEL_SRCS))
 SRC_HDRS  := src/event.h src/bpf_abi.h $(wildcard src/*/*.h)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
