@@ -451,6 +451,29 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 	return status;
 }
 
+/* Words a loader_open() failure as one line naming the fix; returns @buf. */
+static const char *loader_reason(enum loader_step step, int err, char *buf, size_t len)
+{
+	switch (step) {
+	case LOADER_BTF:
+		snprintf(buf, len, "this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+		break;
+	case LOADER_OPEN:
+		snprintf(buf, len, "cannot open the BPF object: %s", strerror(-err));
+		break;
+	case LOADER_LOAD:
+		if (err == -EPERM)
+			snprintf(buf, len, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-err));
+		else
+			snprintf(buf, len, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-err));
+		break;
+	case LOADER_ATTACH:
+		snprintf(buf, len, "cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)", strerror(-err));
+		break;
+	}
+	return buf;
+}
+
 static int setup(struct track_run *run, char *err, size_t errlen)
 {
 	struct loader_opts lo = {
@@ -460,10 +483,17 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.physical = run->o->physical,
 		.verbose = run->o->verbose,
 	};
+	enum loader_step step;
+	int ret;
 
-	run->skel = loader_open(&lo, err, errlen);
-	if (!run->skel)
+	ret = loader_open(&lo, &run->skel, &step);
+	if (lo.physical_err)
+		die_msg("--physical is not available on this kernel (%s); recording without it",
+			loader_reason(lo.physical_step, lo.physical_err, err, errlen));
+	if (ret) {
+		loader_reason(step, ret, err, errlen);
 		return -1;
+	}
 	run->o->physical = lo.physical;
 	fill_header(&run->hdr, run->o);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);

@@ -127,39 +127,42 @@ static uint64_t max_pfn(void)
 	return top ? top : 2 * (uint64_t)sysconf(_SC_PHYS_PAGES);
 }
 
-static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err, size_t errlen);
+static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **skel,
+			 enum loader_step *step);
 
-struct memtrack_bpf *loader_open(struct loader_opts *o, char *err, size_t errlen)
+int loader_open(struct loader_opts *o, struct memtrack_bpf **skel, enum loader_step *step)
 {
-	struct memtrack_bpf *skel;
+	int err;
 
+	*skel = NULL;
 	verbose_libbpf = o->verbose;
 	libbpf_set_print(libbpf_print);
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
-		snprintf(err, errlen, "this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
-		return NULL;
+		*step = LOADER_BTF;
+		return -ENOENT;
 	}
 	heap_prefer_huge_pages();
-	skel = open_and_load(o, err, errlen);
-	if (!skel && o->physical) {
-		fprintf(stderr, "memtrack: --physical is not available on this kernel (%s); recording without it\n", err);
+	err = open_and_load(o, skel, step);
+	if (err && o->physical) {
 		o->physical = false;
-		skel = open_and_load(o, err, errlen);
+		o->physical_err = err;
+		o->physical_step = *step;
+		err = open_and_load(o, skel, step);
 	}
 	heap_restore();
-	return skel;
+	return err;
 }
 
-static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err, size_t errlen)
+static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
+			 enum loader_step *step)
 {
 	struct memtrack_bpf *skel;
 	int ret;
 
+	*step = LOADER_OPEN;
 	skel = memtrack_bpf__open();
-	if (!skel) {
-		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
-		return NULL;
-	}
+	if (!skel)
+		return -errno;
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
 	skel->rodata->wakeup_bytes = o->wakeup_bytes;
 	skel->rodata->stop_on_spawn = o->allocators;
@@ -173,23 +176,18 @@ static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err
 		bpf_map__set_max_entries(skel->maps.tree_pages, words);
 		skel->rodata->phys_bitmap_bits = words * 64;
 	}
+	*step = LOADER_LOAD;
 	ret = memtrack_bpf__load(skel);
-	if (ret) {
-		if (ret == -EPERM)
-			snprintf(err, errlen, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-ret));
-		else
-			snprintf(err, errlen, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-ret));
-		goto fail;
+	if (!ret) {
+		*step = LOADER_ATTACH;
+		ret = attach_tracepoints(skel);
 	}
-	ret = attach_tracepoints(skel);
 	if (ret) {
-		snprintf(err, errlen, "cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)", strerror(-ret));
-		goto fail;
+		memtrack_bpf__destroy(skel);
+		return ret;
 	}
-	return skel;
-fail:
-	memtrack_bpf__destroy(skel);
-	return NULL;
+	*out = skel;
+	return 0;
 }
 
 int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
