@@ -79,7 +79,9 @@ elif ! "${pytest[@]}" --version >/dev/null 2>&1; then
 	echo "FAIL integration tests (pytest not found: run make deps)"
 	failed=$((failed + 1))
 elif [ "$(id -u)" -ne 0 ]; then
-	k=$("${pytest[@]}" tests/integration --collect-only -q "$@" 2>/dev/null | grep -c '::') || k="?"
+	# pytest -qq --collect-only prints "test_x.py: N" per module
+	k=$("${pytest[@]}" tests/integration --collect-only -q "$@" 2>/dev/null |
+		awk -F': ' '/\.py: [0-9]+$/ { n += $2 } END { print n + 0 }')
 	echo
 	echo "!!! $k integration tests SKIPPED: they need root (BPF); run sudo make test !!!"
 	echo
