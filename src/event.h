@@ -120,7 +120,6 @@ MT_RECORD_TYPES(MT_X_TYPE_FIELDS)
 #define MT_X_TYPE_DENSE(NAME, num, name, str, fn) \
 	_Static_assert((num) >= 1 && (num) < MT_TYPE_MAX, "record type " #NAME " numbered out of order");
 MT_RECORD_TYPES(MT_X_TYPE_DENSE)
-/* clang-format on */
 
 /*
  * How an allocator function's entry probe reads its arguments and what its
@@ -215,7 +214,6 @@ enum mt_fn {
 
 #define MT_MAX_FIELDS 6
 
-/* clang-format off */
 #define MT_X_TYPE_FITS(NAME, num, name, str, fn) \
 	_Static_assert(NAME##_NFIELDS <= MT_MAX_FIELDS, #NAME " has more than MT_MAX_FIELDS fields");
 MT_RECORD_TYPES(MT_X_TYPE_FITS)

@@ -40,7 +40,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, struct tracked_proc);
@@ -48,7 +49,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_MMS);
 	__type(key, __u64);
 	__type(value, struct mm_owner);
@@ -56,7 +58,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, __u64);

@@ -32,7 +32,8 @@ struct sys_args {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_INFLIGHT);
 	__type(key, __u32);
 	__type(value, struct sys_args);
