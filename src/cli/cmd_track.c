@@ -474,6 +474,11 @@ static const char *loader_reason(enum loader_step step, int err, char *buf, size
 	return buf;
 }
 
+/*
+ * Loads the BPF side and creates the writer, the probe registry and the
+ * pipeline.  Returns 0, or -errno with a one-line message in @err (what was
+ * created is freed by the caller's cleanup).
+ */
 static int setup(struct track_run *run, char *err, size_t errlen)
 {
 	struct loader_opts lo = {
@@ -492,27 +497,31 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 			loader_reason(lo.physical_step, lo.physical_err, err, errlen));
 	if (ret) {
 		loader_reason(step, ret, err, errlen);
-		return -1;
+		return ret;
 	}
 	run->o->physical = lo.physical;
 	fill_header(&run->hdr, run->o);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {
-		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", run->o->output, strerror(errno));
-		return -1;
+		ret = -errno;
+		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", run->o->output, strerror(-ret));
+		return ret;
 	}
 	if (run->o->allocators) {
 		run->probes = probes__new(run->skel);
 		if (!run->probes) {
 			snprintf(err, errlen, "out of memory");
-			return -1;
+			return -ENOMEM;
 		}
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
-	if (!run->pipe || pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
-						     bpf_map__fd(run->skel->maps.ctl_events))) {
-		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(errno));
-		return -1;
+	ret = !run->pipe ? -errno
+			 : pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
+						  bpf_map__fd(run->skel->maps.ctl_events));
+	if (ret) {
+		/* pthread_create's code, or libbpf's: errno may be stale */
+		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(-ret));
+		return ret;
 	}
 	return 0;
 }
