@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "compiler.h"
 
 int cmd_track(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
@@ -24,6 +25,6 @@ void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * -EINVAL for anything else, or -ERANGE when the value does not fit 64 bits.
  * @out is left alone on failure.
  */
-int parse_size(const char *s, uint64_t *out);
+MT_MUST_CHECK int parse_size(const char *s, uint64_t *out);
 
 #endif /* MEMTRACK_CLI_H */

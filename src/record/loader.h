@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <linux/types.h>
 #include "event.h"
+#include "compiler.h"
 
 struct memtrack_bpf;
 
@@ -41,13 +42,13 @@ struct loader_opts {
  * are used, so tracefs need not be mounted.  Returns 0, or -errno with
  * *@step saying what failed (*@skel is then NULL).  Prints nothing.
  */
-int loader_open(struct loader_opts *o, struct memtrack_bpf **skel, enum loader_step *step);
+MT_MUST_CHECK int loader_open(struct loader_opts *o, struct memtrack_bpf **skel, enum loader_step *step);
 
 /* Adds @pid (the root of the tree) to the tracked set. */
-int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
+MT_MUST_CHECK int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
 
 /* Leaves the future children of @pid (another memtrack) out of the tree. */
-int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
+MT_MUST_CHECK int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
 
 /* Returns true while some process of the tree is alive. */
 bool loader_tree_alive(struct memtrack_bpf *skel);
@@ -57,7 +58,7 @@ bool loader_tree_alive(struct memtrack_bpf *skel);
  * -errno when a counter could not be read (it reads as 0; the others are
  * still summed).
  */
-int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS]);
+MT_MUST_CHECK int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS]);
 
 /* Detaches and unloads everything (NULL is fine). */
 void loader_close(struct memtrack_bpf *skel);
