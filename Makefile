@@ -196,14 +196,16 @@ format-check:
 # into: a false "potential leak" in build/memtrack.skel.h wherever it is
 # inlined (only loader.c calls it), and a generated file takes no NOLINT.
 TIDY_NO_MALLOC := src/record/loader.c
+# findings go to stdout; stderr only counts the warnings it suppressed in system headers
+TIDY_QUIET := $(if $(filter 1,$(V)),,2>/dev/null)
 TIDY_CFLAGS = $(patsubst -I$(OUT),-isystem $(OUT),$(filter-out -MMD -MP,$(CFLAGS)))
 # bugprone-* and clang-analyzer-*, configured in .clang-tidy; a finding is
 # fixed or silenced inline with a NOLINT(check) comment saying why.
 tidy: $(OUT)/memtrack.skel.h
 	$(call msg,TIDY,$(words $(TIDY_SRCS)) files)
 	$(Q)printf '%s\n' $(filter-out $(TIDY_NO_MALLOC),$(TIDY_SRCS)) | xargs -P2 -I{} clang-tidy --quiet {} \
-		-- $(TIDY_CFLAGS)
-	$(Q)clang-tidy --quiet --checks=-clang-analyzer-unix.Malloc $(TIDY_NO_MALLOC) -- $(TIDY_CFLAGS)
+		-- $(TIDY_CFLAGS) $(TIDY_QUIET)
+	$(Q)clang-tidy --quiet --checks=-clang-analyzer-unix.Malloc $(TIDY_NO_MALLOC) -- $(TIDY_CFLAGS) $(TIDY_QUIET)
 
 cppcheck: $(OUT)/memtrack.skel.h
 	$(call msg,CPPCHECK,src)
