@@ -68,7 +68,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 .PHONY: all demo test unit-test integration-test bench bench-pipeline clean install deps \
-	check check-werror format format-check tidy cppcheck shellcheck asan-test tsan-test
+	check check-werror format format-check tidy cppcheck shellcheck asan-test tsan-test fuzz
 
 all: $(OUT)/.deps $(OUT)/memtrack
 
@@ -177,7 +177,7 @@ SH_FILES = $(shell for f in $$(git ls-files); do head -n1 "$$f" 2>/dev/null | \
 TIDY_SRCS := $(filter-out src/bpf/%,$(filter src/%.c,$(C_FILES)))
 PIPELINE_UNITS := test_queue test_pipeline
 
-check: check-werror format-check tidy cppcheck shellcheck asan-test tsan-test
+check: check-werror format-check tidy cppcheck shellcheck asan-test tsan-test fuzz
 	@echo "make check: all guard rails passed"
 
 # The whole tree (tool, BPF, unit tests, fixtures, benchmarks) with -Werror.
@@ -225,6 +225,25 @@ tsan-test: | $(OUT)/.deps
 	$(Q)$(MAKE) --no-print-directory OUT=$(OUT)/tsan SANITIZE=thread \
 		$(patsubst %,$(OUT)/tsan/tests/%,$(PIPELINE_UNITS))
 	$(Q)OUT=$(OUT)/tsan tests/run.sh --unit
+
+# libFuzzer target of the artifact reader, built by clang with ASan+UBSan and
+# the format sources compiled in (for coverage).  make check runs it for
+# FUZZ_SECONDS from the committed seeds; `make fuzz FUZZ_SECONDS=3600` for
+# a real run.  New inputs it finds stay in $(OUT)/fuzz/corpus_reader.
+FUZZ_SECONDS ?= 15
+FORMAT_SRCS := $(wildcard src/format/*.c)
+$(OUT)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(FORMAT_SRCS) $(SRC_HDRS) | $(OUT)/.deps
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all $(SRC_INCLUDES) $< $(FORMAT_SRCS) -lzstd -lz -o $@
+
+fuzz: $(OUT)/fuzz/fuzz_reader
+	$(Q)mkdir -p $(OUT)/fuzz/corpus_reader
+	$(call msg,FUZZ,$(FUZZ_SECONDS) s from tests/fuzz/corpus_reader)
+	$(Q)$< -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(OUT)/fuzz/corpus_reader \
+		tests/fuzz/corpus_reader > $(OUT)/fuzz/last.log 2>&1 || { tail -40 $(OUT)/fuzz/last.log; exit 1; }
+	$(Q)grep -h '^stat::number_of_executed_units' $(OUT)/fuzz/last.log
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)/usr/local/bin/memtrack
