@@ -344,7 +344,7 @@ static void install_signals(sigset_t *old)
  */
 static void wait_tree(struct track_run *run, const sigset_t *unblocked)
 {
-	struct timespec tick = { 0, 20 * 1000000 };
+	struct timespec tick = { 0, 20 * 1000000L };
 	bool root_done = false;
 
 	for (;;) {
