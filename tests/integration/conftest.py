@@ -68,16 +68,26 @@ def pytest_runtest_logstart(nodeid, location):
     _started[nodeid] = time.monotonic()
 
 
+def pytest_report_teststatus(report, config):
+    """No progress letters: the PASS/FAIL lines below say it, one a line."""
+    if report.when == "call":
+        if report.passed:
+            return "passed", "", "PASSED"
+        if report.failed:
+            return "failed", "", "FAILED"
+    return None
+
+
 def pytest_runtest_logreport(report):
     """One PASS/FAIL line per test (a failed setup or teardown is a FAIL)."""
     if report.skipped or (report.when != "call" and not report.failed):
         return
     secs = time.monotonic() - _started.get(report.nodeid, time.monotonic())
     word = "PASS" if report.passed else "FAIL"
-    print("\n%s %s (%.2fs)" % (word, _name(report.nodeid), secs), flush=True)
+    print("%s %s (%.2fs)" % (word, _name(report.nodeid), secs), flush=True)
 
 
 def pytest_collectreport(report):
     """A module that cannot be imported fails as one test."""
     if report.failed:
-        print("\nFAIL %s.(import)" % report.nodeid.rsplit("/", 1)[-1][:-3], flush=True)
+        print("FAIL %s.(import)" % report.nodeid.rsplit("/", 1)[-1][:-3], flush=True)
