@@ -178,6 +178,7 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 {
 	const __u64 *f = ev->f;
 	struct proc_summary *p, *child;
+	size_t pi;
 
 	if (ev->h.type == 0 || ev->h.type >= MT_TYPE_MAX) {
 		a->unknown_events++;
@@ -191,9 +192,9 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 	if (ev->h.type == MT_PHYSICAL) {
 		/* tree-wide: the pid is whoever freed or faulted the page */
 		a->has_physical = true;
-		a->physical_bytes = f[0];
-		if (f[0] > a->peak_physical_bytes)
-			a->peak_physical_bytes = f[0];
+		a->physical_bytes = f[PHYSICAL_BYTES];
+		if (f[PHYSICAL_BYTES] > a->peak_physical_bytes)
+			a->peak_physical_bytes = f[PHYSICAL_BYTES];
 		return 0;
 	}
 	p = proc_get(a, ev->h.pid);
@@ -203,22 +204,24 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 	case MT_MALLOC:
 	case MT_CALLOC:
 	case MT_ALIGNED_ALLOC:
-		return heap_alloc(a, p, ev->h.pid, f[0], f[1]);
+		/* heap types share addr and size (event.h) */
+		return heap_alloc(a, p, ev->h.pid, f[MALLOC_ADDR], f[MALLOC_SIZE]);
 	case MT_REALLOC:
-		heap_free(a, p, f[2]);
+		heap_free(a, p, f[REALLOC_OLD_ADDR]);
 		a->free_count--; /* the move is part of the realloc, not a free */
-		return heap_alloc(a, p, ev->h.pid, f[0], f[1]);
+		return heap_alloc(a, p, ev->h.pid, f[REALLOC_ADDR], f[REALLOC_SIZE]);
 	case MT_FREE:
-		heap_free(a, p, f[0]);
+		heap_free(a, p, f[FREE_ADDR]);
 		break;
 	case MT_FORK:
-		if (f[2] & MT_FORK_THREAD)
+		if (f[FORK_FLAGS] & MT_FORK_THREAD)
 			break;
-		child = proc_get(a, f[1]);
+		pi = p - a->procs;
+		child = proc_get(a, f[FORK_CHILD]);
 		if (!child)
 			return -ENOMEM;
-		p = proc_get(a, ev->h.pid); /* proc_get may have moved the array */
-		child->ppid = f[0];
+		p = &a->procs[pi]; /* proc_get may have moved the array */
+		child->ppid = f[FORK_PARENT];
 		memcpy(child->command, p->command, sizeof(child->command));
 		break;
 	case MT_EXEC:
@@ -228,14 +231,14 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 	case MT_EXIT:
 		sweep_proc(a, p);
 		p->exited = true;
-		p->exit_code = (int64_t)f[0];
-		p->exit_signal = f[1];
+		p->exit_code = (int64_t)f[EXIT_CODE];
+		p->exit_signal = f[EXIT_SIGNAL];
 		a->tree_rss_bytes -= p->rss_bytes; /* a dead process holds no memory */
 		p->rss_bytes = 0;
 		break;
 	case MT_RSS:
 		if (!p->exited)
-			rss_update(a, p, f[0] + f[1] + f[2]);
+			rss_update(a, p, f[RSS_ANON] + f[RSS_FILE] + f[RSS_SHMEM]);
 		break;
 	default:
 		break;

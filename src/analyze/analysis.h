@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "artifact.h"
+#include "compiler.h"
 
 struct proc_summary {
 	uint32_t pid;
@@ -55,7 +56,7 @@ struct analysis {
 void analysis_init(struct analysis *a);
 
 /* Folds one event in.  Returns 0 or -ENOMEM. */
-int analysis_add(struct analysis *a, const struct mt_event *ev);
+MT_MUST_CHECK int analysis_add(struct analysis *a, const struct mt_event *ev);
 
 /* Closes the books at the end of the stream: what is live is leaked. */
 void analysis_finish(struct analysis *a);

@@ -9,11 +9,9 @@
 #define MEMTRACK_COMMON_BPF_H
 
 #include "event.h"
-#include "maps.bpf.h"
+#include "bpf_abi.h"
 
 #define SIGSTOP 19
-#define CLONE_VM 0x00000100
-#define CLONE_THREAD 0x00010000
 #define PROT_EXEC 0x4
 
 /* Set by userspace before load. */
@@ -42,7 +40,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, struct tracked_proc);
@@ -50,7 +49,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_MMS);
 	__type(key, __u64);
 	__type(value, struct mm_owner);
@@ -58,7 +58,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, __u64);

@@ -55,10 +55,10 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	 * Reserve first: a parked child is only resumed by userspace reading
 	 * this record, so without a record it must not be parked.
 	 */
-	r = ctl_reserve(MT_FORK, sizeof(r->h) + 3 * sizeof(__u64));
+	r = ctl_reserve(MT_FORK, sizeof(r->h) + FORK_NFIELDS * sizeof(__u64));
 	if (!r)
 		return 0;
-	fill_hdr(r, MT_FORK, 0, 3);
+	fill_hdr(r, MT_FORK, 0, FORK_NFIELDS);
 	/*
 	 * A vfork child (or any CLONE_VM process) shares its parent's mm but is
 	 * a thread group of its own, and uprobe-multi links only run for the
@@ -69,9 +69,9 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
 	if (park)
 		r->h.fn = MT_REC_PARKED;
-	r->f[0] = ptgid;
-	r->f[1] = flags & MT_FORK_THREAD ? ctid : ctgid;
-	r->f[2] = flags;
+	r->f[FORK_PARENT] = ptgid;
+	r->f[FORK_CHILD] = flags & MT_FORK_THREAD ? ctid : ctgid;
+	r->f[FORK_FLAGS] = flags;
 	rec_submit(r, park);
 	return 0;
 }
@@ -141,9 +141,9 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	r->h.fn = park ? MT_REC_PARKED : 0;
 	r->h.pid = p->tgid;
 	r->h.tid = p->pid;
-	r->h.nfields = 1;
+	r->h.nfields = EXEC_NFIELDS;
 	r->h.ts = bpf_ktime_get_ns();
-	r->f[0] = old_pid;
+	r->f[EXEC_OLD_PID] = old_pid;
 	bpf_probe_read_kernel_str(r->path, sizeof(r->path), BPF_CORE_READ(bprm, filename));
 	rec_submit(r, park);
 	return 0;
@@ -159,12 +159,12 @@ int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
 	if (!group_dead || !is_tracked(tgid))
 		return 0;
 	code = p->exit_code;
-	r = ctl_reserve(MT_EXIT, sizeof(r->h) + 2 * sizeof(__u64));
+	r = ctl_reserve(MT_EXIT, sizeof(r->h) + EXIT_NFIELDS * sizeof(__u64));
 	if (r) {
-		fill_hdr(r, MT_EXIT, 0, 2);
+		fill_hdr(r, MT_EXIT, 0, EXIT_NFIELDS);
 		/* exit_code is a wait status: signal in the low 7 bits, else code << 8 */
-		r->f[0] = (code & 0x7f) ? (__u64)-1 : (__u64)((code >> 8) & 0xff);
-		r->f[1] = code & 0x7f;
+		r->f[EXIT_CODE] = (code & 0x7f) ? (__u64)-1 : (__u64)((code >> 8) & 0xff);
+		r->f[EXIT_SIGNAL] = code & 0x7f;
 		rec_submit(r, true);
 	}
 	bpf_map_delete_elem(&tracked, &tgid);

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "compiler.h"
 
 int cmd_track(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
@@ -19,7 +20,11 @@ int cmd_report(int argc, char **argv);
 /* Prints "memtrack: <fmt>\n" to stderr. */
 void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses "64", "64K", "16M", "1G"; returns 0 or -EINVAL. */
-int parse_size(const char *s, uint64_t *out);
+/*
+ * Parses "64", "64K", "16M", "1G" (also "16Mi", "16MiB", "64B"); returns 0,
+ * -EINVAL for anything else, or -ERANGE when the value does not fit 64 bits.
+ * @out is left alone on failure.
+ */
+MT_MUST_CHECK int parse_size(const char *s, uint64_t *out);
 
 #endif /* MEMTRACK_CLI_H */

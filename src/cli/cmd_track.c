@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "artifact.h"
+#include "bpf_abi.h"
 #include "cli.h"
 #include "loader.h"
 #include "memtrack.skel.h"
@@ -57,6 +58,10 @@ struct track_run {
 	struct spawn child;
 	int out_fd;
 	int status;			/* the root's wait status */
+	/* the poller's hook cannot print (STYLE §5): it keeps its first failure */
+	unsigned hook_failures;		/* processes it could not attach or untrack */
+	int hook_err;			/* the first failure, -errno */
+	pid_t hook_err_pid;		/* the process it concerned */
 	uint64_t events;		/* records that reached the artifact */
 	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases, for -v */
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
@@ -109,7 +114,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 
 	*o = (struct track_opts){
 		.allocators = true,
-		.ring_bytes = 2u << 20,
+		.ring_bytes = MT_RING_DEFAULT,
 		.pipe = { PIPELINE_DEFAULT_BATCH_BYTES, PIPELINE_DEFAULT_BATCHES,
 			  PIPELINE_DEFAULT_FLUSH_MS },
 	};
@@ -166,7 +171,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	o->argv = argv + optind;
 	/* after `--` the command is argv as given; a lone quoted string is shell */
-	o->shell = strcmp(argv[optind - 1], "--") && argc - optind == 1 &&
+	o->shell = strcmp(argv[optind - 1], "--") != 0 && argc - optind == 1 &&
 		   strpbrk(argv[optind], " \t\n|&;<>()$`\\\"'*?[]#~=%");
 	if (!o->wakeup_bytes)
 		o->wakeup_bytes = o->ring_bytes / 16;
@@ -234,6 +239,21 @@ static bool is_memtrack(const char *path)
 }
 
 /*
+ * Poller thread: remembers a failure of the hook for main to report once the
+ * pipeline is stopped.  A process that is already gone (-ESRCH, -ENOENT)
+ * needs nothing and is not a failure.
+ */
+static void hook_result(struct track_run *run, pid_t pid, int err)
+{
+	if (err >= 0 || err == -ESRCH || err == -ENOENT)
+		return;
+	if (!run->hook_failures++) {
+		run->hook_err = err;
+		run->hook_err_pid = pid;
+	}
+}
+
+/*
  * Poller thread: a parked task gets its allocator probes, then SIGCONT; an
  * exited process's probes are detached.
  */
@@ -254,13 +274,13 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 		probes_forget(run->probes, pid, false);
 		return;
 	}
-	if (h->type == MT_EXEC && f[0] != h->pid)
+	if (h->type == MT_EXEC && f[EXEC_OLD_PID] != h->pid)
 		probes_forget(run->probes, pid, true);
-	if (h->type == MT_EXEC && is_memtrack((const char *)(f + 1)))
-		loader_untrack_children(run->skel, pid);
+	if (h->type == MT_EXEC && is_memtrack((const char *)(f + EXEC_NFIELDS)))
+		hook_result(run, pid, loader_untrack_children(run->skel, pid));
 	if (h->type == MT_FORK)
-		pid = f[1];
-	probes_sync(run->probes, pid);
+		pid = f[FORK_CHILD];
+	hook_result(run, pid, probes_sync(run->probes, pid));
 	kill(pid, SIGCONT);
 }
 
@@ -324,7 +344,7 @@ static void install_signals(sigset_t *old)
  */
 static void wait_tree(struct track_run *run, const sigset_t *unblocked)
 {
-	struct timespec tick = { 0, 20 * 1000000 };
+	struct timespec tick = { 0, 20 * 1000000L };
 	bool root_done = false;
 
 	for (;;) {
@@ -382,13 +402,19 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 static int finish(struct track_run *run, struct mt_trailer *t)
 {
 	struct pipeline_stats ps;
-	int err;
+	int err, drops_err;
 
 	run->t_exited = mono_ns();
 	err = pipeline__stop(run->pipe, run->signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
 	pipeline__stats(run->pipe, &ps);
 	run->events = ps.events;
-	loader_read_drops(run->skel, t->dropped);
+	drops_err = loader_read_drops(run->skel, t->dropped);
+	if (drops_err)
+		die_msg("cannot read the kernel's drop counters: %s; the artifact may undercount lost events",
+			strerror(-drops_err));
+	if (run->hook_failures)
+		die_msg("could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
+			run->hook_failures, run->hook_err_pid, strerror(-run->hook_err));
 	t->exit_code = WIFEXITED(run->status) ? WEXITSTATUS(run->status) : -1;
 	t->exit_signal = WIFSIGNALED(run->status) ? WTERMSIG(run->status) : 0;
 	t->duration_ns = mono_ns() - run->hdr.start_ns;
@@ -425,6 +451,34 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 	return status;
 }
 
+/* Words a loader_open() failure as one line naming the fix; returns @buf. */
+static const char *loader_reason(enum loader_step step, int err, char *buf, size_t len)
+{
+	switch (step) {
+	case LOADER_BTF:
+		snprintf(buf, len, "this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+		break;
+	case LOADER_OPEN:
+		snprintf(buf, len, "cannot open the BPF object: %s", strerror(-err));
+		break;
+	case LOADER_LOAD:
+		if (err == -EPERM)
+			snprintf(buf, len, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-err));
+		else
+			snprintf(buf, len, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-err));
+		break;
+	case LOADER_ATTACH:
+		snprintf(buf, len, "cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)", strerror(-err));
+		break;
+	}
+	return buf;
+}
+
+/*
+ * Loads the BPF side and creates the writer, the probe registry and the
+ * pipeline.  Returns 0, or -errno with a one-line message in @err (what was
+ * created is freed by the caller's cleanup).
+ */
 static int setup(struct track_run *run, char *err, size_t errlen)
 {
 	struct loader_opts lo = {
@@ -434,29 +488,40 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.physical = run->o->physical,
 		.verbose = run->o->verbose,
 	};
+	enum loader_step step;
+	int ret;
 
-	run->skel = loader_open(&lo, err, errlen);
-	if (!run->skel)
-		return -1;
+	ret = loader_open(&lo, &run->skel, &step);
+	if (lo.physical_err)
+		die_msg("--physical is not available on this kernel (%s); recording without it",
+			loader_reason(lo.physical_step, lo.physical_err, err, errlen));
+	if (ret) {
+		loader_reason(step, ret, err, errlen);
+		return ret;
+	}
 	run->o->physical = lo.physical;
 	fill_header(&run->hdr, run->o);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {
-		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", run->o->output, strerror(errno));
-		return -1;
+		ret = -errno;
+		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", run->o->output, strerror(-ret));
+		return ret;
 	}
 	if (run->o->allocators) {
 		run->probes = probes__new(run->skel);
 		if (!run->probes) {
 			snprintf(err, errlen, "out of memory");
-			return -1;
+			return -ENOMEM;
 		}
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
-	if (!run->pipe || pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
-						     bpf_map__fd(run->skel->maps.ctl_events))) {
-		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(errno));
-		return -1;
+	ret = !run->pipe ? -errno
+			 : pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
+						  bpf_map__fd(run->skel->maps.ctl_events));
+	if (ret) {
+		/* pthread_create's code, or libbpf's: errno may be stale */
+		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(-ret));
+		return ret;
 	}
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <linux/types.h>
 #include "event.h"
+#include "compiler.h"
 
 #define MT_CMDLINE_MAX 4096
 
@@ -86,7 +87,7 @@ int mt_writer__flush(struct mt_writer *w);
  * in by the writer (its own counts); the rest is taken from @t.  Returns the
  * first error the writer ever met, or 0.
  */
-int mt_writer__finish(struct mt_writer *w, const struct mt_trailer *t);
+MT_MUST_CHECK int mt_writer__finish(struct mt_writer *w, const struct mt_trailer *t);
 
 void mt_writer__stats(const struct mt_writer *w, struct mt_writer_stats *st);
 
@@ -110,7 +111,7 @@ struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen);
  * negative return mt_reader__error() says what and at which file offset.
  * Memory use does not depend on the file's length.
  */
-int mt_reader__next(struct mt_reader *r, struct mt_event *ev);
+MT_MUST_CHECK int mt_reader__next(struct mt_reader *r, struct mt_event *ev);
 
 const struct mt_header *mt_reader__header(const struct mt_reader *r);
 

@@ -360,7 +360,7 @@ static int read_frame(struct mt_reader *r)
 		return truncated(r, "no trailer");
 	if (n < MT_FRAME_HDR_LEN)
 		return truncated(r, "inside a frame header");
-	if (memcmp(hb, MT_FRAME_MAGIC, 4))
+	if (memcmp(hb, MT_FRAME_MAGIC, 4) != 0)
 		return corrupt(r, start, "bad frame magic");
 	if (mt_get_le32(hb + MT_FRAME_OFF_HDR_CRC) != mt_crc32(hb, MT_FRAME_OFF_HDR_CRC))
 		return corrupt(r, start, "frame header checksum mismatch");
@@ -578,7 +578,7 @@ static int read_header(struct mt_reader *r, char *err, size_t errlen)
 		set_err(err, errlen, "%s", strerror((int)-n));
 		return (int)n;
 	}
-	if (memcmp(pre, MT_FILE_MAGIC, (size_t)n < MT_FILE_MAGIC_LEN ? (size_t)n : MT_FILE_MAGIC_LEN)) {
+	if (memcmp(pre, MT_FILE_MAGIC, (size_t)n < MT_FILE_MAGIC_LEN ? (size_t)n : MT_FILE_MAGIC_LEN) != 0) {
 		set_err(err, errlen, "not a memtrack artifact (bad magic)");
 		return -EBADMSG;
 	}

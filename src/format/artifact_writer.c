@@ -35,7 +35,7 @@
 /* Header body: the command line plus a few short keys and numbers. */
 #define HEADER_BODY_CAP (MT_CMDLINE_MAX + 1024)
 /* Trailer body: 2 keys per type plus a few, each well under 64 bytes. */
-#define TRAILER_BODY_CAP (64 * (2 * MT_TYPE_MAX + 8))
+#define TRAILER_BODY_CAP ((size_t)64 * (2 * MT_TYPE_MAX + 8))
 
 struct mt_writer {
 	int fd;			/* borrowed */

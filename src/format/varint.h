@@ -65,8 +65,12 @@ static inline int mt_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t
  * either sign make short varints. */
 static inline uint64_t mt_zigzag_encode(int64_t v)
 {
-	/* the shift is done unsigned: left-shifting a negative int is UB */
-	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+	/*
+	 * Both shifts are done unsigned: left-shifting a negative int is UB,
+	 * right-shifting one implementation-defined; 0 - sign is all ones
+	 * for a negative v.
+	 */
+	return ((uint64_t)v << 1) ^ (0 - ((uint64_t)v >> 63));
 }
 
 static inline int64_t mt_zigzag_decode(uint64_t u)

@@ -144,7 +144,8 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 	p->epoll_fd = -1;
 	p->full = queue__new(p->opts.batches);
 	p->empty = queue__new(p->opts.batches);
-	p->all = calloc(p->opts.batches, sizeof(*p->all));
+	/* an array of batch pointers: sizeof(pointer) is meant */
+	p->all = calloc(p->opts.batches, sizeof(*p->all)); // NOLINT(bugprone-sizeof-expression)
 	p->keys = calloc(p->opts.batch_bytes / sizeof(struct mt_rec_hdr) + 1, sizeof(*p->keys));
 	if (!p->full || !p->empty || !p->all || !p->keys)
 		goto fail;

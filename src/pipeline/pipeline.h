@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <linux/types.h>
 #include "event.h"
+#include "compiler.h"
 
 struct mt_writer;
 struct pipeline;
@@ -86,7 +87,7 @@ int pipeline_flush(struct pipeline *p, enum flush_cause cause);
  * (the control ring of parking records; -1 for none), with all signals
  * blocked.  Returns 0 or -errno.
  */
-int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd);
+MT_MUST_CHECK int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd);
 
 /*
  * Stops the pipeline: the poller (if any) reads the ring buffer to empty,

@@ -27,30 +27,11 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "bpf_abi.h"
 #include "memtrack.skel.h"
 #include "probes.h"
 #include "schema.h"
 #include "symbols.h"
-
-/* BPF_TRACE_UPROBE_MULTI (kernel 6.6), newer than Debian 12's UAPI headers. */
-#define MT_BPF_TRACE_UPROBE_MULTI 48
-#define MT_BPF_F_UPROBE_MULTI_RETURN 1u
-
-/* The link_create part of union bpf_attr, as the kernel lays it out. */
-struct uprobe_multi_attr {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 umflags;
-	__u32 pid;
-	__u32 pad[5];
-};
 
 #define MAX_FILES_PER_PROC 16
 
@@ -107,7 +88,8 @@ static struct file_info *file_lookup(struct probes *p, const char *path, dev_t d
 	fi = calloc(1, sizeof(*fi));
 	if (!fi)
 		return NULL;
-	grown = realloc(p->files, (p->nfiles + 1) * sizeof(*grown));
+	/* an array of pointers: sizeof(pointer) is meant */
+	grown = realloc(p->files, (p->nfiles + 1) * sizeof(*grown)); // NOLINT(bugprone-sizeof-expression)
 	if (!grown) {
 		free(fi);
 		return NULL;
@@ -161,7 +143,7 @@ static int link_uprobe_multi(struct probes *p, struct proc_links *pl, struct bpf
 			     const char *path, const uint64_t *offsets, const uint64_t *cookies,
 			     unsigned n, bool ret)
 {
-	struct uprobe_multi_attr attr;
+	struct mt_uprobe_multi_attr attr;
 	int fd, err;
 
 	memset(&attr, 0, sizeof(attr));

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "compiler.h"
 
 struct memtrack_bpf;
 struct probes;
@@ -34,7 +35,7 @@ struct probes *probes__new(struct memtrack_bpf *skel);
  * Attaches the allocator probes @pid still lacks.  Returns the number of
  * probes attached, or -errno (-ESRCH when the process is gone).
  */
-int probes_sync(struct probes *p, pid_t pid);
+MT_MUST_CHECK int probes_sync(struct probes *p, pid_t pid);
 
 /*
  * Forgets everything attached for @pid.  Links of an exited process are

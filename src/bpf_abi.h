@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * maps.bpf.h - value types and default sizes of the shared maps, included by
- * ring.bpf.c (which defines the maps) and common.bpf.h (which declares them
- * extern), so the two definitions cannot drift apart.
+ * bpf_abi.h - what the BPF programs and userspace must agree on besides the
+ * record layout (event.h): value types, flags and default sizes of the
+ * shared maps, and the uprobe-multi link attributes.  Included by ring.bpf.c
+ * (which defines the maps), common.bpf.h (which declares them extern) and
+ * userspace (loader.c, probes.c), so no side re-types them.
+ *
+ * Like event.h it includes nothing and uses only __u32/__u64.
  */
-#ifndef MEMTRACK_MAPS_BPF_H
-#define MEMTRACK_MAPS_BPF_H
+#ifndef MEMTRACK_BPF_ABI_H
+#define MEMTRACK_BPF_ABI_H
 
 #define MT_RING_DEFAULT (2u << 20) /* bytes; a power-of-two multiple of the page size */
 /*
@@ -31,7 +35,6 @@ struct tracked_proc {
 	__u32 flags; /* MT_PROC_* */
 };
 
-#define MT_MAX_CPUS 512		    /* per-CPU counters are summed over at most this many */
 #define MT_MAX_MMS 16384		    /* address spaces of the tree alive at once */
 
 /*
@@ -47,4 +50,28 @@ struct mm_owner {
 	__u64 last[4];	   /* counters (pages) last reported, by MM_* index */
 };
 
-#endif /* MEMTRACK_MAPS_BPF_H */
+/*
+ * uprobe-multi links (kernel 6.6) are newer than Debian 12's UAPI headers
+ * and libbpf 1.1, so probes.c issues BPF_LINK_CREATE itself.  This is the
+ * link_create part of union bpf_attr; ring.bpf.c checks every offset and
+ * constant against the kernel's own definitions in vmlinux.h.
+ */
+#define MT_BPF_TRACE_UPROBE_MULTI 48	   /* enum bpf_attach_type */
+#define MT_BPF_F_UPROBE_MULTI_RETURN 1u	   /* uprobe_multi.flags: return probes */
+
+struct mt_uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;	/* MT_BPF_TRACE_UPROBE_MULTI */
+	__u32 flags;
+	__u64 path;		/* const char * */
+	__u64 offsets;		/* const __u64 *, cnt of them */
+	__u64 ref_ctr_offsets;	/* NULL: none */
+	__u64 cookies;		/* const __u64 *, cnt of them */
+	__u32 cnt;
+	__u32 umflags;		/* MT_BPF_F_UPROBE_MULTI_* */
+	__u32 pid;		/* only this process traps */
+	__u32 pad[5];		/* zero: the rest of union bpf_attr's link_create */
+};
+
+#endif /* MEMTRACK_BPF_ABI_H */
