@@ -103,7 +103,7 @@ static __always_inline void mmap_exit(const struct sys_args *a, long ret)
 	r->f[3] = a->a[3];
 	r->f[4] = (__u64)(__s64)(int)a->a[4];
 	r->f[5] = a->a[5];
-	if (park && !bpf_send_signal(SIGSTOP))
+	if (park && park_process(NULL, r->h.pid))
 		r->h.fn = MT_REC_PARKED;
 	rec_submit(r, park);
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -196,6 +197,37 @@ static bool has_bpf_caps(void)
 	return (eff & sys_admin) || ((eff & perfmon) && (eff & bpf));
 }
 
+/*
+ * The BPF side sees global pids, and memtrack resumes, reads /proc of and
+ * waits for the tree's processes by pid: inside a PID namespace of its own
+ * those are other numbers.  PROC_PID_INIT_INO (include/linux/proc_ns.h) is
+ * the initial namespace's inode number.
+ */
+static bool in_initial_pid_ns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) || st.st_ino == 0xEFFFFFFCu;
+}
+
+/*
+ * Every probed process holds a few link fds while it lives: raise the soft
+ * fd limit to the hard one (the command gets its own limit back, see
+ * spawn.c).  Returns the soft limit memtrack started with, 0 if unknown.
+ */
+static rlim_t raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t old;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	old = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	return old;
+}
+
 static void join_argv(char *dst, size_t len, char **argv)
 {
 	size_t used = 0;
@@ -261,7 +293,7 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	if (h->type == MT_FORK)
 		pid = f[1];
 	probes_sync(run->probes, pid);
-	kill(pid, SIGCONT);
+	loader_resume(run->skel, pid);
 }
 
 static int open_output(struct track_run *run)
@@ -385,6 +417,8 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	int err;
 
 	run->t_exited = mono_ns();
+	/* what the poller has not resumed by now runs on untracked */
+	loader_stop_parking(run->skel);
 	err = pipeline__stop(run->pipe, run->signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
 	pipeline__stats(run->pipe, &ps);
 	run->events = ps.events;
@@ -469,6 +503,7 @@ static void teardown(struct track_run *run)
 {
 	uint64_t t0 = mono_ns(), t1;
 
+	loader_stop_parking(run->skel);
 	probes__free(run->probes);
 	t1 = mono_ns();
 	loader_close(run->skel);
@@ -494,10 +529,15 @@ int cmd_track(int argc, char **argv)
 		die_msg("memtrack needs root (or CAP_BPF and CAP_PERFMON) to load its BPF programs; run it with sudo");
 		return 1;
 	}
+	if (!in_initial_pid_ns()) {
+		die_msg("memtrack cannot run inside a PID namespace (its BPF side sees the host's pids); run it outside and put the namespace inside the command: memtrack track -- unshare -fp --mount-proc CMD");
+		return 1;
+	}
 	if (!o.shell && spawn_resolve(o.argv[0], path, sizeof(path))) {
 		die_msg("command not found: %s; check the name or give its full path", o.argv[0]);
 		return 127;
 	}
+	run.child.nofile = raise_fd_limit();
 	if (open_output(&run))
 		return 1;
 	if (setup(&run, err, sizeof(err)))

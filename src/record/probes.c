@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,12 @@ struct proc_links {
 
 struct probes {
 	struct memtrack_bpf *skel;	/* borrowed */
-	struct proc_links graveyard;	/* links of exited processes, destroyed at the end */
+	pthread_mutex_t lock;		/* guards graveyard and stop */
+	pthread_cond_t wake;		/* graveyard got links, or stop */
+	struct proc_links graveyard;	/* links of exited processes, for the closer */
+	bool stop;			/* the closer finishes the graveyard and ends */
+	bool closer_started;
+	pthread_t closer;		/* closes the graveyard's links */
 	struct file_info **files;	/* owned, with their elements */
 	unsigned nfiles;
 	struct proc_links *procs;	/* owned */
@@ -87,12 +93,23 @@ static uint64_t now_ns(void)
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+static void *closer_main(void *arg);
+
 struct probes *probes__new(struct memtrack_bpf *skel)
 {
 	struct probes *p = calloc(1, sizeof(*p));
+	sigset_t all, old;
 
-	if (p)
-		p->skel = skel;
+	if (!p)
+		return NULL;
+	p->skel = skel;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->wake, NULL);
+	/* signals are main's (STYLE.md §8); without the thread, links close at the end */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	p->closer_started = !pthread_create(&p->closer, NULL, closer_main, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return p;
 }
 
@@ -283,6 +300,20 @@ static bool exec_file_mapping(const char *line, char *path, size_t len)
 	return true;
 }
 
+/*
+ * Sorts a failed sync: a process that is gone (killed while parked) lost
+ * nothing; any other failure (no fd left, no memory) left a live process
+ * without probes, which is lost data.  Returns -ESRCH or @err.
+ */
+static int gone_or_lost(struct probes *p, int err)
+{
+	if (err == -ENOENT || err == -ESRCH)
+		return -ESRCH;
+	p->stats.lost++;
+	p->stats.last_error = -err;
+	return err;
+}
+
 /* The dynamic loader (ld-linux-x86-64.so.2, ld-musl-x86_64.so.1 ...). */
 static bool is_dynamic_loader(const char *path)
 {
@@ -301,7 +332,7 @@ struct pending_file {
 
 /*
  * Reads @pid's executable file mappings into @out: the allocator files @pl
- * has not attached yet.  Returns how many, or -ESRCH.
+ * has not attached yet.  Returns how many, or -errno (fopen of its maps).
  */
 static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 			 struct pending_file *out, unsigned max, bool *dynamic)
@@ -313,7 +344,7 @@ static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 	snprintf(maps_path, sizeof(maps_path), "/proc/%d/maps", pid);
 	maps = fopen(maps_path, "re");
 	if (!maps)
-		return -ESRCH;
+		return -errno; /* ENOENT/ESRCH: gone; EMFILE...: see gone_or_lost() */
 	while (n < max && fgets(line, sizeof(line), maps)) {
 		struct file_info *fi;
 		struct stat st;
@@ -378,6 +409,8 @@ int probes_sync(struct probes *p, pid_t pid)
 	}
 out:
 	free(files);
+	if (total < 0)
+		total = gone_or_lost(p, total);
 	p->stats.sync_ns += now_ns() - start;
 	return total;
 }
@@ -425,17 +458,49 @@ static void destroy_links_parallel(int *links, unsigned n)
 			pthread_join(tid[t], NULL);
 }
 
-/* Moves @pl's links to the graveyard (no waiting on the poller thread). */
+/*
+ * Closer thread: closes the graveyard's links in batches, off the poller
+ * thread, so an exited process's fds and probes go within a grace period or
+ * two instead of at the end of the run (a fork storm would otherwise pile
+ * up thousands of fds: the fd limit, and a killed memtrack that the kernel
+ * takes a minute to reap, closing them one grace period at a time).
+ */
+static void *closer_main(void *arg)
+{
+	struct probes *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct proc_links batch;
+
+		while (!p->graveyard.nlinks && !p->stop)
+			pthread_cond_wait(&p->wake, &p->lock);
+		if (!p->graveyard.nlinks)
+			break;
+		batch = p->graveyard;
+		memset(&p->graveyard, 0, sizeof(p->graveyard));
+		pthread_mutex_unlock(&p->lock);
+		destroy_links_parallel(batch.links, batch.nlinks);
+		free(batch.links);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Hands @pl's links to the closer thread (no waiting on the poller thread). */
 static void bury(struct probes *p, struct proc_links *pl)
 {
-	for (unsigned i = 0; i < pl->nlinks; i++) {
-		int err = push_link(&p->graveyard, pl->links[i]);
+	unsigned i;
 
-		if (err) { /* no room: pay the grace period now */
-			destroy_links_parallel(pl->links + i, pl->nlinks - i);
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < pl->nlinks; i++)
+		if (push_link(&p->graveyard, pl->links[i]))
 			break;
-		}
-	}
+	pthread_cond_signal(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+	if (i < pl->nlinks) /* no room: pay the grace period now */
+		destroy_links_parallel(pl->links + i, pl->nlinks - i);
 	free(pl->links);
 	pl->links = NULL;
 	pl->nlinks = pl->cap = 0;
@@ -467,8 +532,16 @@ void probes__free(struct probes *p)
 		return;
 	for (unsigned i = 0; i < p->nprocs; i++)
 		bury(p, &p->procs[i]);
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_signal(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+	if (p->closer_started)
+		pthread_join(p->closer, NULL);
 	destroy_links_parallel(p->graveyard.links, p->graveyard.nlinks);
 	free(p->graveyard.links);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->wake);
 	for (unsigned i = 0; i < p->nfiles; i++)
 		free(p->files[i]);
 	free(p->procs);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -94,6 +95,14 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 
 	/* the command starts as it would without memtrack */
 	sigprocmask(SIG_SETMASK, mask, NULL);
+	if (sp->nofile) {
+		struct rlimit rl;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+			rl.rlim_cur = sp->nofile;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 	/* parked until memtrack has registered this pid */
 	if (read(wait_fd, &c, 1) != 1)
 		_exit(127);
