@@ -19,6 +19,13 @@ int cmd_report(int argc, char **argv);
 /* Prints "memtrack: <fmt>\n" to stderr. */
 void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * Flushes and closes stdout.  Returns 0, or 1 after printing one line that
+ * names @what ("events", "report") when any write to stdout failed (a full
+ * disk, /dev/full, a closed pipe).
+ */
+int close_stdout(const char *what);
+
 /* Parses "64", "64K", "16M", "1G"; returns 0 or -EINVAL. */
 int parse_size(const char *s, uint64_t *out);
 

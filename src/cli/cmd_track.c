@@ -57,10 +57,13 @@ struct track_run {
 	struct mt_header hdr;
 	struct spawn child;
 	int out_fd;
+	char tmp_path[4096];		/* the artifact until it is renamed to o->output */
+	bool placed;			/* renamed: the artifact is at o->output */
 	int status;			/* the root's wait status */
 	uint64_t events;		/* records that reached the artifact */
 	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases, for -v */
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
+	int unprobed_errno;		/* why the last process went unprobed, 0 if none did */
 };
 
 enum { OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP };
@@ -126,8 +129,9 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case OPT_PHYSICAL: o->physical = true; break;
 		case OPT_ALLOW_DROPS: o->allow_drops = true; break;
 		case OPT_RING:
-			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096) {
-				die_msg("invalid --ring-size '%s'; give a power of two of at least 4096, e.g. 16M", optarg);
+			/* the kernel takes a map size in 32 bits: 2G at most */
+			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096 || v > (1ull << 31)) {
+				die_msg("invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M", optarg);
 				return 2;
 			}
 			o->ring_bytes = v;
@@ -296,10 +300,20 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	loader_resume(run->skel, pid);
 }
 
+/*
+ * Creates the artifact as a temporary file next to the -o path (so it is
+ * checked writable before the command runs); place_output() renames it into
+ * place once the command runs.  memtrack only ever removes or replaces what
+ * it created in this run: an existing -o that is not a regular file (a
+ * device node, a symbolic link, a FIFO, a directory) is refused.  Returns 0,
+ * 1 (failure) or 2 (usage error), already reported.
+ */
 static int open_output(struct track_run *run)
 {
 	static char def[512];
-	const char *base;
+	const char *base, *slash;
+	struct stat st;
+	mode_t mask;
 	uid_t uid;
 	gid_t gid;
 
@@ -310,16 +324,52 @@ static int open_output(struct track_run *run)
 			 (int)strcspn(base, " \t|&;<>"), base, getpid());
 		run->o->output = def;
 	}
-	run->out_fd = open(run->o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (!lstat(run->o->output, &st) && !S_ISREG(st.st_mode)) {
+		die_msg("'%s' exists and is not a regular file (%s); memtrack replaces only regular files: choose another path with -o",
+			run->o->output, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+		return 2;
+	}
+	slash = strrchr(run->o->output, '/');
+	base = slash ? slash + 1 : run->o->output;
+	if (!*base || snprintf(run->tmp_path, sizeof(run->tmp_path), "%.*s.%s.XXXXXX",
+			       slash ? (int)(slash - run->o->output + 1) : 0, run->o->output,
+			       base) >= (int)sizeof(run->tmp_path)) {
+		die_msg("invalid output path '%s'; give a file name with -o", run->o->output);
+		return 2;
+	}
+	run->out_fd = mkostemp(run->tmp_path, O_CLOEXEC);
 	if (run->out_fd < 0) {
+		run->tmp_path[0] = 0;
 		die_msg("cannot write '%s': %s; choose a writable path with -o", run->o->output,
 			strerror(errno));
-		return -errno;
+		return 1;
+	}
+	mask = umask(0);
+	umask(mask);
+	if (fchmod(run->out_fd, 0666 & ~mask)) {
+		/* stays 0600: readable by its owner, which is enough */
 	}
 	if (sudo_invoker(&uid, &gid) && fchown(run->out_fd, uid, gid)) {
 		/* the artifact stays root's; not worth failing the run for */
 	}
 	return 0;
+}
+
+/* Moves the artifact to the -o path.  Returns 0 or -errno. */
+static int place_output(struct track_run *run)
+{
+	if (rename(run->tmp_path, run->o->output))
+		return -errno;
+	run->placed = true;
+	return 0;
+}
+
+/* Removes the artifact of a run that recorded nothing (it is ours). */
+static void discard_output(struct track_run *run)
+{
+	if (!run->placed && run->tmp_path[0])
+		unlink(run->tmp_path);
+	run->tmp_path[0] = 0;
 }
 
 /* A signal to forward (SIGINT, SIGTERM, SIGHUP); SIGCHLD only wakes pselect. */
@@ -405,9 +455,9 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
 		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
 		(run->t_finished - run->t_exited) / 1e6);
-	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %.1f ms attaching\n",
+	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %llu processes unprobed, %.1f ms attaching\n",
 		(unsigned long long)pr.syncs, (unsigned long long)pr.links,
-		(unsigned long long)pr.failures, pr.sync_ns / 1e6);
+		(unsigned long long)pr.failures, (unsigned long long)pr.lost, pr.sync_ns / 1e6);
 }
 
 /* Drains the pipeline and writes the trailer; returns 0 or -errno. */
@@ -423,6 +473,13 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	pipeline__stats(run->pipe, &ps);
 	run->events = ps.events;
 	loader_read_drops(run->skel, t->dropped);
+	if (run->probes) {
+		struct probes_stats pr;
+
+		probes__stats(run->probes, &pr);
+		t->unprobed = pr.lost;
+		run->unprobed_errno = pr.last_error;
+	}
 	t->exit_code = WIFEXITED(run->status) ? WEXITSTATUS(run->status) : -1;
 	t->exit_signal = WIFSIGNALED(run->status) ? WTERMSIG(run->status) : 0;
 	t->duration_ns = mono_ns() - run->hdr.start_ns;
@@ -447,16 +504,24 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 {
 	uint64_t drops = total_drops(t), events = run->events;
 	int status = exit_status_of(run->status);
+	char unprobed[64] = "";
 
+	if (t->unprobed)
+		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
+			 (unsigned long long)t->unprobed);
 	if (!run->o->quiet)
-		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost, command exited with %d\n",
-			run->o->output, (unsigned long long)events, (unsigned long long)drops, status);
-	if (drops && !run->o->allow_drops) {
+		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost%s, command exited with %d\n",
+			run->o->output, (unsigned long long)events, (unsigned long long)drops, unprobed,
+			status);
+	if (run->o->allow_drops)
+		return status;
+	if (t->unprobed)
+		die_msg("%llu processes ran without allocator probes (attaching failed: %s), their heap calls are missing; raise the fd limit (ulimit -Hn) or pass --allow-drops to keep the command's exit status",
+			(unsigned long long)t->unprobed, strerror(run->unprobed_errno));
+	if (drops)
 		die_msg("%llu events were lost (ring buffer full); rerun with a larger --ring-size, or pass --allow-drops to keep the command's exit status",
 			(unsigned long long)drops);
-		return 1;
-	}
-	return status;
+	return drops || t->unprobed ? 1 : status;
 }
 
 static int setup(struct track_run *run, char *err, size_t errlen)
@@ -533,13 +598,19 @@ int cmd_track(int argc, char **argv)
 		die_msg("memtrack cannot run inside a PID namespace (its BPF side sees the host's pids); run it outside and put the namespace inside the command: memtrack track -- unshare -fp --mount-proc CMD");
 		return 1;
 	}
-	if (!o.shell && spawn_resolve(o.argv[0], path, sizeof(path))) {
+	ret = o.shell ? 0 : spawn_resolve(o.argv[0], path, sizeof(path));
+	if (ret == -ENOENT) {
 		die_msg("command not found: %s; check the name or give its full path", o.argv[0]);
 		return 127;
 	}
+	if (ret) { /* like a shell: found but cannot run, 126 */
+		die_msg("cannot run %s: %s; give an executable file", o.argv[0], strerror(-ret));
+		return 126;
+	}
 	run.child.nofile = raise_fd_limit();
-	if (open_output(&run))
-		return 1;
+	ret = open_output(&run);
+	if (ret)
+		return ret;
 	if (setup(&run, err, sizeof(err)))
 		goto fail_setup;
 	install_signals(&old);
@@ -552,13 +623,20 @@ int cmd_track(int argc, char **argv)
 	}
 	exec_err = spawn_release(&run.child);
 	if (exec_err) {
-		/* like a shell: 127, and no artifact of a command that never ran */
+		/* like a shell: 127 or 126, and no artifact of a command that never ran */
 		die_msg("cannot run %s: %s; check the file and its interpreter (#! line)", o.argv[0],
 			strerror(-exec_err));
 		waitpid(run.child.pid, NULL, 0);
-		unlink(o.output);
-		ret = 127;
+		discard_output(&run);
+		ret = exec_err == -ENOENT ? 127 : 126;
 		goto out;
+	}
+	ret = place_output(&run);
+	if (ret) {
+		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first", run.tmp_path,
+			o.output, strerror(-ret));
+		o.output = run.tmp_path;
+		run.placed = true;
 	}
 	wait_tree(&run, &old);
 	ret = finish(&run, &trailer);
@@ -572,7 +650,7 @@ int cmd_track(int argc, char **argv)
 
 fail_setup:
 	die_msg("%s", err);
-	unlink(o.output); /* nothing ran: leave nothing half-written */
+	discard_output(&run); /* nothing ran: leave nothing half-written */
 	ret = 1;
 out:
 	pipeline__free(run.pipe);

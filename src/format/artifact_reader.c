@@ -296,6 +296,9 @@ static int trailer_kv(void *ctx, const char *key, const char *val)
 	} else if (!strcmp(key, "frames")) {
 		err = parse_u64(val, UINT64_MAX, &u);
 		t->frames = u;
+	} else if (!strcmp(key, "unprobed")) {
+		err = parse_u64(val, UINT64_MAX, &u);
+		t->unprobed = u;
 	}
 	if (err) {
 		c->bad_key = key;

@@ -176,7 +176,9 @@ static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err
 	}
 	ret = memtrack_bpf__load(skel);
 	if (ret) {
-		if (ret == -EPERM)
+		if (ret == -ENOMEM)
+			snprintf(err, errlen, "not enough memory for memtrack's BPF maps (a %llu-byte ring buffer); choose a smaller --ring-size", (unsigned long long)o->ring_bytes);
+		else if (ret == -EPERM)
 			snprintf(err, errlen, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-ret));
 		else
 			snprintf(err, errlen, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-ret));

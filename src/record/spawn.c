@@ -22,7 +22,7 @@ static int check_exec(const char *path)
 	if (stat(path, &st))
 		return -errno;
 	if (S_ISDIR(st.st_mode))
-		return -EACCES;
+		return -EISDIR;
 	return access(path, X_OK) ? -errno : 0;
 }
 
@@ -44,7 +44,7 @@ int spawn_resolve(const char *file, char *path, size_t len)
 		err = check_exec(path);
 		if (!err)
 			break;
-		if (err != -EACCES)
+		if (err != -EACCES) /* a directory on PATH is skipped, as by a shell */
 			err = -ENOENT;
 	}
 	free(dirs);

@@ -23,7 +23,8 @@ struct spawn {
 
 /*
  * Resolves @argv[0] like a shell would (PATH search unless it has a '/').
- * Returns 0, or -ENOENT (not found), -EACCES (not executable).
+ * Returns 0, or -ENOENT (not found), -EACCES (not executable), -EISDIR (a
+ * path naming a directory).
  */
 int spawn_resolve(const char *file, char *path, size_t len);
 
