@@ -54,6 +54,23 @@ struct uprobe_multi_attr {
 };
 
 #define MAX_FILES_PER_PROC 16
+/*
+ * Closer threads.  Each close of a uprobe-multi link blocks its thread for
+ * an RCU-tasks-trace grace period (tens of ms, more on a busy machine);
+ * concurrent closes share grace periods.  With enough of them, a link
+ * leaves memtrack's fd table as soon as its process exits, so a killed
+ * memtrack (whose fds the kernel then closes one grace period at a time)
+ * holds little more than the links of live processes.
+ */
+#define CLOSERS 16
+#define CLOSER_STACK (64u << 10)
+/*
+ * Links waiting for a closer, at most.  Closing competes with attaching for
+ * the kernel's uprobe locks, so a fork storm can make links faster than they
+ * close: past this, the poller waits (the storm's parked processes with it),
+ * and a killed memtrack leaves the kernel few links to close.
+ */
+#define GRAVEYARD_MAX 64
 
 struct file_info {
 	dev_t dev;
@@ -74,10 +91,11 @@ struct probes {
 	struct memtrack_bpf *skel;	/* borrowed */
 	pthread_mutex_t lock;		/* guards graveyard and stop */
 	pthread_cond_t wake;		/* graveyard got links, or stop */
+	pthread_cond_t drained;		/* a closer took a link */
 	struct proc_links graveyard;	/* links of exited processes, for the closer */
-	bool stop;			/* the closer finishes the graveyard and ends */
-	bool closer_started;
-	pthread_t closer;		/* closes the graveyard's links */
+	bool stop;			/* the closers end (probes__free closes the rest) */
+	unsigned nclosers;		/* closer threads started */
+	pthread_t closer[CLOSERS];	/* each closes one graveyard link at a time */
 	struct file_info **files;	/* owned, with their elements */
 	unsigned nfiles;
 	struct proc_links *procs;	/* owned */
@@ -98,6 +116,7 @@ static void *closer_main(void *arg);
 struct probes *probes__new(struct memtrack_bpf *skel)
 {
 	struct probes *p = calloc(1, sizeof(*p));
+	pthread_attr_t attr;
 	sigset_t all, old;
 
 	if (!p)
@@ -105,10 +124,16 @@ struct probes *probes__new(struct memtrack_bpf *skel)
 	p->skel = skel;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->wake, NULL);
-	/* signals are main's (STYLE.md §8); without the thread, links close at the end */
+	pthread_cond_init(&p->drained, NULL);
+	/* signals are main's (STYLE.md §8); without closers, links close at the end */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	p->closer_started = !pthread_create(&p->closer, NULL, closer_main, p);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, CLOSER_STACK);
+	while (p->nclosers < CLOSERS &&
+	       !pthread_create(&p->closer[p->nclosers], &attr, closer_main, p))
+		p->nclosers++;
+	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return p;
 }
@@ -459,36 +484,31 @@ static void destroy_links_parallel(int *links, unsigned n)
 }
 
 /*
- * Closer thread: closes the graveyard's links in batches, off the poller
- * thread, so an exited process's fds and probes go within a grace period or
- * two instead of at the end of the run (a fork storm would otherwise pile
- * up thousands of fds: the fd limit, and a killed memtrack that the kernel
- * takes a minute to reap, closing them one grace period at a time).
+ * Closer thread: closes graveyard links one at a time, off the poller
+ * thread, as they come (see CLOSERS).  Ends when p->stop is set.
  */
 static void *closer_main(void *arg)
 {
 	struct probes *p = arg;
+	int link;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		struct proc_links batch;
-
 		while (!p->graveyard.nlinks && !p->stop)
 			pthread_cond_wait(&p->wake, &p->lock);
-		if (!p->graveyard.nlinks)
+		if (p->stop)
 			break;
-		batch = p->graveyard;
-		memset(&p->graveyard, 0, sizeof(p->graveyard));
+		link = p->graveyard.links[--p->graveyard.nlinks];
+		pthread_cond_signal(&p->drained);
 		pthread_mutex_unlock(&p->lock);
-		destroy_links_parallel(batch.links, batch.nlinks);
-		free(batch.links);
+		close(link);
 		pthread_mutex_lock(&p->lock);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
-/* Hands @pl's links to the closer thread (no waiting on the poller thread). */
+/* Hands @pl's links to the closer threads (no waiting on the poller thread). */
 static void bury(struct probes *p, struct proc_links *pl)
 {
 	unsigned i;
@@ -497,7 +517,9 @@ static void bury(struct probes *p, struct proc_links *pl)
 	for (i = 0; i < pl->nlinks; i++)
 		if (push_link(&p->graveyard, pl->links[i]))
 			break;
-	pthread_cond_signal(&p->wake);
+	pthread_cond_broadcast(&p->wake);
+	while (p->nclosers && !p->stop && p->graveyard.nlinks > GRAVEYARD_MAX)
+		pthread_cond_wait(&p->drained, &p->lock);
 	pthread_mutex_unlock(&p->lock);
 	if (i < pl->nlinks) /* no room: pay the grace period now */
 		destroy_links_parallel(pl->links + i, pl->nlinks - i);
@@ -530,18 +552,20 @@ void probes__free(struct probes *p)
 {
 	if (!p)
 		return;
-	for (unsigned i = 0; i < p->nprocs; i++)
-		bury(p, &p->procs[i]);
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
-	pthread_cond_signal(&p->wake);
+	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->lock);
-	if (p->closer_started)
-		pthread_join(p->closer, NULL);
+	for (unsigned i = 0; i < p->nclosers; i++)
+		pthread_join(p->closer[i], NULL);
+	for (unsigned i = 0; i < p->nprocs; i++)
+		bury(p, &p->procs[i]);
+	/* the rest together: their grace periods overlap */
 	destroy_links_parallel(p->graveyard.links, p->graveyard.nlinks);
 	free(p->graveyard.links);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->wake);
+	pthread_cond_destroy(&p->drained);
 	for (unsigned i = 0; i < p->nfiles; i++)
 		free(p->files[i]);
 	free(p->procs);

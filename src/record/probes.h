@@ -9,8 +9,8 @@
  *
  * THREAD NOTES: only the poller thread calls into this module once the
  * pipeline runs; main calls probes__new() before and probes__free() after.
- * probes__new() starts a thread of its own that closes links of exited
- * processes; probes__free() joins it.
+ * probes__new() starts threads of its own that close links of exited
+ * processes; probes__free() joins them.
  */
 #ifndef MEMTRACK_PROBES_H
 #define MEMTRACK_PROBES_H
@@ -43,8 +43,8 @@ int probes_sync(struct probes *p, pid_t pid);
 
 /*
  * Forgets everything attached for @pid.  Links of an exited process are
- * inert; a thread of this module closes them in batches (closing one waits
- * for an RCU grace period, the thread lets several share one);
+ * inert; threads of this module close them as they come (closing one
+ * waits for an RCU grace period; concurrent closes share one);
  * @detach_now closes them here, for a process that lives on (an exec by a
  * non-leader thread: the kernel still runs links bound to the old leader for
  * the thread group).
