@@ -53,7 +53,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all demo test unit-test integration-test bench bench-pipeline clean install deps
+.PHONY: all demo test unit-test integration-test bench bench-pipeline clean install deps fuzz
 
 all: $(OUT)/.deps $(OUT)/memtrack
 
@@ -151,6 +151,25 @@ bench-pipeline: all $(OUT)/bench/bench_pipeline
 
 bench: all $(FIXTURE_BINS)
 	$(Q)bench/run.sh
+
+# libFuzzer target for the artifact reader: the pure format code compiled
+# again with clang and the sanitizers, run FUZZ_SECONDS from the committed
+# seeds (real artifacts); the corpus grows in $(OUT)/fuzz/corpus, crashes go
+# to $(OUT)/fuzz/ and fail the target.
+FUZZ_SECONDS ?= 60
+FUZZ_SRCS := tests/fuzz/fuzz_reader.c $(wildcard src/format/*.c)
+$(OUT)/fuzz/fuzz_reader: $(FUZZ_SRCS) $(SRC_HDRS) | $(OUT)/.deps
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE -DMT_VERSION='"$(VERSION)"' $(SRC_INCLUDES) \
+		-DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(FUZZ_SRCS) -lzstd -lz -o $@
+
+fuzz: $(OUT)/fuzz/fuzz_reader
+	$(Q)mkdir -p $(OUT)/fuzz/corpus
+	$(Q)cd $(OUT)/fuzz && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-print_final_stats=1 corpus $(CURDIR)/tests/fuzz/seeds
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)/usr/local/bin/memtrack

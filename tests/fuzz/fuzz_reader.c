@@ -6,7 +6,13 @@
  * neither crash nor overrun (ASan), nor invoke undefined behaviour (UBSan),
  * nor hang, whatever the bytes; every outcome it returns is acceptable.
  *
- * The input goes through a memfd (the reader takes a path): /proc/self/fd/N.
+ * Two modes, by the input's first byte.  Odd: the rest is a whole file, as
+ * is (seeds are real artifacts; checksums are not checked in this build,
+ * see mt_crc32_ok()).  Even: bytes 1-4 are an event count, the rest the
+ * raw payload of one events frame, which this target compresses and frames
+ * behind a valid header; compressed bytes hardly survive a mutation, so
+ * this is how mutations reach the record decoder.  The file goes through a
+ * memfd (the reader takes a path): /proc/self/fd/N.
  * `make fuzz` builds it with clang -fsanitize=fuzzer,address,undefined and
  * runs it FUZZ_SECONDS (default 60) from tests/fuzz/seeds/, real artifacts.
  */
@@ -15,11 +21,41 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <zstd.h>
 #include "artifact.h"
+#include "artifact_format.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int memfd = -1;
+
+/* Writes a valid header, then one events frame with @raw as its payload. */
+static int write_framed(const uint8_t *data, size_t size)
+{
+	static uint8_t out[MT_FRAME_HDR_LEN + (1 << 17)];
+	struct mt_header hdr = { .format_version = MT_FORMAT_VERSION, .page_size = 4096 };
+	struct mt_frame_hdr fh = { .kind = MT_FRAME_EVENTS };
+	struct mt_writer *w;
+	size_t z;
+
+	if (size < 5 || size - 5 > (1 << 16))
+		return -1;
+	snprintf(hdr.command, sizeof(hdr.command), "fuzz");
+	w = mt_writer__new(memfd, &hdr, 0);	/* writes the header */
+	mt_writer__free(w);
+	if (!w)
+		return -1;
+	z = ZSTD_compress(out + MT_FRAME_HDR_LEN, sizeof(out) - MT_FRAME_HDR_LEN, data + 5,
+			  size - 5, 1);
+	if (ZSTD_isError(z))
+		return -1;
+	fh.comp_len = z;
+	fh.raw_len = size - 5;
+	fh.event_count = mt_get_le32(data + 1);
+	fh.payload_crc = mt_crc32(out + MT_FRAME_HDR_LEN, z);
+	mt_frame_hdr_put(out, &fh);
+	return write(memfd, out, MT_FRAME_HDR_LEN + z) == (ssize_t)(MT_FRAME_HDR_LEN + z) ? 0 : -1;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -34,8 +70,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (memfd < 0)
 			return 0;
 	}
-	if (ftruncate(memfd, 0) || pwrite(memfd, data, size, 0) != (ssize_t)size)
+	if (!size || ftruncate(memfd, 0) || lseek(memfd, 0, SEEK_SET))
 		return 0;
+	if (data[0] & 1) {
+		if (write(memfd, data + 1, size - 1) != (ssize_t)(size - 1))
+			return 0;
+	} else if (write_framed(data, size)) {
+		return 0;
+	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", memfd);
 	r = mt_reader__open(path, err, sizeof(err));
 	if (!r)
