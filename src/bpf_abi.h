@@ -35,6 +35,17 @@ struct tracked_proc {
 	__u32 flags; /* MT_PROC_* */
 };
 
+/*
+ * The session's state, one element of the `session` array (key 0).  Set
+ * once memtrack stops (normally, or killed: see proc.bpf.c handle_exit):
+ * from then on nothing is parked, and every parked process was resumed.
+ */
+struct session_state {
+	__u32 parking_off; /* 1: memtrack is gone or going; park nothing */
+	__u32 pad;
+};
+
+#define MT_MAX_CPUS 512		    /* per-CPU counters are summed over at most this many */
 #define MT_MAX_MMS 16384		    /* address spaces of the tree alive at once */
 
 /*

@@ -22,9 +22,6 @@
 #include "common.bpf.h"
 #include "syscalls.bpf.h"
 
-extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
-				__u64 value) __ksym;
-
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -65,8 +62,8 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	 * thread group they were made for: it needs links of its own before it
 	 * runs (shells and posix_spawn allocate between vfork and execve).
 	 */
-	if (!(flags & MT_FORK_THREAD) && stop_on_spawn)
-		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
+	if (!(flags & MT_FORK_THREAD))
+		park = park_process(child, ctgid);
 	if (park)
 		r->h.fn = MT_REC_PARKED;
 	r->f[FORK_PARENT] = ptgid;
@@ -136,7 +133,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	r = ctl_reserve(MT_EXEC, sizeof(*r));
 	if (!r)
 		return 0;
-	park = stop_on_spawn && !bpf_send_signal(SIGSTOP);
+	park = park_process(NULL, p->tgid);
 	r->h.type = MT_EXEC;
 	r->h.fn = park ? MT_REC_PARKED : 0;
 	r->h.pid = p->tgid;
@@ -149,6 +146,33 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	return 0;
 }
 
+static long resume_one(struct bpf_map *map, __u32 *tgid, __u32 *val, void *ctx)
+{
+	struct task_struct *t = bpf_task_from_pid(*tgid);
+
+	if (t) {
+		signal_task(t, SIGCONT);
+		bpf_task_release(t);
+	}
+	return 0;
+}
+
+/*
+ * memtrack is dying (killed, most likely: a clean exit detaches these
+ * programs first).  Its fds, and so these programs, go only once this
+ * tracepoint returns: stop parking and resume every parked process, so
+ * none waits for a SIGCONT that will never come.
+ */
+static __always_inline void release_all(void)
+{
+	__u32 zero = 0;
+	struct session_state *s = bpf_map_lookup_elem(&session, &zero);
+
+	if (s)
+		__sync_fetch_and_or(&s->parking_off, 1);
+	bpf_for_each_map_elem(&parked, resume_one, NULL, 0);
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
 {
@@ -156,6 +180,10 @@ int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
 	struct mt_rec *r;
 	int code;
 
+	if (tgid == memtrack_tgid && group_dead) {
+		release_all();
+		return 0;
+	}
 	if (!group_dead || !is_tracked(tgid))
 		return 0;
 	code = p->exit_code;
@@ -168,6 +196,7 @@ int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
 		rec_submit(r, true);
 	}
 	bpf_map_delete_elem(&tracked, &tgid);
+	bpf_map_delete_elem(&parked, &tgid);
 	mm_forget(tgid);
 	return 0;
 }

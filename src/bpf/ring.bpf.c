@@ -13,6 +13,7 @@ const volatile __u32 stop_on_spawn = 1;
 const volatile __u64 rss_granularity_pages = 8; /* 32 KiB: ~1% of a small process */
 const volatile __u32 nr_cpus = 1;
 const volatile __u64 page_size = 4096; /* the loader writes sysconf(_SC_PAGESIZE) */
+const volatile __u32 memtrack_tgid = 0;
 
 /* userspace resizes it (--ring-size) before load. */
 struct {
@@ -80,6 +81,26 @@ _Static_assert(ATTR_OFF(uprobe_multi.cnt) == MT_OFF(cnt), "uprobe-multi attr: cn
 _Static_assert(ATTR_OFF(uprobe_multi.flags) == MT_OFF(umflags), "uprobe-multi attr: flags");
 _Static_assert(ATTR_OFF(uprobe_multi.pid) == MT_OFF(pid), "uprobe-multi attr: pid");
 _Static_assert(BPF_TRACE_UPROBE_MULTI == MT_BPF_TRACE_UPROBE_MULTI, "BPF_TRACE_UPROBE_MULTI");
+
+/*
 _Static_assert(BPF_F_UPROBE_MULTI_RETURN == MT_BPF_F_UPROBE_MULTI_RETURN, "BPF_F_UPROBE_MULTI_RETURN");
+ * Processes parked with SIGSTOP and not resumed yet (key: tgid).  Whoever
+ * resumes one deletes it: userspace after its SIGCONT, handle_exit when the
+ * process dies.  If memtrack dies, handle_exit resumes every one left.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, __u32);
+} parked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct session_state);
+} session SEC(".maps");
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -104,7 +104,7 @@ static __always_inline void mmap_exit(const struct sys_args *a, long ret)
 	r->f[MMAP_FLAGS] = a->a[3];
 	r->f[MMAP_FD] = (__u64)(__s64)(int)a->a[4];
 	r->f[MMAP_OFFSET] = a->a[5];
-	if (park && !bpf_send_signal(SIGSTOP))
+	if (park && park_process(NULL, r->h.pid))
 		r->h.fn = MT_REC_PARKED;
 	rec_submit(r, park);
 }

@@ -21,6 +21,13 @@ int cmd_report(int argc, char **argv);
 void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
+ * Flushes and closes stdout.  Returns 0, or 1 after printing one line that
+ * names @what ("events", "report") when any write to stdout failed (a full
+ * disk, /dev/full, a closed pipe).
+ */
+int close_stdout(const char *what);
+
+/*
  * Parses "64", "64K", "16M", "1G" (also "16Mi", "16MiB", "64B"); returns 0,
  * -EINVAL for anything else, or -ERANGE when the value does not fit 64 bits.
  * @out is left alone on failure.

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "cli.h"
 
 void die_msg(const char *fmt, ...)
@@ -53,4 +54,19 @@ int parse_size(const char *s, uint64_t *out)
 		return -ERANGE;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+int close_stdout(const char *what)
+{
+	int err = 0;
+
+	if (fflush(stdout) || ferror(stdout))
+		err = errno ? errno : EIO;
+	if (fclose(stdout) && !err)
+		err = errno;
+	if (!err)
+		return 0;
+	die_msg("cannot write the %s to standard output: %s; free space or redirect it elsewhere", what,
+		strerror(err));
+	return 1;
 }

@@ -69,7 +69,13 @@ static void print_text(const struct report *r)
 			printf(" %s=%llu", mt_type_def(t)->name, (unsigned long long)a->events[t]);
 	printf("\ndropped:      %llu events%s\n", (unsigned long long)r->dropped,
 	       r->trailer ? "" : " (unknown: no trailer)");
-	printf("processes:    %u\n", a->nprocs);
+	if (r->trailer && r->trailer->unprobed)
+		printf("unprobed:     %llu processes ran without allocator probes (their heap calls are missing)\n",
+		       (unsigned long long)r->trailer->unprobed);
+	if (a->nprocs > 20)
+		printf("processes:    %u (the first 20 listed; report --json lists all)\n", a->nprocs);
+	else
+		printf("processes:    %u\n", a->nprocs);
 	for (unsigned i = 0; i < a->nprocs && i < 20; i++) {
 		const struct proc_summary *p = &a->procs[i];
 
@@ -113,7 +119,8 @@ static void print_json(const struct report *r)
 	for (unsigned t = 0; r->trailer && t < MT_DROP_SLOTS; t++)
 		printf("%s\"%s\":%llu", t ? "," : "", t ? mt_type_def(t)->name : "unknown",
 		       (unsigned long long)r->trailer->dropped[t]);
-	printf("},\"truncated\":%s", r->truncated ? "true" : "false");
+	printf("},\"unprobed_processes\":%llu", r->trailer ? (unsigned long long)r->trailer->unprobed : 0ull);
+	printf(",\"truncated\":%s", r->truncated ? "true" : "false");
 	if (r->trailer)
 		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code, r->trailer->exit_signal);
 	printf(",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
@@ -192,7 +199,7 @@ int cmd_report(int argc, char **argv)
 			print_json(&r);
 		else
 			print_text(&r);
-		ret = 0;
+		ret = close_stdout("report");
 	}
 	analysis_release(&r.a);
 	mt_reader__free(rd);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -57,6 +58,8 @@ struct track_run {
 	struct mt_header hdr;
 	struct spawn child;
 	int out_fd;
+	char tmp_path[4096];		/* the artifact until it is renamed to o->output */
+	bool placed;			/* renamed: the artifact is at o->output */
 	int status;			/* the root's wait status */
 	/* the poller's hook cannot print (STYLE §5): it keeps its first failure */
 	unsigned hook_failures;		/* processes it could not attach or untrack */
@@ -65,6 +68,7 @@ struct track_run {
 	uint64_t events;		/* records that reached the artifact */
 	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases, for -v */
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
+	int unprobed_errno;		/* why the last process went unprobed, 0 if none did */
 };
 
 enum { OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP };
@@ -130,8 +134,9 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case OPT_PHYSICAL: o->physical = true; break;
 		case OPT_ALLOW_DROPS: o->allow_drops = true; break;
 		case OPT_RING:
-			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096) {
-				die_msg("invalid --ring-size '%s'; give a power of two of at least 4096, e.g. 16M", optarg);
+			/* the kernel takes a map size in 32 bits: 2G at most */
+			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096 || v > (1ull << 31)) {
+				die_msg("invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M", optarg);
 				return 2;
 			}
 			o->ring_bytes = v;
@@ -199,6 +204,37 @@ static bool has_bpf_caps(void)
 			break;
 	fclose(f);
 	return (eff & sys_admin) || ((eff & perfmon) && (eff & bpf));
+}
+
+/*
+ * The BPF side sees global pids, and memtrack resumes, reads /proc of and
+ * waits for the tree's processes by pid: inside a PID namespace of its own
+ * those are other numbers.  PROC_PID_INIT_INO (include/linux/proc_ns.h) is
+ * the initial namespace's inode number.
+ */
+static bool in_initial_pid_ns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) || st.st_ino == 0xEFFFFFFCu;
+}
+
+/*
+ * Every probed process holds a few link fds while it lives: raise the soft
+ * fd limit to the hard one (the command gets its own limit back, see
+ * spawn.c).  Returns the soft limit memtrack started with, 0 if unknown.
+ */
+static rlim_t raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t old;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	old = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	return old;
 }
 
 static void join_argv(char *dst, size_t len, char **argv)
@@ -281,13 +317,23 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	if (h->type == MT_FORK)
 		pid = f[FORK_CHILD];
 	hook_result(run, pid, probes_sync(run->probes, pid));
-	kill(pid, SIGCONT);
+	loader_resume(run->skel, pid);
 }
 
+/*
+ * Creates the artifact as a temporary file next to the -o path (so it is
+ * checked writable before the command runs); place_output() renames it into
+ * place once the command runs.  memtrack only ever removes or replaces what
+ * it created in this run: an existing -o that is not a regular file (a
+ * device node, a symbolic link, a FIFO, a directory) is refused.  Returns 0,
+ * 1 (failure) or 2 (usage error), already reported.
+ */
 static int open_output(struct track_run *run)
 {
 	static char def[512];
-	const char *base;
+	const char *base, *slash;
+	struct stat st;
+	mode_t mask;
 	uid_t uid;
 	gid_t gid;
 
@@ -298,16 +344,52 @@ static int open_output(struct track_run *run)
 			 (int)strcspn(base, " \t|&;<>"), base, getpid());
 		run->o->output = def;
 	}
-	run->out_fd = open(run->o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (!lstat(run->o->output, &st) && !S_ISREG(st.st_mode)) {
+		die_msg("'%s' exists and is not a regular file (%s); memtrack replaces only regular files: choose another path with -o",
+			run->o->output, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+		return 2;
+	}
+	slash = strrchr(run->o->output, '/');
+	base = slash ? slash + 1 : run->o->output;
+	if (!*base || snprintf(run->tmp_path, sizeof(run->tmp_path), "%.*s.%s.XXXXXX",
+			       slash ? (int)(slash - run->o->output + 1) : 0, run->o->output,
+			       base) >= (int)sizeof(run->tmp_path)) {
+		die_msg("invalid output path '%s'; give a file name with -o", run->o->output);
+		return 2;
+	}
+	run->out_fd = mkostemp(run->tmp_path, O_CLOEXEC);
 	if (run->out_fd < 0) {
+		run->tmp_path[0] = 0;
 		die_msg("cannot write '%s': %s; choose a writable path with -o", run->o->output,
 			strerror(errno));
-		return -errno;
+		return 1;
+	}
+	mask = umask(0);
+	umask(mask);
+	if (fchmod(run->out_fd, 0666 & ~mask)) {
+		/* stays 0600: readable by its owner, which is enough */
 	}
 	if (sudo_invoker(&uid, &gid) && fchown(run->out_fd, uid, gid)) {
 		/* the artifact stays root's; not worth failing the run for */
 	}
 	return 0;
+}
+
+/* Moves the artifact to the -o path.  Returns 0 or -errno. */
+static int place_output(struct track_run *run)
+{
+	if (rename(run->tmp_path, run->o->output))
+		return -errno;
+	run->placed = true;
+	return 0;
+}
+
+/* Removes the artifact of a run that recorded nothing (it is ours). */
+static void discard_output(struct track_run *run)
+{
+	if (!run->placed && run->tmp_path[0])
+		unlink(run->tmp_path);
+	run->tmp_path[0] = 0;
 }
 
 /* A signal to forward (SIGINT, SIGTERM, SIGHUP); SIGCHLD only wakes pselect. */
@@ -393,9 +475,9 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
 		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
 		(run->t_finished - run->t_exited) / 1e6);
-	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %.1f ms attaching\n",
+	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %llu processes unprobed, %.1f ms attaching\n",
 		(unsigned long long)pr.syncs, (unsigned long long)pr.links,
-		(unsigned long long)pr.failures, pr.sync_ns / 1e6);
+		(unsigned long long)pr.failures, (unsigned long long)pr.lost, pr.sync_ns / 1e6);
 }
 
 /* Drains the pipeline and writes the trailer; returns 0 or -errno. */
@@ -405,6 +487,8 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	int err, drops_err;
 
 	run->t_exited = mono_ns();
+	/* what the poller has not resumed by now runs on untracked */
+	loader_stop_parking(run->skel);
 	err = pipeline__stop(run->pipe, run->signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
 	pipeline__stats(run->pipe, &ps);
 	run->events = ps.events;
@@ -415,6 +499,13 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	if (run->hook_failures)
 		die_msg("could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
 			run->hook_failures, run->hook_err_pid, strerror(-run->hook_err));
+	if (run->probes) {
+		struct probes_stats pr;
+
+		probes__stats(run->probes, &pr);
+		t->unprobed = pr.lost;
+		run->unprobed_errno = pr.last_error;
+	}
 	t->exit_code = WIFEXITED(run->status) ? WEXITSTATUS(run->status) : -1;
 	t->exit_signal = WIFSIGNALED(run->status) ? WTERMSIG(run->status) : 0;
 	t->duration_ns = mono_ns() - run->hdr.start_ns;
@@ -439,16 +530,24 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 {
 	uint64_t drops = total_drops(t), events = run->events;
 	int status = exit_status_of(run->status);
+	char unprobed[64] = "";
 
+	if (t->unprobed)
+		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
+			 (unsigned long long)t->unprobed);
 	if (!run->o->quiet)
-		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost, command exited with %d\n",
-			run->o->output, (unsigned long long)events, (unsigned long long)drops, status);
-	if (drops && !run->o->allow_drops) {
+		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost%s, command exited with %d\n",
+			run->o->output, (unsigned long long)events, (unsigned long long)drops, unprobed,
+			status);
+	if (run->o->allow_drops)
+		return status;
+	if (t->unprobed)
+		die_msg("%llu processes ran without allocator probes (attaching failed: %s), their heap calls are missing; raise the fd limit (ulimit -Hn) or pass --allow-drops to keep the command's exit status",
+			(unsigned long long)t->unprobed, strerror(run->unprobed_errno));
+	if (drops)
 		die_msg("%llu events were lost (ring buffer full); rerun with a larger --ring-size, or pass --allow-drops to keep the command's exit status",
 			(unsigned long long)drops);
-		return 1;
-	}
-	return status;
+	return drops || t->unprobed ? 1 : status;
 }
 
 /* Words a loader_open() failure as one line naming the fix; returns @buf. */
@@ -462,7 +561,9 @@ static const char *loader_reason(enum loader_step step, int err, char *buf, size
 		snprintf(buf, len, "cannot open the BPF object: %s", strerror(-err));
 		break;
 	case LOADER_LOAD:
-		if (err == -EPERM)
+		if (err == -ENOMEM)
+			snprintf(buf, len, "not enough memory for memtrack's BPF maps; choose a smaller --ring-size");
+		else if (err == -EPERM)
 			snprintf(buf, len, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-err));
 		else
 			snprintf(buf, len, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-err));
@@ -534,6 +635,7 @@ static void teardown(struct track_run *run)
 {
 	uint64_t t0 = mono_ns(), t1;
 
+	loader_stop_parking(run->skel);
 	probes__free(run->probes);
 	t1 = mono_ns();
 	loader_close(run->skel);
@@ -559,12 +661,23 @@ int cmd_track(int argc, char **argv)
 		die_msg("memtrack needs root (or CAP_BPF and CAP_PERFMON) to load its BPF programs; run it with sudo");
 		return 1;
 	}
-	if (!o.shell && spawn_resolve(o.argv[0], path, sizeof(path))) {
+	if (!in_initial_pid_ns()) {
+		die_msg("memtrack cannot run inside a PID namespace (its BPF side sees the host's pids); run it outside and put the namespace inside the command: memtrack track -- unshare -fp --mount-proc CMD");
+		return 1;
+	}
+	ret = o.shell ? 0 : spawn_resolve(o.argv[0], path, sizeof(path));
+	if (ret == -ENOENT) {
 		die_msg("command not found: %s; check the name or give its full path", o.argv[0]);
 		return 127;
 	}
-	if (open_output(&run))
-		return 1;
+	if (ret) { /* like a shell: found but cannot run, 126 */
+		die_msg("cannot run %s: %s; give an executable file", o.argv[0], strerror(-ret));
+		return 126;
+	}
+	run.child.nofile = raise_fd_limit();
+	ret = open_output(&run);
+	if (ret)
+		return ret;
 	if (setup(&run, err, sizeof(err)))
 		goto fail_setup;
 	install_signals(&old);
@@ -577,13 +690,20 @@ int cmd_track(int argc, char **argv)
 	}
 	exec_err = spawn_release(&run.child);
 	if (exec_err) {
-		/* like a shell: 127, and no artifact of a command that never ran */
+		/* like a shell: 127 or 126, and no artifact of a command that never ran */
 		die_msg("cannot run %s: %s; check the file and its interpreter (#! line)", o.argv[0],
 			strerror(-exec_err));
 		waitpid(run.child.pid, NULL, 0);
-		unlink(o.output);
-		ret = 127;
+		discard_output(&run);
+		ret = exec_err == -ENOENT ? 127 : 126;
 		goto out;
+	}
+	ret = place_output(&run);
+	if (ret) {
+		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first", run.tmp_path,
+			o.output, strerror(-ret));
+		o.output = run.tmp_path;
+		run.placed = true;
 	}
 	wait_tree(&run, &old);
 	ret = finish(&run, &trailer);
@@ -597,7 +717,7 @@ int cmd_track(int argc, char **argv)
 
 fail_setup:
 	die_msg("%s", err);
-	unlink(o.output); /* nothing ran: leave nothing half-written */
+	discard_output(&run); /* nothing ran: leave nothing half-written */
 	ret = 1;
 out:
 	pipeline__free(run.pipe);

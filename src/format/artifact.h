@@ -52,6 +52,7 @@ struct mt_trailer {
 	int32_t exit_signal;		/* signal that killed it, 0 if none */
 	uint64_t duration_ns;		/* from start_ns to the command's end */
 	uint64_t frames;		/* event frames before the trailer */
+	uint64_t unprobed;		/* processes left without (all) their allocator probes */
 };
 
 /* Writer statistics, valid at any time. */

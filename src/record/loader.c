@@ -4,6 +4,7 @@
  * tracepoints; see loader.h.
  */
 #include <errno.h>
+#include <signal.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -168,6 +169,7 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	skel->rodata->stop_on_spawn = o->allocators;
 	skel->rodata->nr_cpus = libbpf_num_possible_cpus() > 0 ? libbpf_num_possible_cpus() : 1;
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
+	skel->rodata->memtrack_tgid = getpid();
 	set_alloc_autoload(skel, o->allocators);
 	set_physical_autoload(skel, o->physical);
 	if (o->physical) {
@@ -211,6 +213,40 @@ int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid)
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_EXIST))
 		return -errno;
 	return 0;
+}
+
+void loader_resume(struct memtrack_bpf *skel, pid_t pid)
+{
+	__u32 key = pid;
+
+	kill(pid, SIGCONT);
+	bpf_map__delete_elem(skel->maps.parked, &key, sizeof(key), 0);
+}
+
+/* struct session_state in maps.bpf.h: the value of `session`. */
+struct session_value {
+	__u32 parking_off;
+	__u32 pad;
+};
+
+int loader_stop_parking(struct memtrack_bpf *skel)
+{
+	struct session_value v = { 1, 0 };
+	__u32 zero = 0, key, next;
+	int n = 0;
+	bool first = true;
+
+	if (!skel)
+		return 0;
+	/* the update is a syscall, a full barrier: see park_process() in common.bpf.h */
+	bpf_map__update_elem(skel->maps.session, &zero, sizeof(zero), &v, sizeof(v), BPF_ANY);
+	while (!bpf_map__get_next_key(skel->maps.parked, first ? NULL : &key, &next, sizeof(next))) {
+		kill(next, SIGCONT);
+		key = next;
+		first = false;
+		n++;
+	}
+	return n;
 }
 
 bool loader_tree_alive(struct memtrack_bpf *skel)

@@ -50,6 +50,21 @@ MT_MUST_CHECK int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
 /* Leaves the future children of @pid (another memtrack) out of the tree. */
 MT_MUST_CHECK int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
 
+/*
+ * Resumes @pid, parked by the BPF side (SIGCONT), and forgets it.  The
+ * signal goes first: should memtrack die in between, the BPF side still
+ * sees the entry and resumes the process once more (harmless).
+ */
+void loader_resume(struct memtrack_bpf *skel, pid_t pid);
+
+/*
+ * Stops parking new processes and resumes every process still parked, so
+ * nothing depends on memtrack any more.  Called as memtrack finishes; when
+ * memtrack is killed, the BPF side does the same (proc.bpf.c handle_exit).
+ * Returns the number of processes resumed.
+ */
+int loader_stop_parking(struct memtrack_bpf *skel);
+
 /* Returns true while some process of the tree is alive. */
 bool loader_tree_alive(struct memtrack_bpf *skel);
 

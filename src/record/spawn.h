@@ -18,11 +18,14 @@ struct spawn {
 	pid_t pid;		/* the child, -1 when not started */
 	int release_fd;		/* write end of the pipe the child waits on */
 	int status_fd;		/* read end: the child's exec errno, EOF on success */
+	unsigned long nofile;	/* soft RLIMIT_NOFILE the command gets (memtrack
+				 * raised its own), set by the caller; 0: leave it */
 };
 
 /*
  * Resolves @argv[0] like a shell would (PATH search unless it has a '/').
- * Returns 0, or -ENOENT (not found), -EACCES (not executable).
+ * Returns 0, or -ENOENT (not found), -EACCES (not executable), -EISDIR (a
+ * path naming a directory).
  */
 MT_MUST_CHECK int spawn_resolve(const char *file, char *path, size_t len);
 
