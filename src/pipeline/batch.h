@@ -15,6 +15,7 @@ struct batch {
 	size_t cap;		/* size of buf */
 	uint32_t nrec;		/* records in buf */
 	uint64_t born_ns;	/* CLOCK_MONOTONIC time of the first record */
+	uint64_t seq;		/* order in which the poller handed it on */
 	unsigned char buf[];	/* records, each as the ring buffer delivered it */
 };
 

@@ -40,7 +40,11 @@ struct pipeline_opts {
 	size_t batch_bytes;	/* bytes of raw records per batch (= per frame) */
 	unsigned batches;	/* batches in existence: bounds memory in flight */
 	unsigned flush_ms;	/* T: a partial batch older than this is flushed */
+	unsigned writers;	/* encoding threads; 0: one per usable CPU, at most PIPELINE_MAX_WRITERS */
+	int zstd_level;		/* 0: the writer's default */
 };
+
+#define PIPELINE_MAX_WRITERS 4u
 
 #define PIPELINE_DEFAULT_BATCH_BYTES (256u << 10)
 #define PIPELINE_DEFAULT_BATCHES 6u
