@@ -49,6 +49,7 @@ struct pipeline {
 	struct batch **all;		/* every batch, for freeing */
 	struct batch *cur;		/* poller's current batch */
 	uint64_t seq;			/* poller: sequence number of the next batch */
+	uint8_t min_fields[MT_TYPE_MAX];	/* per type; above MT_MAX_FIELDS: unknown */
 
 	struct worker *workers;		/* opts.writers of them */
 	bool workers_running;		/* until pipeline__stop() joined them */
@@ -262,6 +263,11 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 		p->opts.batches = 2;
 	if (!p->opts.writers)
 		p->opts.writers = auto_writers();
+	for (unsigned t = 0; t < MT_TYPE_MAX; t++) {
+		const struct mt_type_def *d = mt_type_def(t);
+
+		p->min_fields[t] = d ? (uint8_t)d->nfields : MT_MAX_FIELDS + 1;
+	}
 	p->writer = w;
 	p->hook = hook;
 	p->hook_ctx = hook_ctx;
@@ -315,15 +321,14 @@ static int hand_on(struct pipeline *p, enum flush_cause cause)
  * A record the writer would refuse (unknown type, wrong field count) would
  * stop the whole artifact: such records are left out instead.
  */
-static bool rec_valid(const void *rec, size_t size, size_t batch_bytes)
+static bool rec_valid(const struct pipeline *p, const void *rec, size_t size)
 {
 	const struct mt_rec_hdr *h = rec;
-	const struct mt_type_def *def;
 
-	if (size < sizeof(*h) || size > batch_bytes || rec_size(rec) > size)
+	if (size < sizeof(*h) || size > p->opts.batch_bytes || rec_size(rec) > size)
 		return false;
-	def = mt_type_def(h->type);
-	return def && h->nfields >= def->nfields && h->nfields <= MT_MAX_FIELDS;
+	return h->type < MT_TYPE_MAX && h->nfields >= p->min_fields[h->type] &&
+	       h->nfields <= MT_MAX_FIELDS;
 }
 
 int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
@@ -332,7 +337,7 @@ int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
 	uint64_t now = 0;
 	int err;
 
-	if (!rec_valid(rec, size, p->opts.batch_bytes))
+	if (!rec_valid(p, rec, size))
 		return 0; /* not a record of ours: ignore rather than stop the run */
 	size = rec_size(rec); /* the ring may pad: keep the record's own bytes */
 	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT))
