@@ -462,19 +462,76 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 }
 
 /*
- * Detaches the probes (one RCU grace period, however many links: they are
- * closed together) and unloads the BPF side.
+ * Closing uprobe-multi links and the BPF objects waits for kernel grace
+ * periods (tens of ms), which the user need not wait for: the artifact is
+ * complete and the command's status known.  A child forked here shares
+ * every fd; it waits until this process has exited (EOF on a pipe whose
+ * write end only we hold), then closes them itself, the links from several
+ * threads (probes.c), and bears the grace periods: our own closes are then
+ * only reference drops.  Its stdio is /dev/null and it leaves our session,
+ * so neither a pipe reading memtrack's output nor a terminal's ^C waits for
+ * or reaches it.  Called single-threaded (the pipeline is joined).  Returns
+ * false when it could not fork.
+ */
+static bool fork_closer(struct track_run *run)
+{
+	int fds[2], null;
+	pid_t pid;
+	char c;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return false;
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return false;
+	}
+	if (pid > 0) {
+		close(fds[0]);
+		return true;	/* fds[1] closes when we exit */
+	}
+	close(fds[1]);
+	setsid();
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		close(null);
+	}
+	if (run->out_fd >= 0)
+		close(run->out_fd);
+	while (read(fds[0], &c, 1) < 0 && errno == EINTR)
+		;
+	probes__free(run->probes);
+	loader_close(run->skel);
+	_exit(0);
+}
+
+/*
+ * Unloads the BPF side.  First the tracked set is emptied, so nothing is
+ * recorded or parked any more (a process of a tree memtrack stopped waiting
+ * for, after a signal, is sent SIGCONT in case it was parked); then the
+ * kernel's grace periods are left to a background process (fork_closer),
+ * or paid here when it cannot be forked.
  */
 static void teardown(struct track_run *run)
 {
 	uint64_t t0 = mono_ns(), t1;
+	bool forked = false;
 
+	if (run->skel) {
+		loader_untrack_all(run->skel);
+		forked = fork_closer(run);
+	}
 	probes__free(run->probes);
 	t1 = mono_ns();
 	loader_close(run->skel);
 	if (run->o->verbose)
-		fprintf(stderr, "memtrack: teardown: probes %.1f ms, bpf %.1f ms\n",
-			(t1 - t0) / 1e6, (mono_ns() - t1) / 1e6);
+		fprintf(stderr, "memtrack: teardown: probes %.1f ms, bpf %.1f ms%s\n",
+			(t1 - t0) / 1e6, (mono_ns() - t1) / 1e6,
+			forked ? " (grace periods left to a background process)" : "");
 }
 
 int cmd_track(int argc, char **argv)

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -218,6 +219,22 @@ int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid)
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_EXIST))
 		return -errno;
 	return 0;
+}
+
+int loader_untrack_all(struct memtrack_bpf *skel)
+{
+	int n = 0;
+	__u32 key;
+
+	/* a fork may add a child while we delete: go on until it is empty */
+	while (n < 1 << 20 &&
+	       !bpf_map__get_next_key(skel->maps.tracked, NULL, &key, sizeof(key))) {
+		if (bpf_map__delete_elem(skel->maps.tracked, &key, sizeof(key), 0))
+			break;
+		kill((pid_t)key, SIGCONT);
+		n++;
+	}
+	return n;
 }
 
 bool loader_tree_alive(struct memtrack_bpf *skel)

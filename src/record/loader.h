@@ -38,6 +38,14 @@ int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
 /* Leaves the future children of @pid (another memtrack) out of the tree. */
 int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
 
+/*
+ * Empties the tracked set, so BPF neither records nor parks any process
+ * from now on, and sends SIGCONT to each process it removes (one parked
+ * after the poller stopped would otherwise stay stopped).  Returns how many
+ * it removed.
+ */
+int loader_untrack_all(struct memtrack_bpf *skel);
+
 /* Returns true while some process of the tree is alive. */
 bool loader_tree_alive(struct memtrack_bpf *skel);
 
