@@ -47,7 +47,8 @@ struct pipeline_opts {
 	int zstd_level;		/* 0: the writer's default */
 };
 
-#define PIPELINE_MAX_WRITERS 4u
+/* Each encoding thread holds ~0.8 MiB (buffers, zstd context); memtrack's RSS stays under 16 MiB. */
+#define PIPELINE_MAX_WRITERS 2u
 
 #define PIPELINE_DEFAULT_BATCH_BYTES (256u << 10)
 #define PIPELINE_DEFAULT_BATCHES 6u
