@@ -40,14 +40,22 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 		flags = MT_FORK_THREAD | MT_FORK_VM;
 	else if (ptp->flags & MT_PROC_NO_CHILDREN)
 		return 0;
-	else if (child->mm == parent->mm)
+	/*
+	 * Pointers are read with BPF_CORE_READ, not dereferenced: each direct
+	 * load of a pointer field from a BTF-typed task makes the verifier
+	 * search vmlinux's BTF linearly for "task_struct__safe_*" names
+	 * (btf_nested_type_is_trusted(), several times per load and path),
+	 * which was ~15-30 ms of every start here.  The mm is only compared
+	 * and used as a key, never dereferenced.
+	 */
+	else if (BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm))
 		flags = MT_FORK_VM;
 	if (!(flags & MT_FORK_THREAD)) {
 		tp.ppid = ptgid;
 		bpf_map_update_elem(&tracked, &ctgid, &tp, BPF_ANY);
 	}
 	if (!(flags & MT_FORK_VM))
-		mm_adopt(ctgid, child->mm);
+		mm_adopt(ctgid, BPF_CORE_READ(child, mm));
 	/*
 	 * Reserve first: a parked child is only resumed by userspace reading
 	 * this record, so without a record it must not be parked.
@@ -80,7 +88,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 static __always_inline struct mm_owner *current_mm_owner(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 key = (__u64)task->mm;
+	__u64 key = (__u64)BPF_CORE_READ(task, mm);
 	struct mm_owner *o = bpf_map_lookup_elem(&mm_owners, &key);
 
 	return o && o->tgid == task->tgid ? o : NULL;
@@ -129,7 +137,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 
 	if (!is_tracked(p->tgid))
 		return 0;
-	mm_adopt(p->tgid, p->mm);
+	mm_adopt(p->tgid, BPF_CORE_READ(p, mm));
 	r = ctl_reserve(MT_EXEC, sizeof(*r));
 	if (!r)
 		return 0;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -244,6 +245,22 @@ int loader_stop_parking(struct memtrack_bpf *skel)
 		kill(next, SIGCONT);
 		key = next;
 		first = false;
+		n++;
+	}
+	return n;
+}
+
+int loader_untrack_all(struct memtrack_bpf *skel)
+{
+	int n = 0;
+	__u32 key;
+
+	/* a fork may add a child while we delete: go on until it is empty */
+	while (n < 1 << 20 &&
+	       !bpf_map__get_next_key(skel->maps.tracked, NULL, &key, sizeof(key))) {
+		if (bpf_map__delete_elem(skel->maps.tracked, &key, sizeof(key), 0))
+			break;
+		kill((pid_t)key, SIGCONT);
 		n++;
 	}
 	return n;

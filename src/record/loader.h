@@ -65,6 +65,14 @@ void loader_resume(struct memtrack_bpf *skel, pid_t pid);
  */
 int loader_stop_parking(struct memtrack_bpf *skel);
 
+/*
+ * Empties the tracked set, so BPF neither records nor parks any process
+ * from now on, and sends SIGCONT to each process it removes (one parked
+ * after the poller stopped would otherwise stay stopped).  Returns how many
+ * it removed.
+ */
+int loader_untrack_all(struct memtrack_bpf *skel);
+
 /* Returns true while some process of the tree is alive. */
 bool loader_tree_alive(struct memtrack_bpf *skel);
 
