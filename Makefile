@@ -108,7 +108,7 @@ $(OUT)/memtrack: $(OUT)/obj/cli/main.o $(OUT)/libmemtrack.a $(OUT)/libmemtrack-c
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests link the pure library only (no BPF, no skeleton).
-$(OUT)/tests/%: tests/unit/%.c tests/harness.h tests/unit/waits.h $(SRC_HDRS) $(OUT)/libmemtrack-core.a
+$(OUT)/tests/%: tests/unit/%.c tests/harness.h $(wildcard tests/unit/*.h) $(SRC_HDRS) $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -Itests -Itests/unit $< $(OUT)/libmemtrack-core.a $(LDLIBS) -o $@

@@ -117,9 +117,11 @@ static void print_json(const struct report *r)
 	if (r->trailer)
 		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code, r->trailer->exit_signal);
 	printf(",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
+	       ",\"unknown_free_count\":%llu"
 	       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu",
 	       (unsigned long long)a->alloc_count, (unsigned long long)a->total_allocated_bytes,
-	       (unsigned long long)a->free_count, (unsigned long long)a->peak_live_bytes,
+	       (unsigned long long)a->free_count, (unsigned long long)a->unknown_free_count,
+	       (unsigned long long)a->peak_live_bytes,
 	       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
