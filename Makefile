@@ -13,7 +13,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror=undef -Wmissing-field-initializers \
 	    -Wno-unused-parameter -D_GNU_SOURCE -DMT_VERSION='"$(VERSION)"' \
 	    -I$(OUT) $(SRC_INCLUDES) -MMD -MP
-LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread
+LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread -lm
 
 # Link order matters to bpftool 7.1's linker: ring.bpf.c (which defines the
 # shared maps) first, then the objects that define no map of their own, then

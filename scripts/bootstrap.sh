@@ -3,7 +3,7 @@
 # and benchmark.  As root it runs apt-get; otherwise it prints the line to run.
 set -e
 PKGS="clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev pkg-config make gcc \
-      libmsgpack-dev hyperfine heaptrack valgrind time python3"
+      libmsgpack-dev hyperfine heaptrack valgrind time python3 chromium"
 
 missing=""
 for p in $PKGS; do
