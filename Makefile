@@ -146,8 +146,10 @@ unit-test: $(UNIT_BINS)
 integration-test: all $(FIXTURE_BINS)
 	$(Q)tests/run.sh --integration
 
-bench-pipeline: all $(OUT)/bench/bench_pipeline
+# bench_report: `memtrack report` on a 50-million-event artifact, one CPU.
+bench-pipeline: all $(OUT)/bench/bench_pipeline $(OUT)/bench/bench_report
 	$(Q)$(OUT)/bench/bench_pipeline
+	$(Q)$(OUT)/bench/bench_report -m $(OUT)/memtrack
 
 bench: all $(FIXTURE_BINS)
 	$(Q)bench/run.sh

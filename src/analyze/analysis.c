@@ -8,10 +8,8 @@
 
 struct live_slot {
 	uint64_t addr;		/* 0: empty */
-	uint64_t size;		/* TOMBSTONE: freed, the slot stays in probe chains */
+	uint64_t size;		/* bytes */
 };
-
-#define TOMBSTONE UINT64_MAX
 
 void analysis_init(struct analysis *a)
 {
@@ -28,19 +26,29 @@ static uint64_t mix64(uint64_t h)
 
 /* ---- live blocks of one process ----------------------------------------- */
 
+/*
+ * Linear probing without tombstones: a delete shifts the rest of its probe
+ * chain back (Knuth 6.4, algorithm R), so chains stay as short as the load
+ * (at most one half) makes them, however many blocks came and went.
+ */
+static uint64_t live_home(const struct live_table *t, uint64_t addr)
+{
+	return mix64(addr >> 4) & (t->nslots - 1);
+}
+
 static struct live_slot *live_find(const struct live_table *t, uint64_t addr)
 {
 	uint64_t mask = t->nslots - 1;
 
 	if (!t->nslots)
 		return NULL;
-	for (uint64_t i = mix64(addr >> 4) & mask;; i = (i + 1) & mask) {
+	for (uint64_t i = live_home(t, addr);; i = (i + 1) & mask) {
 		struct live_slot *s = &t->slots[i];
 
+		if (s->addr == addr)
+			return s;
 		if (!s->addr)
 			return NULL;
-		if (s->addr == addr && s->size != TOMBSTONE)
-			return s;
 	}
 }
 
@@ -49,11 +57,8 @@ static void live_put(struct live_table *t, uint64_t addr, uint64_t size)
 {
 	uint64_t mask = t->nslots - 1, i;
 
-	for (i = mix64(addr >> 4) & mask; t->slots[i].addr; i = (i + 1) & mask)
-		if (t->slots[i].size == TOMBSTONE)
-			break;
-	if (!t->slots[i].addr)
-		t->nused++;
+	for (i = live_home(t, addr); t->slots[i].addr; i = (i + 1) & mask)
+		;
 	t->slots[i].addr = addr;
 	t->slots[i].size = size;
 	t->nlive++;
@@ -61,35 +66,49 @@ static void live_put(struct live_table *t, uint64_t addr, uint64_t size)
 
 static void live_drop(struct live_table *t, struct live_slot *s)
 {
-	s->size = TOMBSTONE;
+	uint64_t mask = t->nslots - 1, i = (uint64_t)(s - t->slots), j = i;
+
+	for (;;) {
+		uint64_t k;
+
+		j = (j + 1) & mask;
+		if (!t->slots[j].addr)
+			break;
+		k = live_home(t, t->slots[j].addr);
+		/* can slot j's entry move back to i?  Only if its home is not in (i, j] */
+		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+			t->slots[i] = t->slots[j];
+			i = j;
+		}
+	}
+	t->slots[i].addr = 0;
 	t->nlive--;
 }
 
-/* Rebuilds the table with room for @live blocks at most half full; drops tombstones. */
-static int live_rehash(struct live_table *t, uint64_t live)
+/* Doubles the table (64 slots at first). */
+static int live_grow(struct live_table *t)
 {
-	struct live_table n = { .nslots = 64, .nused = 0 };
-	uint64_t i;
+	struct live_table n = { .nslots = t->nslots ? t->nslots * 2 : 64, .nlive = 0 };
 
-	while (n.nslots < live * 2)
-		n.nslots *= 2;
 	n.slots = calloc(n.nslots, sizeof(*n.slots));
 	if (!n.slots)
 		return -ENOMEM;
-	for (i = 0; i < t->nslots; i++)
-		if (t->slots[i].addr && t->slots[i].size != TOMBSTONE)
+	for (uint64_t i = 0; i < t->nslots; i++)
+		if (t->slots[i].addr)
 			live_put(&n, t->slots[i].addr, t->slots[i].size);
 	free(t->slots);
 	*t = n;
 	return 0;
 }
 
-static int live_insert(struct live_table *t, uint64_t addr, uint64_t size)
+/* The slot holding @addr, or the empty one where it would go; the table has slots. */
+static struct live_slot *live_slot_for(struct live_table *t, uint64_t addr)
 {
-	if ((t->nused + 1) * 4 >= t->nslots * 3 && live_rehash(t, t->nlive + 1))
-		return -ENOMEM;
-	live_put(t, addr, size);
-	return 0;
+	uint64_t mask = t->nslots - 1, i;
+
+	for (i = live_home(t, addr); t->slots[i].addr && t->slots[i].addr != addr; i = (i + 1) & mask)
+		;
+	return &t->slots[i];
 }
 
 static void live_release(struct live_table *t)
@@ -145,10 +164,15 @@ static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 	struct proc_summary *p;
 	uint32_t *s;
 
+	/* most events come in runs of one process: skip the hash for them */
+	if (a->last_proc && a->procs[a->last_proc - 1].pid == pid)
+		return &a->procs[a->last_proc - 1];
 	if (a->pid_slots) {
 		s = pid_slot(a, pid);
-		if (*s)
+		if (*s) {
+			a->last_proc = *s;
 			return &a->procs[*s - 1];
+		}
 	}
 	if ((a->nprocs + 1) * 2 > a->pid_slots && pid_index_grow(a))
 		return NULL;
@@ -188,17 +212,25 @@ static bool heap_release(struct analysis *a, struct proc_summary *p, uint64_t ad
 static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts,
 		      uint64_t addr, uint64_t size)
 {
-	struct live_slot *s = live_find(&p->live, addr);
+	struct live_table *t = &p->live;
+	struct live_slot *s;
 
 	a->alloc_count++;
 	a->total_allocated_bytes += size;
 	p->allocs++;
 	p->allocated_bytes += size;
-	if (s) {		/* a free we never saw: the old block is gone */
+	if ((t->nlive + 1) * 2 > t->nslots && live_grow(t))
+		return -ENOMEM;
+	/* one probe finds the block at @addr or the empty slot it goes to */
+	s = live_slot_for(t, addr);
+	if (s->addr) {		/* a free we never saw: the old block is gone */
 		a->live_bytes -= s->size;
 		p->live_bytes -= s->size;
-		live_drop(&p->live, s);
+	} else {
+		s->addr = addr;
+		t->nlive++;
 	}
+	s->size = size;
 	a->live_bytes += size;
 	if (a->live_bytes > a->peak_live_bytes) {
 		a->peak_live_bytes = a->live_bytes;
@@ -207,7 +239,7 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts,
 	p->live_bytes += size;
 	if (p->live_bytes > p->peak_heap_bytes)
 		p->peak_heap_bytes = p->live_bytes;
-	return live_insert(&p->live, addr, size);
+	return 0;
 }
 
 /* Everything @p still holds is leaked: its image is gone (exit, exec, end). */
@@ -216,7 +248,7 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p)
 	for (uint64_t i = 0; i < p->live.nslots; i++) {
 		struct live_slot *s = &p->live.slots[i];
 
-		if (!s->addr || s->size == TOMBSTONE)
+		if (!s->addr)
 			continue;
 		p->leaked_count++;
 		p->leaked_bytes += s->size;
@@ -347,7 +379,8 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 		if (!p)
 			return -ENOMEM;
 		err = proc_event(a, p, ev);
-		p = (struct proc_summary *)analysis_proc(a, ev->h.pid); /* a fork may move procs */
+		if (ev->h.type == MT_FORK) /* the child may have moved procs */
+			p = proc_get(a, ev->h.pid);
 	}
 	if (a->observer)
 		a->observer(a->observer_ctx, ev, p);

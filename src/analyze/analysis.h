@@ -16,11 +16,13 @@
 #include <stdint.h>
 #include "artifact.h"
 
-/* Live heap blocks of one process: open addressing on the address. */
+/*
+ * Live heap blocks of one process: open addressing on the address, at most
+ * half full; sized by the most blocks the process ever had live.
+ */
 struct live_table {
 	struct live_slot *slots;	/* owned; NULL until the first block */
 	uint64_t nslots;		/* power of two, or 0 */
-	uint64_t nused;			/* occupied or tombstone slots */
 	uint64_t nlive;			/* occupied slots: live blocks */
 };
 
@@ -76,6 +78,7 @@ struct analysis {
 	unsigned nprocs, procs_cap;
 	uint32_t *pid_index;		/* owned: open addressing, procs index + 1, 0 = empty */
 	unsigned pid_slots;		/* power of two */
+	unsigned last_proc;		/* procs index + 1 of the last lookup, 0 = none */
 
 	analysis_observer *observer;	/* NULL: none */
 	void *observer_ctx;
