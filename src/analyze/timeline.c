@@ -259,11 +259,11 @@ int timeline_columns(const struct timeline *tl, int proc, enum tl_series_id id,
 	else
 		return -ENOENT;
 	for (unsigned c = 0; c < ncols; c++) {
-		uint64_t b0 = c * nb / ncols, b1 = (c + 1) * nb / ncols;
+		/* every bucket that overlaps the column's time range, so the
+		 * column of any time holds that time's bucket */
+		uint64_t b0 = c * nb / ncols, b1 = ((c + 1) * nb + ncols - 1) / ncols;
 		struct tl_column *col = &out[c];
 
-		if (b1 <= b0)
-			b1 = b0 + 1;
 		col->valid = false;
 		for (uint64_t b = b0; b < b1; b++) {
 			if ((int)b < s->first || (int)b > s->filled)

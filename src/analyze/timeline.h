@@ -73,7 +73,8 @@ void timeline_finish(struct timeline *tl, uint64_t end_ns);
 /*
  * Downsamples series @id (of process index @proc, or the tree when @proc
  * is -1) into @ncols pixel columns spanning 0..timeline_span_ns(): each
- * column's lo/hi are the min/max over its buckets.  Returns 0, or -ENOENT
+ * column's lo/hi are the min/max over the buckets that overlap its time
+ * range (a bucket straddling two columns counts in both).  Returns 0, or -ENOENT
  * when the process has no series.
  */
 int timeline_columns(const struct timeline *tl, int proc, enum tl_series_id id,
