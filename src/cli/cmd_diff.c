@@ -245,6 +245,9 @@ int cmd_diff(int argc, char **argv)
 		die_msg("cannot read '%s': %s", o.new, n->error);
 		goto out;
 	}
+	if (b->truncated || n->truncated)
+		die_msg("warning: '%s' is truncated (%s); comparing what it holds",
+			b->truncated ? o.base : o.new, b->truncated ? b->error : n->error);
 	ret = 2;
 	if (check_chosen(&o, b, n))
 		goto out;

@@ -197,8 +197,10 @@ int cmd_report(int argc, char **argv)
 				die_msg("%s needs an output file; " REPORT_USAGE, argv[i]);
 				return 2;
 			}
-			*(argv[i][2] == 'h' ? &html : &svg) = argv[i + 1];
-			i++;
+			if (!strcmp(argv[i], "--html"))
+				html = argv[++i];
+			else
+				svg = argv[++i];
 		} else if (argv[i][0] == '-' || path) {
 			die_msg("unknown argument '%s'; " REPORT_USAGE, argv[i]);
 			return 2;
