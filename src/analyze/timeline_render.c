@@ -272,11 +272,15 @@ static int pick_procs(struct plot *pl, int *out)
 	return n;
 }
 
-static void legend_item(FILE *out, int *x, int y, const char *color, const char *dash, const char *name)
+static void legend_item(FILE *out, int *x, int *y, const char *color, const char *dash, const char *name)
 {
+	if (*x + 40 + (int)strlen(name) * 7 > SVG_W) { /* wrap */
+		*x = PLOT_X;
+		*y += 18;
+	}
 	fprintf(out, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%d\"%s%s%s/>"
-		"<text x=\"%d\" y=\"%d\" fill=\"#222\">", *x, *x + 22, y - 4, y - 4, color, dash ? 2 : 6,
-		dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "", *x + 28, y);
+		"<text x=\"%d\" y=\"%d\" fill=\"#222\">", *x, *x + 22, *y - 4, *y - 4, color, dash ? 2 : 6,
+		dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "", *x + 28, *y);
 	xml_text(out, name);
 	fprintf(out, "</text>\n");
 	*x += 40 + (int)strlen(name) * 7;
@@ -291,21 +295,23 @@ static void draw_legend(struct plot *pl, const int *procs, int nprocs)
 	fprintf(pl->out, "<g class=\"legend\">\n");
 	if (!pl->m->per_process) {
 		for (int k = TL_ANON; a->has_rss && k <= TL_SHMEM; k++)
-			legend_item(pl->out, &x, y, styles[k].color, NULL, styles[k].name);
+			legend_item(pl->out, &x, &y, styles[k].color, NULL, styles[k].name);
 	}
 	if (a->has_rss)
-		legend_item(pl->out, &x, y, styles[TL_RSS].color, pl->m->per_process ? "1 3" : "5 0", "RSS (tree)");
-	legend_item(pl->out, &x, y, styles[TL_HEAP].color, "5 0", "heap (tree)");
+		legend_item(pl->out, &x, &y, styles[TL_RSS].color, pl->m->per_process ? "1 3" : "5 0", "RSS (tree)");
+	legend_item(pl->out, &x, &y, styles[TL_HEAP].color, "5 0", "heap (tree)");
 	if (pl->m->physical)
-		legend_item(pl->out, &x, y, styles[TL_PHYSICAL].color, "5 0", "physical (tree)");
+		legend_item(pl->out, &x, &y, styles[TL_PHYSICAL].color, "5 0", "physical (tree)");
+	if (nprocs) {
+		x = PLOT_X;
+		y += 18;
+		fprintf(pl->out, "<text x=\"%d\" y=\"%d\" fill=\"#222\">per process: RSS solid, heap dashed</text>\n",
+			x, y);
+		x += 260;
+	}
 	for (int i = 0; i < nprocs; i++) {
-		if (i % 5 == 0) {
-			x = PLOT_X;
-			y += 18;
-		}
-		snprintf(name, sizeof(name), "%u %s (RSS, heap dashed)", a->procs[procs[i]].pid,
-			 a->procs[procs[i]].command);
-		legend_item(pl->out, &x, y, proc_colors[i], NULL, name);
+		snprintf(name, sizeof(name), "%u %s", a->procs[procs[i]].pid, a->procs[procs[i]].command);
+		legend_item(pl->out, &x, &y, proc_colors[i], NULL, name);
 	}
 	fprintf(pl->out, "</g>\n");
 }
