@@ -27,9 +27,10 @@ struct live_table {
 };
 
 struct proc_summary {
+	/* the fields every heap record touches come first: one cache line */
 	uint32_t pid;
 	uint32_t ppid;			/* 0 for the root or unknown */
-	char command[64];		/* basename of the last exec'd path */
+	struct live_table live;		/* this process's live blocks */
 	uint64_t allocs;		/* heap allocations */
 	uint64_t allocated_bytes;	/* bytes requested by them */
 	uint64_t frees;			/* free records (known or not) */
@@ -43,7 +44,7 @@ struct proc_summary {
 	bool exited;
 	int64_t exit_code;		/* -1 when killed */
 	uint32_t exit_signal;
-	struct live_table live;		/* this process's live blocks */
+	char command[64];		/* basename of the last exec'd path */
 };
 
 /*
