@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "analysis.h"
 #include "artifact.h"
 
 #define NPROCS_ALIVE 8
@@ -178,9 +179,13 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Reads the artifact without analysing it (the reader's share); CPU s or -1. */
-static double read_only(const char *path, uint64_t *n)
+/*
+ * Reads the artifact in this process, analysing it when @analyse (what
+ * report does) or not (the reader's share); returns thread CPU s or -1.
+ */
+static double read_in_process(const char *path, uint64_t *n, bool analyse)
 {
+	struct analysis an;
 	struct timespec a, b;
 	struct mt_event ev;
 	char err[256];
@@ -190,10 +195,17 @@ static double read_only(const char *path, uint64_t *n)
 	if (!r)
 		return -1;
 	*n = 0;
+	analysis_init(&an);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-	while ((rc = mt_reader__next(r, &ev)) == 1)
+	while ((rc = mt_reader__next(r, &ev)) == 1) {
 		(*n)++;
+		if (analyse && analysis_add(&an, &ev))
+			rc = -ENOMEM;
+	}
+	if (analyse)
+		analysis_finish(&an);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+	analysis_release(&an);
 	mt_reader__free(r);
 	return rc ? -1 : (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
 }
@@ -258,7 +270,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	t0 = now_s() - t0;
-	reader_cpu = read_only(path, &n); /* n: the exact count written */
+	reader_cpu = read_in_process(path, &n, false); /* n: the exact count written */
 	if (reader_cpu < 0) {
 		fprintf(stderr, "bench_report: cannot read %s back\n", path);
 		return 1;
@@ -281,7 +293,14 @@ int main(int argc, char **argv)
 	}
 	printf("memtrack report (1 cpu, best of %u): %.1f M events/CPU-s, %.1f M events/s wall, "
 	       "%.2f s CPU, max RSS %ld KiB\n", reps, n / best_cpu / 1e6, n / best_wall / 1e6, best_cpu, rss);
-	printf("reader alone (no analysis, in-process): %.1f M events/CPU-s\n", n / reader_cpu / 1e6);
+	{
+		uint64_t m;
+		double both = read_in_process(path, &m, true);
+
+		printf("in-process: reader alone %.1f M events/CPU-s, reader + analysis %.1f M events/CPU-s "
+		       "(analysis %.1f ns/event)\n", n / reader_cpu / 1e6, n / both / 1e6,
+		       (both - reader_cpu) * 1e9 / n);
+	}
 	if (!keep)
 		unlink(path);
 	return 0;
