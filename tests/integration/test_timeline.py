@@ -97,7 +97,7 @@ def test_timeline_html_screenshot(tmp):
     label_px = sum(1 for px in area if px == LABEL_RGB)
     # coloured (not white, not the grey of the grid and frame): series and areas
     coloured = sum(1 for px in area if max(px) - min(px) > 30)
-    # the heap line climbs to 2 MB (a third of the plot's height) and back: hundreds of pixels
+    # the heap line climbs to 2 MB and falls back: hundreds of pixels
     check_true(heap_px >= 200, "heap-coloured pixels in the plot area: %d" % heap_px)
     check_true(rss_px >= 200, "RSS-coloured pixels in the plot area: %d" % rss_px)
     check_true(coloured >= 5000, "plot area not empty: %d coloured pixels of %d" % (coloured, len(area)))
