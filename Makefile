@@ -13,7 +13,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror=undef -Wmissing-field-initializers \
 	    -Wno-unused-parameter -D_GNU_SOURCE -DMT_VERSION='"$(VERSION)"' \
 	    -I$(OUT) $(SRC_INCLUDES) -MMD -MP
-LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread
+LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread -lm
 BPF_CFLAGS := -g -O2 -Wall
 # CI builds (make check) turn every warning into an error.
 ifeq ($(WERROR),1)
@@ -126,7 +126,7 @@ $(OUT)/memtrack: $(OUT)/obj/cli/main.o $(OUT)/libmemtrack.a $(OUT)/libmemtrack-c
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests link the pure library only (no BPF, no skeleton).
-$(OUT)/tests/%: tests/unit/%.c tests/harness.h tests/unit/waits.h $(SRC_HDRS) $(OUT)/libmemtrack-core.a
+$(OUT)/tests/%: tests/unit/%.c tests/harness.h $(wildcard tests/unit/*.h) $(SRC_HDRS) $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DMT_SOURCE_DIR='"$(CURDIR)"' -Itests -Itests/unit $< $(OUT)/libmemtrack-core.a $(LDLIBS) -o $@
@@ -179,8 +179,10 @@ unit-test: $(UNIT_BINS)
 integration-test: all $(FIXTURE_BINS)
 	$(Q)tests/run.sh --integration
 
-bench-pipeline: all $(OUT)/bench/bench_pipeline
+# bench_report: `memtrack report` on a 50-million-event artifact, one CPU.
+bench-pipeline: all $(OUT)/bench/bench_pipeline $(OUT)/bench/bench_report
 	$(Q)$(OUT)/bench/bench_pipeline
+	$(Q)$(OUT)/bench/bench_report -m $(OUT)/memtrack
 
 bench: all $(FIXTURE_BINS)
 	$(Q)bench/run.sh

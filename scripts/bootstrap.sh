@@ -5,7 +5,7 @@ set -e
 PKGS="clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev pkg-config make gcc \
       libmsgpack-dev hyperfine heaptrack valgrind time python3 python3-pytest \
       clang-format clang-tidy cppcheck shellcheck git \
-      g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev"
+      g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev chromium"
 
 missing=""
 for p in $PKGS; do

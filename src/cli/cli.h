@@ -16,6 +16,8 @@
 int cmd_track(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 /* Prints "memtrack: <fmt>\n" to stderr. */
 void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "json.h"
 #include "schema.h"
+#include "timeline.h"
 
 struct report {
 	struct analysis a;
@@ -124,9 +125,11 @@ static void print_json(const struct report *r)
 	if (r->trailer)
 		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code, r->trailer->exit_signal);
 	printf(",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
+	       ",\"unknown_free_count\":%llu"
 	       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu",
 	       (unsigned long long)a->alloc_count, (unsigned long long)a->total_allocated_bytes,
-	       (unsigned long long)a->free_count, (unsigned long long)a->peak_live_bytes,
+	       (unsigned long long)a->free_count, (unsigned long long)a->unknown_free_count,
+	       (unsigned long long)a->peak_live_bytes,
 	       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
@@ -148,8 +151,41 @@ static void print_json(const struct report *r)
 	printf("]}\n");
 }
 
+/* Writes the timeline to @path as HTML or SVG; returns 0 or 1 (after saying why). */
+static int write_picture(const struct report *r, const struct timeline *tl, const char *path,
+			 bool html, bool per_process)
+{
+	struct timeline_meta m = {
+		.command = r->hdr->command, .a = &r->a, .physical = r->physical,
+		.per_process = per_process,
+	};
+	FILE *f = fopen(path, "w");
+	int err;
+
+	if (!f) {
+		die_msg("cannot write '%s': %s", path, strerror(errno));
+		return 1;
+	}
+	err = html ? timeline_write_html(tl, &m, f) : timeline_write_svg(tl, &m, f);
+	if (err || fflush(f) || ferror(f)) {
+		die_msg("cannot write '%s': %s", path, strerror(err ? -err : errno));
+		fclose(f);
+		return 1;
+	}
+	if (fclose(f)) {
+		die_msg("cannot write '%s': %s", path, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+#define REPORT_USAGE "usage: memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process]"
+
 int cmd_report(int argc, char **argv)
 {
+	const char *html = NULL, *svg = NULL;
+	bool per_process = false;
+	struct timeline *tl = NULL;
 	struct report r = { .error = "" };
 	const char *path = NULL;
 	bool json = false;
@@ -161,14 +197,29 @@ int cmd_report(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
 			json = true;
-		else if (argv[i][0] == '-' || path) {
-			die_msg("unknown argument '%s'; usage: memtrack report FILE [--json]", argv[i]);
+		else if (!strcmp(argv[i], "--per-process"))
+			per_process = true;
+		else if (!strcmp(argv[i], "--html") || !strcmp(argv[i], "--svg")) {
+			if (i + 1 == argc) {
+				die_msg("%s needs an output file; " REPORT_USAGE, argv[i]);
+				return 2;
+			}
+			if (!strcmp(argv[i], "--html"))
+				html = argv[++i];
+			else
+				svg = argv[++i];
+		} else if (argv[i][0] == '-' || path) {
+			die_msg("unknown argument '%s'; " REPORT_USAGE, argv[i]);
 			return 2;
 		} else
 			path = argv[i];
 	}
 	if (!path) {
-		die_msg("no file given; usage: memtrack report FILE [--json]");
+		die_msg("no file given; " REPORT_USAGE);
+		return 2;
+	}
+	if (per_process && !html && !svg) {
+		die_msg("--per-process shapes the timeline; add --html OUT.html or --svg OUT.svg");
 		return 2;
 	}
 	rd = mt_reader__open(path, err, sizeof(err));
@@ -177,6 +228,15 @@ int cmd_report(int argc, char **argv)
 		return 1;
 	}
 	analysis_init(&r.a);
+	if (html || svg) {
+		tl = timeline__new(mt_reader__header(rd)->start_ns, per_process);
+		if (!tl) {
+			die_msg("out of memory");
+			mt_reader__free(rd);
+			return 1;
+		}
+		timeline_attach(tl, &r.a);
+	}
 	while ((ret = mt_reader__next(rd, &ev)) == 1)
 		if (analysis_add(&r.a, &ev)) {
 			ret = -ENOMEM;
@@ -200,7 +260,14 @@ int cmd_report(int argc, char **argv)
 		else
 			print_text(&r);
 		ret = close_stdout("report");
+		if (tl)
+			timeline_finish(tl, r.hdr->start_ns + duration_ns(&r));
+		if (html && !ret)
+			ret = write_picture(&r, tl, html, true, per_process);
+		if (svg && !ret)
+			ret = write_picture(&r, tl, svg, false, per_process);
 	}
+	timeline__free(tl);
 	analysis_release(&r.a);
 	mt_reader__free(rd);
 	return ret;

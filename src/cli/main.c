@@ -10,7 +10,9 @@ static void usage(FILE *out)
 		"usage: memtrack track [options] [-o FILE] -- CMD [ARGS...]\n"
 		"       memtrack track [options] [-o FILE] \"SHELL COMMAND\"\n"
 		"       memtrack dump FILE\n"
-		"       memtrack report FILE [--json]\n"
+		"       memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process]\n"
+		"       memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]...\n"
+		"       memtrack export --format=perfetto|csv FILE -o OUT\n"
 		"       memtrack --version\n"
 		"Run `memtrack track --help` for the options of track.\n");
 }
@@ -27,6 +29,10 @@ int main(int argc, char **argv)
 		return cmd_dump(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "diff"))
+		return cmd_diff(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "export"))
+		return cmd_export(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--version")) {
 		printf("memtrack %s\n", MT_VERSION);
 		return 0;
@@ -35,6 +41,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	die_msg("unknown command '%s'; use track, dump or report (see memtrack --help)", argv[1]);
+	die_msg("unknown command '%s'; use track, dump, report, diff or export (see memtrack --help)", argv[1]);
 	return 2;
 }

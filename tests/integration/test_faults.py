@@ -98,13 +98,16 @@ def check_nothing_stopped(pids, what, within=2.0):
 
 
 def storm_progresses(sh, what):
-    """The storm goes on: its shell runs more than one child within 2 s."""
+    """The storm goes on: its shell runs more than one child within 10 s
+    (nothing is stopped: check_nothing_stopped; a child may still wait in
+    the kernel while a dead memtrack's links are torn down, seconds on a
+    loaded machine)."""
     seen = set()
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline and len(seen) < 3:
         seen.update(children(sh))
         time.sleep(0.01)
-    check_true(len(seen) >= 3, "%s: the storm goes on (children seen in 2 s: %s)"
+    check_true(len(seen) >= 3, "%s: the storm goes on (children seen in 10 s: %s)"
                % (what, sorted(seen)))
 
 
