@@ -286,7 +286,8 @@ def expand(template, values):
 def build_command(ctx, bench, variant, artifact_dir, tag):
     """Returns (argv, fresh_dir or None) for one workload under one variant."""
     fresh = os.path.join(ctx.scratch, "fresh", f"{bench['name']}.{variant['name']}.{tag}")
-    values = {"memtrack": ctx.memtrack, "fixtures": ctx.fixtures, "fresh": shlex.quote(fresh)}
+    values = {"memtrack": ctx.memtrack, "fixtures": ctx.fixtures, "fresh": shlex.quote(fresh),
+              "repo": shlex.quote(REPO)}
     for name, path in ctx.inputs.items():
         values[f"input:{name}"] = shlex.quote(path)
     workload = expand(bench["command"], values)

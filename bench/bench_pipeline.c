@@ -9,10 +9,10 @@
  *
  *   memtrack      the real pipeline: the main thread acts as the poller
  *                 (parse = rec_size, pipeline_feed, a tick now and then), the
- *                 writer thread sorts, varint-encodes, zstd-compresses and
- *                 writes the artifact; timed from the first feed until
- *                 pipeline__stop() has written the last frame.
- *   memtrack 1cpu the same with both threads pinned to one CPU.
+ *                 encoding threads (one per usable CPU) sort, varint-encode,
+ *                 zstd-compress and write the artifact; timed from the first
+ *                 feed until pipeline__stop() has written the last frame.
+ *   memtrack 1cpu the same pinned to one CPU (so one encoding thread).
  *   msgpack+zstd  the artifact format of a comparable Rust eBPF tracker:
  *                 each event a MessagePack map with string keys (pid, tid,
  *                 timestamp, addr, type, size) packed with msgpack-c, frames
@@ -530,7 +530,7 @@ int main(int argc, char **argv)
 
 	for (int v = 0; v < 3; v++) {
 		static const char *const names[] = {
-			"memtrack (2 threads)", "memtrack (pinned, 1 cpu)",
+			"memtrack (all cpus)", "memtrack (pinned, 1 cpu)",
 			"msgpack+zstd-5 (1 thread)",
 		};
 		static const char *const modes[] = { "memtrack", "pin", "msgpack" };
@@ -543,7 +543,7 @@ int main(int argc, char **argv)
 			continue;
 		sched_getaffinity(0, sizeof(all), &all);
 		if (v == 1) {
-			/* the writer thread inherits the poller's mask */
+			/* the encoding threads inherit the poller's mask */
 			CPU_ZERO(&one);
 			CPU_SET(sched_getcpu(), &one);
 			sched_setaffinity(0, sizeof(one), &one);
@@ -572,7 +572,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "  %-26s wall s: best %.3f, median %.3f, worst %.3f",
 			names[v], walls[0], walls[reps / 2], walls[reps - 1]);
 		if (v < 2)
-			fprintf(stderr, "\n  %-26s poller thread CPU %.1f ns/event, writer thread CPU %.1f ns/event "
+			fprintf(stderr, "\n  %-26s poller thread CPU %.1f ns/event, encoding threads CPU %.1f ns/event "
 				"(self-timed encode+compress+write %.1f)",
 				"", best[v].poller_cpu_s * 1e9 / nev,
 				(best[v].cpu_s - best[v].poller_cpu_s) * 1e9 / nev,

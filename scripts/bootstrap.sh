@@ -3,7 +3,9 @@
 # and benchmark.  As root it runs apt-get; otherwise it prints the line to run.
 set -e
 PKGS="clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev pkg-config make gcc \
-      libmsgpack-dev hyperfine heaptrack valgrind time python3"
+      libmsgpack-dev hyperfine heaptrack valgrind time python3 python3-pytest \
+      clang-format clang-tidy cppcheck shellcheck git \
+      g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev chromium"
 
 missing=""
 for p in $PKGS; do
@@ -17,6 +19,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "bootstrap: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
+# $missing is a list of package names: split on purpose
+# shellcheck disable=SC2086
 apt-get install -y -q $missing >/dev/null 2>&1 || {
 	apt-get update -q >/dev/null && apt-get install -y -q $missing >/dev/null
 }

@@ -3,8 +3,9 @@
  * event.h - the one record layout shared by the BPF programs and userspace.
  *
  * Every ring-buffer record is a struct mt_rec_hdr followed by up to
- * MT_MAX_FIELDS 64-bit fields; which fields a type carries is fixed by the
- * schema table in schema.c (and documented in docs/FORMAT.md).  EXEC records
+ * MT_MAX_FIELDS 64-bit fields; which fields a type carries is fixed by
+ * MT_RECORD_TYPES below (the schema table in schema.c is built from it,
+ * docs/FORMAT.md §8 documents it).  EXEC records
  * carry a NUL-terminated path after their fields, MARK records (no fields)
  * a NUL-terminated name.
  *
@@ -17,27 +18,116 @@
 
 #define MT_FORMAT_VERSION 1
 
-/* Record types.  They start at 1 so an all-zero record is never valid. */
+/*
+ * Every record type, defined once.  Each line of MT_RECORD_TYPES is
+ *     X(NAME, number, "dump name", string key or NULL, natural fn)
+ * and MT_FIELDS_<NAME> lists that type's fields in on-disk order as
+ *     F(INDEX, "dump key", kind)      kind: UINT, SINT or ADDR (FORMAT.md §5.4)
+ * From these come enum mt_type (MT_<NAME>), the field indexes usable from
+ * BPF (r->f[MREMAP_NEW_ADDR]), <NAME>_NFIELDS, the schema table
+ * (format/schema.c, hence dump's keys and the codec) and the check of
+ * docs/FORMAT.md §8 (tests/unit/test_schema.c).  Numbers are on disk:
+ * append, never renumber; they start at 1 so an all-zero record is never
+ * valid, and they are consecutive (checked below).  "natural fn" is the
+ * allocator function a heap type names by default (0 for the others).
+ */
+/* the tables keep one entry a line, aligned by hand */
+/* clang-format off */
+#define MT_RECORD_TYPES(X)                                                  \
+	X(MALLOC, 1, "malloc", NULL, MT_FN_MALLOC)                          \
+	X(CALLOC, 2, "calloc", NULL, MT_FN_CALLOC)                          \
+	X(REALLOC, 3, "realloc", NULL, MT_FN_REALLOC)                       \
+	X(ALIGNED_ALLOC, 4, "aligned_alloc", NULL, MT_FN_ALIGNED_ALLOC)     \
+	X(FREE, 5, "free", NULL, MT_FN_FREE)                                \
+	X(MMAP, 6, "mmap", NULL, 0)                                         \
+	X(MUNMAP, 7, "munmap", NULL, 0)                                     \
+	X(MREMAP, 8, "mremap", NULL, 0)                                     \
+	X(BRK, 9, "brk", NULL, 0)                                           \
+	X(FORK, 10, "fork", NULL, 0)                                        \
+	X(EXEC, 11, "exec", "path", 0)                                      \
+	X(EXIT, 12, "exit", NULL, 0)                                        \
+	X(RSS, 13, "rss", NULL, 0)                                          \
+	X(PHYSICAL, 14, "physical", NULL, 0)                                \
+	/* written by userspace (control socket, src/record/control.c) */   \
+	X(MARK, 15, "mark", "name", 0)         /* `mark NAME` */            \
+	X(ENABLE, 16, "enable", NULL, 0)       /* heap recording on */      \
+	X(DISABLE, 17, "disable", NULL, 0)     /* heap recording off */
+
+/* Heap types share their leading fields (alloc.bpf.c fills them alike). */
+#define MT_FIELDS_MALLOC(F)                                                 \
+	F(MALLOC_ADDR, "addr", ADDR)           /* returned pointer */       \
+	F(MALLOC_SIZE, "size", UINT)           /* requested bytes */
+#define MT_FIELDS_CALLOC(F)                                                 \
+	F(CALLOC_ADDR, "addr", ADDR)           /* returned pointer */       \
+	F(CALLOC_SIZE, "size", UINT)           /* nmemb * size */
+#define MT_FIELDS_REALLOC(F)                                                \
+	F(REALLOC_ADDR, "addr", ADDR)          /* new pointer */            \
+	F(REALLOC_SIZE, "size", UINT)          /* requested bytes */        \
+	F(REALLOC_OLD_ADDR, "old_addr", ADDR)  /* the pointer passed in */
+#define MT_FIELDS_ALIGNED_ALLOC(F)                                          \
+	F(ALIGNED_ALLOC_ADDR, "addr", ADDR)    /* returned pointer */       \
+	F(ALIGNED_ALLOC_SIZE, "size", UINT)    /* requested bytes */        \
+	F(ALIGNED_ALLOC_ALIGN, "align", UINT)  /* alignment, bytes */
+#define MT_FIELDS_FREE(F)                                                   \
+	F(FREE_ADDR, "addr", ADDR)             /* pointer freed */
+#define MT_FIELDS_MMAP(F)                                                   \
+	F(MMAP_ADDR, "addr", ADDR)             /* mapped address */         \
+	F(MMAP_LEN, "len", UINT)                                            \
+	F(MMAP_PROT, "prot", UINT)                                          \
+	F(MMAP_FLAGS, "flags", UINT)                                        \
+	F(MMAP_FD, "fd", SINT)                 /* -1: anonymous */          \
+	F(MMAP_OFFSET, "offset", UINT)
+#define MT_FIELDS_MUNMAP(F)                                                 \
+	F(MUNMAP_ADDR, "addr", ADDR)                                        \
+	F(MUNMAP_LEN, "len", UINT)
+#define MT_FIELDS_MREMAP(F)                                                 \
+	F(MREMAP_NEW_ADDR, "addr", ADDR)                                    \
+	F(MREMAP_NEW_LEN, "len", UINT)                                      \
+	F(MREMAP_OLD_ADDR, "old_addr", ADDR)                                \
+	F(MREMAP_OLD_LEN, "old_len", UINT)                                  \
+	F(MREMAP_FLAGS, "flags", UINT)
+#define MT_FIELDS_BRK(F)                                                    \
+	F(BRK_ADDR, "addr", ADDR)              /* the new program break */
+#define MT_FIELDS_FORK(F)                                                   \
+	F(FORK_PARENT, "parent", UINT)         /* tgid */                   \
+	F(FORK_CHILD, "child", UINT)           /* tgid, or tid of a thread */ \
+	F(FORK_FLAGS, "flags", UINT)           /* MT_FORK_* */
+#define MT_FIELDS_EXEC(F)                                                   \
+	F(EXEC_OLD_PID, "old_pid", UINT)       /* the tid that called execve */
+#define MT_FIELDS_EXIT(F)                                                   \
+	F(EXIT_CODE, "code", SINT)             /* -1 when killed by a signal */ \
+	F(EXIT_SIGNAL, "signal", UINT)         /* 0 if none */
+#define MT_FIELDS_RSS(F)                                                    \
+	F(RSS_ANON, "anon", UINT)              /* bytes */                  \
+	F(RSS_FILE, "file", UINT)              /* bytes */                  \
+	F(RSS_SHMEM, "shmem", UINT)            /* bytes */                  \
+	F(RSS_SWAP, "swap", UINT)              /* bytes of swap entries */
+#define MT_FIELDS_PHYSICAL(F)                                               \
+	F(PHYSICAL_BYTES, "bytes", UINT)       /* the tree's physical memory */
+#define MT_FIELDS_MARK(F)                      /* the name follows the header */
+#define MT_FIELDS_ENABLE(F)
+#define MT_FIELDS_DISABLE(F)
+
+#define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
+#define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
+/* MT_X_NTYPES counts the list's lines. */
+enum { MT_RECORD_TYPES(MT_X_TYPE_SEQ) MT_X_NTYPES };
+/* Record types (on disk as the record's type). */
 enum mt_type {
-	MT_MALLOC = 1,
-	MT_CALLOC = 2,
-	MT_REALLOC = 3,
-	MT_ALIGNED_ALLOC = 4,
-	MT_FREE = 5,
-	MT_MMAP = 6,
-	MT_MUNMAP = 7,
-	MT_MREMAP = 8,
-	MT_BRK = 9,
-	MT_FORK = 10,
-	MT_EXEC = 11,
-	MT_EXIT = 12,
-	MT_RSS = 13,
-	MT_PHYSICAL = 14,
-	MT_MARK = 15,	  /* written by userspace: `mark NAME` on the control socket */
-	MT_ENABLE = 16,	  /* written by userspace: heap recording switched on */
-	MT_DISABLE = 17,  /* written by userspace: heap recording switched off */
-	MT_TYPE_MAX = 18, /* one past the last known type */
+	MT_RECORD_TYPES(MT_X_TYPE_ENUM)
+	MT_TYPE_MAX = MT_X_NTYPES + 1, /* one past the last known type */
 };
+
+/* Field indexes, and <NAME>_NFIELDS, per type. */
+#define MT_X_FIELD_INDEX(INDEX, key, kind) INDEX,
+#define MT_X_TYPE_FIELDS(NAME, num, name, str, fn) \
+	enum { MT_FIELDS_##NAME(MT_X_FIELD_INDEX) NAME##_NFIELDS };
+MT_RECORD_TYPES(MT_X_TYPE_FIELDS)
+
+/* Numbers are consecutive: schema and drop-counter arrays are indexed by type. */
+#define MT_X_TYPE_DENSE(NAME, num, name, str, fn) \
+	_Static_assert((num) >= 1 && (num) < MT_TYPE_MAX, "record type " #NAME " numbered out of order");
+MT_RECORD_TYPES(MT_X_TYPE_DENSE)
 
 /*
  * How an allocator function's entry probe reads its arguments and what its
@@ -131,6 +221,11 @@ enum mt_fn {
 #define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
 
 #define MT_MAX_FIELDS 6
+
+#define MT_X_TYPE_FITS(NAME, num, name, str, fn) \
+	_Static_assert(NAME##_NFIELDS <= MT_MAX_FIELDS, #NAME " has more than MT_MAX_FIELDS fields");
+MT_RECORD_TYPES(MT_X_TYPE_FITS)
+/* clang-format on */
 #define MT_PATH_MAX 256
 
 /*
@@ -159,7 +254,7 @@ struct mt_rec {
 
 struct mt_rec_exec {
 	struct mt_rec_hdr h;
-	__u64 f[1];		   /* old pid (the tid that called execve) */
+	__u64 f[EXEC_NFIELDS];	   /* EXEC_OLD_PID */
 	char path[MT_PATH_MAX];    /* NUL-terminated */
 };
 
@@ -173,6 +268,12 @@ _Static_assert(sizeof(struct mt_rec_hdr) == 24, "mt_rec_hdr layout");
 _Static_assert(sizeof(struct mt_rec) == 24 + 8 * MT_MAX_FIELDS, "mt_rec layout");
 _Static_assert(sizeof(struct mt_rec_exec) == 24 + 8 + MT_PATH_MAX, "mt_rec_exec layout");
 _Static_assert(sizeof(struct mt_rec_mark) == 24 + MT_PATH_MAX, "mt_rec_mark layout");
+/* alloc.bpf.c fills every heap record through one layout */
+_Static_assert(MALLOC_ADDR == 0 && CALLOC_ADDR == 0 && REALLOC_ADDR == 0 &&
+	       ALIGNED_ALLOC_ADDR == 0 && FREE_ADDR == 0, "heap records start with addr");
+_Static_assert(MALLOC_SIZE == 1 && CALLOC_SIZE == 1 && REALLOC_SIZE == 1 &&
+	       ALIGNED_ALLOC_SIZE == 1, "heap records carry size second");
+_Static_assert(REALLOC_OLD_ADDR == 2 && ALIGNED_ALLOC_ALIGN == 2, "third heap field");
 
 /*
  * Per-type drop counters live in a per-CPU array indexed by enum mt_type;

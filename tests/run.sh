@@ -2,18 +2,21 @@
 # SPDX-License-Identifier: MIT
 #
 # run.sh - the `make test` runner: every unit test binary ($OUT/tests/test_*),
-# then the integration tests (tests/integration/run.py, root + BPF only).
+# then the integration tests (pytest on tests/integration, root + BPF only).
 #
-# Each test prints "PASS name" or "FAIL name"; this script shows them as they
-# come and counts them.  A binary that exits non-zero without a FAIL line
+# Each test prints "PASS name" or "FAIL name" (unit tests through harness.h,
+# integration tests through tests/integration/conftest.py); this script
+# shows them as they come and counts them.  A binary that exits non-zero without a FAIL line
 # (a crash, say) counts as one more failure.  The last line is exactly
 #     N passed, M failed
 # with " (K integration tests SKIPPED: not root)" appended when they could not
 # run.  Exit status 0 iff M == 0.
 #
-# usage: tests/run.sh [--unit|--integration] [-k SUBSTRING]...
-#   --unit / --integration run one half only; -k selects integration tests.
-# Environment: OUT (build directory, default build).
+# usage: tests/run.sh [--unit|--integration] [PYTEST ARGS...]
+#   --unit / --integration run one half only; the other arguments go to
+#   pytest, e.g. -k heap (a substring or expression of test names), -x.
+# Environment: OUT (build directory, default build); PYTEST (default
+# pytest-3, Debian's python3-pytest, else python3 -m pytest).
 set -u
 
 cd "$(dirname "$0")/.." || exit 2
@@ -55,7 +58,7 @@ run_counted() {
 units=0
 [ "$run_units" -eq 1 ] && for bin in "$OUT"/tests/test_*; do
 	case $bin in *.d | *.o) continue ;; esac
-	[ -f "$bin" ] && [ -x "$bin" ] || continue
+	if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then continue; fi
 	units=$((units + 1))
 	echo "== unit: $bin"
 	run_counted "$bin" "$bin"
@@ -66,20 +69,26 @@ if [ "$run_units" -eq 1 ] && [ "$units" -eq 0 ]; then
 fi
 
 # --- integration tests --------------------------------------------------
+if [ -z "${PYTEST:-}" ]; then
+	if command -v pytest-3 >/dev/null; then PYTEST="pytest-3"; else PYTEST="python3 -m pytest"; fi
+fi
+read -ra pytest <<<"$PYTEST"
 if [ "$run_integration" -eq 0 ]; then
 	:
-elif ! command -v python3 >/dev/null; then
-	echo "FAIL integration tests (python3 not found: run make deps)"
+elif ! "${pytest[@]}" --version >/dev/null 2>&1; then
+	echo "FAIL integration tests (pytest not found: run make deps)"
 	failed=$((failed + 1))
 elif [ "$(id -u)" -ne 0 ]; then
-	k=$(python3 tests/integration/run.py --list "$@" 2>/dev/null) || k="?"
+	# pytest -qq --collect-only prints "test_x.py: N" per module
+	k=$("${pytest[@]}" tests/integration --collect-only -q "$@" 2>/dev/null |
+		awk -F': ' '/\.py: [0-9]+$/ { n += $2 } END { print n + 0 }')
 	echo
 	echo "!!! $k integration tests SKIPPED: they need root (BPF); run sudo make test !!!"
 	echo
 	skipped_note=" ($k integration tests SKIPPED: not root)"
 else
 	echo "== integration: tests/integration ($MEMTRACK_BUILD)"
-	run_counted "tests/integration/run.py" python3 tests/integration/run.py "$@"
+	run_counted "pytest tests/integration" "${pytest[@]}" tests/integration "$@"
 fi
 
 echo "$passed passed, $failed failed$skipped_note"

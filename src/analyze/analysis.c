@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* analysis.c - aggregation of an event stream; see analysis.h. */
+/* analysis.c - aggregation of an event stream; see analysis.h and docs/METRICS.md. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,143 +8,247 @@
 
 struct live_slot {
 	uint64_t addr;		/* 0: empty */
-	uint64_t size;		/* UINT64_MAX marks a tombstone */
-	uint32_t pid;
-	uint32_t pad;
+	uint64_t size;		/* bytes */
 };
-
-#define TOMBSTONE UINT64_MAX
 
 void analysis_init(struct analysis *a)
 {
 	memset(a, 0, sizeof(*a));
 }
 
-static uint64_t slot_hash(uint32_t pid, uint64_t addr)
+static uint64_t mix64(uint64_t h)
 {
-	uint64_t h = (addr >> 4) ^ ((uint64_t)pid << 40);
-
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdull;
 	h ^= h >> 33;
 	return h;
 }
 
-static struct live_slot *slot_find(struct analysis *a, uint32_t pid, uint64_t addr)
-{
-	if (!a->nslots)
-		return NULL;
-	for (uint64_t i = slot_hash(pid, addr) & (a->nslots - 1);; i = (i + 1) & (a->nslots - 1)) {
-		struct live_slot *s = &a->slots[i];
+/* ---- live blocks of one process ----------------------------------------- */
 
+/*
+ * Linear probing without tombstones: a delete shifts the rest of its probe
+ * chain back (Knuth 6.4, algorithm R), so chains stay as short as the load
+ * (at most one half) makes them, however many blocks came and went.
+ */
+static uint64_t live_home(const struct live_table *t, uint64_t addr)
+{
+	return mix64(addr >> 4) & (t->nslots - 1);
+}
+
+static struct live_slot *live_find(const struct live_table *t, uint64_t addr)
+{
+	uint64_t mask = t->nslots - 1;
+
+	if (!t->nslots)
+		return NULL;
+	for (uint64_t i = live_home(t, addr);; i = (i + 1) & mask) {
+		struct live_slot *s = &t->slots[i];
+
+		if (s->addr == addr)
+			return s;
 		if (!s->addr)
 			return NULL;
-		if (s->addr == addr && s->pid == pid && s->size != TOMBSTONE)
+	}
+}
+
+/* Inserts without growing; the caller made room.  @addr is not live. */
+static void live_put(struct live_table *t, uint64_t addr, uint64_t size)
+{
+	uint64_t mask = t->nslots - 1, i;
+
+	for (i = live_home(t, addr); t->slots[i].addr; i = (i + 1) & mask)
+		;
+	t->slots[i].addr = addr;
+	t->slots[i].size = size;
+	t->nlive++;
+}
+
+static void live_drop(struct live_table *t, struct live_slot *s)
+{
+	uint64_t mask = t->nslots - 1, i = (uint64_t)(s - t->slots), j = i;
+
+	for (;;) {
+		uint64_t k;
+
+		j = (j + 1) & mask;
+		if (!t->slots[j].addr)
+			break;
+		k = live_home(t, t->slots[j].addr);
+		/* can slot j's entry move back to i?  Only if its home is not in (i, j] */
+		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+			t->slots[i] = t->slots[j];
+			i = j;
+		}
+	}
+	t->slots[i].addr = 0;
+	t->nlive--;
+}
+
+/* Doubles the table (64 slots at first). */
+static int live_grow(struct live_table *t)
+{
+	struct live_table n = { .nslots = t->nslots ? t->nslots * 2 : 64, .nlive = 0 };
+
+	n.slots = calloc(n.nslots, sizeof(*n.slots));
+	if (!n.slots)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < t->nslots; i++)
+		if (t->slots[i].addr)
+			live_put(&n, t->slots[i].addr, t->slots[i].size);
+	free(t->slots);
+	*t = n;
+	return 0;
+}
+
+/* The slot holding @addr, or the empty one where it would go; the table has slots. */
+static struct live_slot *live_slot_for(struct live_table *t, uint64_t addr)
+{
+	uint64_t mask = t->nslots - 1, i;
+
+	for (i = live_home(t, addr); t->slots[i].addr && t->slots[i].addr != addr; i = (i + 1) & mask)
+		;
+	return &t->slots[i];
+}
+
+static void live_release(struct live_table *t)
+{
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- processes ---------------------------------------------------------- */
+
+static uint32_t *pid_slot(const struct analysis *a, uint32_t pid)
+{
+	unsigned mask = a->pid_slots - 1;
+
+	for (unsigned i = mix64(pid) & mask;; i = (i + 1) & mask) {
+		uint32_t *s = &a->pid_index[i];
+
+		if (!*s || a->procs[*s - 1].pid == pid)
 			return s;
 	}
 }
 
-static int slots_grow(struct analysis *a);
-
-static int slot_insert(struct analysis *a, uint32_t pid, uint64_t addr, uint64_t size)
+const struct proc_summary *analysis_proc(const struct analysis *a, uint32_t pid)
 {
-	struct live_slot *s;
-	uint64_t i;
+	uint32_t *s;
 
-	if ((a->nused + 1) * 4 >= a->nslots * 3 && slots_grow(a))
-		return -ENOMEM;
-	for (i = slot_hash(pid, addr) & (a->nslots - 1);; i = (i + 1) & (a->nslots - 1)) {
-		s = &a->slots[i];
-		if (!s->addr || s->size == TOMBSTONE)
-			break;
-	}
-	if (!s->addr)
-		a->nused++;
-	s->addr = addr;
-	s->size = size;
-	s->pid = pid;
-	return 0;
+	if (!a->pid_slots)
+		return NULL;
+	s = pid_slot(a, pid);
+	return *s ? &a->procs[*s - 1] : NULL;
 }
 
-/* Doubles the table and drops tombstones. */
-static int slots_grow(struct analysis *a)
+static int pid_index_grow(struct analysis *a)
 {
-	struct live_slot *old = a->slots;
-	uint64_t n = a->nslots;
+	uint32_t *old = a->pid_index;
+	unsigned n = a->pid_slots ? a->pid_slots * 2 : 64;
 
-	a->nslots = n ? n * 2 : 1024;
-	a->slots = calloc(a->nslots, sizeof(*a->slots));
-	if (!a->slots) {
-		a->slots = old;
-		a->nslots = n;
+	a->pid_index = calloc(n, sizeof(*a->pid_index));
+	if (!a->pid_index) {
+		a->pid_index = old;
 		return -ENOMEM;
 	}
-	a->nused = 0;
-	for (uint64_t i = 0; i < n; i++)
-		if (old[i].addr && old[i].size != TOMBSTONE)
-			slot_insert(a, old[i].pid, old[i].addr, old[i].size);
 	free(old);
+	a->pid_slots = n;
+	for (unsigned i = 0; i < a->nprocs; i++)
+		*pid_slot(a, a->procs[i].pid) = i + 1;
 	return 0;
 }
 
+/* The process @pid, added when new; NULL on -ENOMEM.  May move a->procs. */
 static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 {
-	struct proc_summary *grown;
+	struct proc_summary *p;
+	uint32_t *s;
 
-	for (unsigned i = a->nprocs; i-- > 0;)
-		if (a->procs[i].pid == pid)
-			return &a->procs[i];
-	grown = realloc(a->procs, (a->nprocs + 1) * sizeof(*grown));
-	if (!grown)
+	/* most events come in runs of one process: skip the hash for them */
+	if (a->last_proc && a->procs[a->last_proc - 1].pid == pid)
+		return &a->procs[a->last_proc - 1];
+	if (a->pid_slots) {
+		s = pid_slot(a, pid);
+		if (*s) {
+			a->last_proc = *s;
+			return &a->procs[*s - 1];
+		}
+	}
+	if ((a->nprocs + 1) * 2 > a->pid_slots && pid_index_grow(a))
 		return NULL;
-	a->procs = grown;
-	memset(&a->procs[a->nprocs], 0, sizeof(*grown));
-	a->procs[a->nprocs].pid = pid;
-	return &a->procs[a->nprocs++];
+	if (a->nprocs == a->procs_cap) {
+		unsigned cap = a->procs_cap ? a->procs_cap * 2 : 16;
+
+		p = realloc(a->procs, cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		a->procs = p;
+		a->procs_cap = cap;
+	}
+	p = &a->procs[a->nprocs];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	*pid_slot(a, pid) = ++a->nprocs;
+	return p;
 }
 
-static int heap_alloc(struct analysis *a, struct proc_summary *p, uint32_t pid, uint64_t addr,
-		      uint64_t size)
+/* ---- heap --------------------------------------------------------------- */
+
+/* Removes the block at @addr of @p; returns whether it was live. */
+static bool heap_release(struct analysis *a, struct proc_summary *p, uint64_t addr)
 {
-	struct live_slot *s = slot_find(a, pid, addr);
+	struct live_slot *s = live_find(&p->live, addr);
+
+	if (!s) {
+		a->unknown_free_count++;
+		return false;
+	}
+	a->live_bytes -= s->size;
+	p->live_bytes -= s->size;
+	live_drop(&p->live, s);
+	return true;
+}
+
+static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts,
+		      uint64_t addr, uint64_t size)
+{
+	struct live_table *t = &p->live;
+	struct live_slot *s;
 
 	a->alloc_count++;
 	a->total_allocated_bytes += size;
 	p->allocs++;
 	p->allocated_bytes += size;
-	if (s) {		/* a free we never saw: forget the old block */
+	if ((t->nlive + 1) * 2 > t->nslots && live_grow(t))
+		return -ENOMEM;
+	/* one probe finds the block at @addr or the empty slot it goes to */
+	s = live_slot_for(t, addr);
+	if (s->addr) {		/* a free we never saw: the old block is gone */
 		a->live_bytes -= s->size;
 		p->live_bytes -= s->size;
-		s->size = TOMBSTONE;
+	} else {
+		s->addr = addr;
+		t->nlive++;
 	}
+	s->size = size;
 	a->live_bytes += size;
-	if (a->live_bytes > a->peak_live_bytes)
+	if (a->live_bytes > a->peak_live_bytes) {
 		a->peak_live_bytes = a->live_bytes;
+		a->peak_live_ts = ts;
+	}
 	p->live_bytes += size;
 	if (p->live_bytes > p->peak_heap_bytes)
 		p->peak_heap_bytes = p->live_bytes;
-	return slot_insert(a, pid, addr, size);
+	return 0;
 }
 
-static void heap_free(struct analysis *a, struct proc_summary *p, uint64_t addr)
-{
-	struct live_slot *s = slot_find(a, p->pid, addr);
-
-	a->free_count++;
-	if (!s)
-		return;
-	a->live_bytes -= s->size;
-	p->live_bytes -= s->size;
-	s->size = TOMBSTONE;
-}
-
-/* Everything @pid still holds is leaked: its image is gone (exit or exec). */
+/* Everything @p still holds is leaked: its image is gone (exit, exec, end). */
 static void sweep_proc(struct analysis *a, struct proc_summary *p)
 {
-	for (uint64_t i = 0; i < a->nslots; i++) {
-		struct live_slot *s = &a->slots[i];
+	for (uint64_t i = 0; i < p->live.nslots; i++) {
+		struct live_slot *s = &p->live.slots[i];
 
-		if (!s->addr || s->size == TOMBSTONE || s->pid != p->pid)
+		if (!s->addr)
 			continue;
 		p->leaked_count++;
 		p->leaked_bytes += s->size;
@@ -152,19 +256,41 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p)
 		a->leaked_bytes += s->size;
 		a->live_bytes -= s->size;
 		p->live_bytes -= s->size;
-		s->size = TOMBSTONE;
 	}
+	live_release(&p->live);
 }
 
-static void rss_update(struct analysis *a, struct proc_summary *p, uint64_t rss)
+/* ---- RSS and physical --------------------------------------------------- */
+
+static void rss_set(struct analysis *a, struct proc_summary *p, uint64_t ts,
+		    uint64_t anon, uint64_t file, uint64_t shmem)
 {
-	a->has_rss = true;
+	uint64_t rss = anon + file + shmem;
+
+	a->tree_anon += anon - p->rss_anon;
+	a->tree_file += file - p->rss_file;
+	a->tree_shmem += shmem - p->rss_shmem;
 	a->tree_rss_bytes += rss - p->rss_bytes;
+	p->rss_anon = anon;
+	p->rss_file = file;
+	p->rss_shmem = shmem;
 	p->rss_bytes = rss;
 	if (rss > p->peak_rss_bytes)
 		p->peak_rss_bytes = rss;
-	if (a->tree_rss_bytes > a->peak_rss_bytes)
+	if (a->tree_rss_bytes > a->peak_rss_bytes) {
 		a->peak_rss_bytes = a->tree_rss_bytes;
+		a->peak_rss_ts = ts;
+	}
+}
+
+static void physical_set(struct analysis *a, uint64_t ts, uint64_t bytes)
+{
+	a->has_physical = true;
+	a->physical_bytes = bytes;
+	if (bytes > a->peak_physical_bytes) {
+		a->peak_physical_bytes = bytes;
+		a->peak_physical_ts = ts;
+	}
 }
 
 static void set_command(struct proc_summary *p, const char *path)
@@ -216,10 +342,67 @@ static int control_add(struct analysis *a, const struct mt_event *ev)
 	}
 }
 
-int analysis_add(struct analysis *a, const struct mt_event *ev)
+/* ---- events ------------------------------------------------------------- */
+
+static int fork_child(struct analysis *a, uint32_t parent, const __u64 *f)
+{
+	struct proc_summary *child = proc_get(a, f[1]);
+	const struct proc_summary *p;
+
+	if (!child)
+		return -ENOMEM;
+	p = analysis_proc(a, parent); /* proc_get may have moved the array */
+	child->ppid = f[0];
+	if (p)
+		memcpy(child->command, p->command, sizeof(child->command));
+	return 0;
+}
+
+static int proc_event(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
 {
 	const __u64 *f = ev->f;
-	struct proc_summary *p, *child;
+
+	switch (ev->h.type) {
+	case MT_MALLOC:
+	case MT_CALLOC:
+	case MT_ALIGNED_ALLOC:
+		return heap_alloc(a, p, ev->h.ts, f[0], f[1]);
+	case MT_REALLOC:
+		/* one allocation of the new size; the old block goes without a free */
+		heap_release(a, p, f[2]);
+		return heap_alloc(a, p, ev->h.ts, f[0], f[1]);
+	case MT_FREE:
+		a->free_count++;
+		p->frees++;
+		heap_release(a, p, f[0]);
+		return 0;
+	case MT_FORK:
+		return f[2] & MT_FORK_THREAD ? 0 : fork_child(a, ev->h.pid, f);
+	case MT_EXEC:
+		sweep_proc(a, p);
+		set_command(p, ev->str);
+		return 0;
+	case MT_EXIT:
+		sweep_proc(a, p);
+		p->exited = true;
+		p->exit_code = (int64_t)f[0];
+		p->exit_signal = f[1];
+		rss_set(a, p, ev->h.ts, 0, 0, 0); /* a dead process holds no memory */
+		return 0;
+	case MT_RSS:
+		a->has_rss = true;
+		if (!p->exited)
+			rss_set(a, p, ev->h.ts, f[0], f[1], f[2]);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+int analysis_add(struct analysis *a, const struct mt_event *ev)
+{
+	struct proc_summary *p = NULL;
+	int err = 0;
 
 	if (ev->h.type == 0 || ev->h.type >= MT_TYPE_MAX) {
 		a->unknown_events++;
@@ -232,59 +415,20 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 		a->last_ts = ev->h.ts;
 	if (ev->h.type == MT_PHYSICAL) {
 		/* tree-wide: the pid is whoever freed or faulted the page */
-		a->has_physical = true;
-		a->physical_bytes = f[0];
-		if (f[0] > a->peak_physical_bytes)
-			a->peak_physical_bytes = f[0];
-		return 0;
-	}
-	if (ev->h.type == MT_MARK || ev->h.type == MT_ENABLE || ev->h.type == MT_DISABLE)
-		return control_add(a, ev);
-	p = proc_get(a, ev->h.pid);
-	if (!p)
-		return -ENOMEM;
-	switch (ev->h.type) {
-	case MT_MALLOC:
-	case MT_CALLOC:
-	case MT_ALIGNED_ALLOC:
-		return heap_alloc(a, p, ev->h.pid, f[0], f[1]);
-	case MT_REALLOC:
-		heap_free(a, p, f[2]);
-		a->free_count--; /* the move is part of the realloc, not a free */
-		return heap_alloc(a, p, ev->h.pid, f[0], f[1]);
-	case MT_FREE:
-		heap_free(a, p, f[0]);
-		break;
-	case MT_FORK:
-		if (f[2] & MT_FORK_THREAD)
-			break;
-		child = proc_get(a, f[1]);
-		if (!child)
+		physical_set(a, ev->h.ts, ev->f[0]);
+	} else if (ev->h.type == MT_MARK || ev->h.type == MT_ENABLE || ev->h.type == MT_DISABLE) {
+		err = control_add(a, ev); /* about the run, not a process */
+	} else {
+		p = proc_get(a, ev->h.pid);
+		if (!p)
 			return -ENOMEM;
-		p = proc_get(a, ev->h.pid); /* proc_get may have moved the array */
-		child->ppid = f[0];
-		memcpy(child->command, p->command, sizeof(child->command));
-		break;
-	case MT_EXEC:
-		sweep_proc(a, p);
-		set_command(p, ev->str);
-		break;
-	case MT_EXIT:
-		sweep_proc(a, p);
-		p->exited = true;
-		p->exit_code = (int64_t)f[0];
-		p->exit_signal = f[1];
-		a->tree_rss_bytes -= p->rss_bytes; /* a dead process holds no memory */
-		p->rss_bytes = 0;
-		break;
-	case MT_RSS:
-		if (!p->exited)
-			rss_update(a, p, f[0] + f[1] + f[2]);
-		break;
-	default:
-		break;
+		err = proc_event(a, p, ev);
+		if (ev->h.type == MT_FORK) /* the child may have moved procs */
+			p = proc_get(a, ev->h.pid);
 	}
-	return 0;
+	if (a->observer)
+		a->observer(a->observer_ctx, ev, p);
+	return err;
 }
 
 void analysis_finish(struct analysis *a)
@@ -297,7 +441,9 @@ void analysis_finish(struct analysis *a)
 
 void analysis_release(struct analysis *a)
 {
-	free(a->slots);
+	for (unsigned i = 0; i < a->nprocs; i++)
+		live_release(&a->procs[i].live);
+	free(a->pid_index);
 	free(a->procs);
 	free(a->marks);
 	free(a->windows);

@@ -29,7 +29,8 @@ struct call_args {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_INFLIGHT);
 	__type(key, __u32);
 	__type(value, struct call_args);
@@ -114,22 +115,24 @@ static __always_inline bool call_exit(struct call_args *out)
 static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 size, __u64 third)
 {
 	struct mt_rec *r;
-	__u32 n = type == MT_FREE ? 1 : type == MT_MALLOC || type == MT_CALLOC ? 2 : 3;
+	__u32 n = type == MT_FREE ? FREE_NFIELDS
+		  : type == MT_MALLOC || type == MT_CALLOC ? MALLOC_NFIELDS : REALLOC_NFIELDS;
 
 	/* one reserve per record size keeps the verifier's size constant */
-	if (n == 1)
-		r = rec_reserve(type, fn, 1);
-	else if (n == 2)
-		r = rec_reserve(type, fn, 2);
+	if (n == FREE_NFIELDS)
+		r = rec_reserve(type, fn, FREE_NFIELDS);
+	else if (n == MALLOC_NFIELDS)
+		r = rec_reserve(type, fn, MALLOC_NFIELDS);
 	else
-		r = rec_reserve(type, fn, 3);
+		r = rec_reserve(type, fn, REALLOC_NFIELDS);
 	if (!r)
 		return;
-	r->f[0] = addr;
-	if (n >= 2)
-		r->f[1] = size;
-	if (n >= 3)
-		r->f[2] = third;
+	/* heap types share their leading fields (asserted in event.h) */
+	r->f[MALLOC_ADDR] = addr;
+	if (n > MALLOC_SIZE)
+		r->f[MALLOC_SIZE] = size;
+	if (n > REALLOC_OLD_ADDR)
+		r->f[REALLOC_OLD_ADDR] = third; /* or ALIGNED_ALLOC_ALIGN */
 	rec_submit(r, false);
 }
 

@@ -9,11 +9,11 @@
 #define MEMTRACK_COMMON_BPF_H
 
 #include "event.h"
-#include "maps.bpf.h"
+#include "bpf_abi.h"
 
+#define SIGCONT 18
 #define SIGSTOP 19
-#define CLONE_VM 0x00000100
-#define CLONE_THREAD 0x00010000
+#define EBUSY 16
 #define PROT_EXEC 0x4
 
 /* Set by userspace before load. */
@@ -22,6 +22,12 @@ extern const volatile __u32 stop_on_spawn; /* park new processes until userspace
 extern const volatile __u64 rss_granularity_pages; /* report RSS after this much change */
 extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters */
 extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */
+extern const volatile __u32 memtrack_tgid; /* memtrack itself: its exit resumes what is parked */
+
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
+				__u64 value) __ksym;
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
 
 /* Written by userspace at run time (control socket). */
 extern volatile __u32 heap_enabled;		   /* 0: allocator probes record nothing */
@@ -45,7 +51,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, struct tracked_proc);
@@ -53,7 +60,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_MMS);
 	__type(key, __u64);
 	__type(value, struct mm_owner);
@@ -61,11 +69,27 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, __u64);
 } proc_mm SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, __u32);
+} parked SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct session_state);
+} session SEC(".maps");
 
 static __always_inline bool is_tracked(__u32 tgid)
 {
@@ -165,6 +189,90 @@ static __always_inline void mm_adopt(__u32 tgid, void *mm)
 	o.tgid = tgid;
 	bpf_map_update_elem(&mm_owners, &key, &o, BPF_ANY);
 	bpf_map_update_elem(&proc_mm, &tgid, &key, BPF_ANY);
+}
+
+/*
+ * Whether memtrack has stopped parking (it is gone, or finishing).  The
+ * fetch-and-add is a full barrier: park() reads the flag after its `parked`
+ * insert, and the side that sets it reads `parked` after setting it.
+ */
+static __always_inline bool parking_off(void)
+{
+	__u32 zero = 0;
+	struct session_state *s = bpf_map_lookup_elem(&session, &zero);
+
+	return !s || __sync_fetch_and_add(&s->parking_off, 0);
+}
+
+struct signal_try {
+	struct task_struct *task;
+	int sig;
+	int err;
+};
+
+static long signal_task_once(__u64 i, void *ctx)
+{
+	struct signal_try *t = ctx;
+
+	t->err = bpf_send_signal_task(t->task, t->sig, PIDTYPE_TGID, 0);
+	return t->err != -EBUSY; /* 1 stops the loop */
+}
+
+static long signal_current_once(__u64 i, void *ctx)
+{
+	struct signal_try *t = ctx;
+
+	t->err = bpf_send_signal(t->sig);
+	return t->err != -EBUSY;
+}
+
+/*
+ * Sends @sig to the process of @task, or of the current task if @task is
+ * NULL.  From a non-preemptible context the kernel queues the signal on one
+ * per-CPU irq_work, busy (-EBUSY) until that work has run (a self-IPI,
+ * microseconds): retry until it is free.  The current task goes through the
+ * helper, not the kfunc: bpftool 7.1 cannot link a kfunc extern that more
+ * than one object uses, so only proc.bpf.c passes a task.
+ */
+static __always_inline int signal_task(struct task_struct *task, int sig)
+{
+	struct signal_try t = { .task = task, .sig = sig, .err = -EBUSY };
+
+	if (task)
+		bpf_loop(1u << 16, signal_task_once, &t, 0);
+	else
+		bpf_loop(1u << 16, signal_current_once, &t, 0);
+	return t.err;
+}
+
+/*
+ * Parks the process of @task (NULL: the current task; tgid @tgid) with SIGSTOP until userspace has
+ * attached its probes and resumes it.  Returns whether it is parked.
+ *
+ * A process must never stay stopped because memtrack went away.  The
+ * `parked` entry is made before the stop and parking_off() read after it;
+ * whoever stops memtrack sets parking_off first and resumes the `parked`
+ * entries then (handle_exit in proc.bpf.c, or userspace at its end).  So
+ * either that side sees this entry, or this side sees the flag and resumes
+ * the process itself.
+ */
+static __always_inline bool park_process(struct task_struct *task, __u32 tgid)
+{
+	__u32 one = 1;
+
+	if (!stop_on_spawn || parking_off())
+		return false;
+	if (bpf_map_update_elem(&parked, &tgid, &one, BPF_ANY))
+		return false;
+	if (signal_task(task, SIGSTOP)) {
+		bpf_map_delete_elem(&parked, &tgid);
+		return false;
+	}
+	if (!parking_off())
+		return true;
+	signal_task(task, SIGCONT);
+	bpf_map_delete_elem(&parked, &tgid);
+	return false;
 }
 
 #endif /* MEMTRACK_COMMON_BPF_H */

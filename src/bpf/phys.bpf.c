@@ -30,8 +30,6 @@
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
 
-#define PAGE_SHIFT 12
-
 /* User pages (anonymous, page cache) are movable; page tables are zeroed and accounted. */
 #define GFP_MOVABLE (1u << ___GFP_MOVABLE_BIT)
 #define GFP_PGTABLE ((1u << ___GFP_ZERO_BIT) | (1u << ___GFP_ACCOUNT_BIT))
@@ -73,10 +71,10 @@ static __always_inline void report(__s64 delta)
 	if ((now > prev ? now - prev : prev - now) < phys_granularity_pages)
 		return;
 	*last = now;
-	r = rec_reserve(MT_PHYSICAL, 0, 1);
+	r = rec_reserve(MT_PHYSICAL, 0, PHYSICAL_NFIELDS);
 	if (!r)
 		return;
-	r->f[0] = now << PAGE_SHIFT;
+	r->f[PHYSICAL_BYTES] = now * page_size;
 	rec_submit(r, false);
 }
 

@@ -22,9 +22,6 @@
 #include "common.bpf.h"
 #include "syscalls.bpf.h"
 
-extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
-				__u64 value) __ksym;
-
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -43,35 +40,43 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 		flags = MT_FORK_THREAD | MT_FORK_VM;
 	else if (ptp->flags & MT_PROC_NO_CHILDREN)
 		return 0;
-	else if (child->mm == parent->mm)
+	/*
+	 * Pointers are read with BPF_CORE_READ, not dereferenced: each direct
+	 * load of a pointer field from a BTF-typed task makes the verifier
+	 * search vmlinux's BTF linearly for "task_struct__safe_*" names
+	 * (btf_nested_type_is_trusted(), several times per load and path),
+	 * which was ~15-30 ms of every start here.  The mm is only compared
+	 * and used as a key, never dereferenced.
+	 */
+	else if (BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm))
 		flags = MT_FORK_VM;
 	if (!(flags & MT_FORK_THREAD)) {
 		tp.ppid = ptgid;
 		bpf_map_update_elem(&tracked, &ctgid, &tp, BPF_ANY);
 	}
 	if (!(flags & MT_FORK_VM))
-		mm_adopt(ctgid, child->mm);
+		mm_adopt(ctgid, BPF_CORE_READ(child, mm));
 	/*
 	 * Reserve first: a parked child is only resumed by userspace reading
 	 * this record, so without a record it must not be parked.
 	 */
-	r = ctl_reserve(MT_FORK, sizeof(r->h) + 3 * sizeof(__u64));
+	r = ctl_reserve(MT_FORK, sizeof(r->h) + FORK_NFIELDS * sizeof(__u64));
 	if (!r)
 		return 0;
-	fill_hdr(r, MT_FORK, 0, 3);
+	fill_hdr(r, MT_FORK, 0, FORK_NFIELDS);
 	/*
 	 * A vfork child (or any CLONE_VM process) shares its parent's mm but is
 	 * a thread group of its own, and uprobe-multi links only run for the
 	 * thread group they were made for: it needs links of its own before it
 	 * runs (shells and posix_spawn allocate between vfork and execve).
 	 */
-	if (!(flags & MT_FORK_THREAD) && stop_on_spawn)
-		park = !bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0);
+	if (!(flags & MT_FORK_THREAD))
+		park = park_process(child, ctgid);
 	if (park)
 		r->h.fn = MT_REC_PARKED;
-	r->f[0] = ptgid;
-	r->f[1] = flags & MT_FORK_THREAD ? ctid : ctgid;
-	r->f[2] = flags;
+	r->f[FORK_PARENT] = ptgid;
+	r->f[FORK_CHILD] = flags & MT_FORK_THREAD ? ctid : ctgid;
+	r->f[FORK_FLAGS] = flags;
 	rec_submit(r, park);
 	return 0;
 }
@@ -83,7 +88,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 static __always_inline struct mm_owner *current_mm_owner(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 key = (__u64)task->mm;
+	__u64 key = (__u64)BPF_CORE_READ(task, mm);
 	struct mm_owner *o = bpf_map_lookup_elem(&mm_owners, &key);
 
 	return o && o->tgid == task->tgid ? o : NULL;
@@ -132,21 +137,48 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 
 	if (!is_tracked(p->tgid))
 		return 0;
-	mm_adopt(p->tgid, p->mm);
+	mm_adopt(p->tgid, BPF_CORE_READ(p, mm));
 	r = ctl_reserve(MT_EXEC, sizeof(*r));
 	if (!r)
 		return 0;
-	park = stop_on_spawn && !bpf_send_signal(SIGSTOP);
+	park = park_process(NULL, p->tgid);
 	r->h.type = MT_EXEC;
 	r->h.fn = park ? MT_REC_PARKED : 0;
 	r->h.pid = p->tgid;
 	r->h.tid = p->pid;
-	r->h.nfields = 1;
+	r->h.nfields = EXEC_NFIELDS;
 	r->h.ts = bpf_ktime_get_ns();
-	r->f[0] = old_pid;
+	r->f[EXEC_OLD_PID] = old_pid;
 	bpf_probe_read_kernel_str(r->path, sizeof(r->path), BPF_CORE_READ(bprm, filename));
 	rec_submit(r, park);
 	return 0;
+}
+
+static long resume_one(struct bpf_map *map, __u32 *tgid, __u32 *val, void *ctx)
+{
+	struct task_struct *t = bpf_task_from_pid(*tgid);
+
+	if (t) {
+		signal_task(t, SIGCONT);
+		bpf_task_release(t);
+	}
+	return 0;
+}
+
+/*
+ * memtrack is dying (killed, most likely: a clean exit detaches these
+ * programs first).  Its fds, and so these programs, go only once this
+ * tracepoint returns: stop parking and resume every parked process, so
+ * none waits for a SIGCONT that will never come.
+ */
+static __always_inline void release_all(void)
+{
+	__u32 zero = 0;
+	struct session_state *s = bpf_map_lookup_elem(&session, &zero);
+
+	if (s)
+		__sync_fetch_and_or(&s->parking_off, 1);
+	bpf_for_each_map_elem(&parked, resume_one, NULL, 0);
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -156,18 +188,23 @@ int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
 	struct mt_rec *r;
 	int code;
 
+	if (tgid == memtrack_tgid && group_dead) {
+		release_all();
+		return 0;
+	}
 	if (!group_dead || !is_tracked(tgid))
 		return 0;
 	code = p->exit_code;
-	r = ctl_reserve(MT_EXIT, sizeof(r->h) + 2 * sizeof(__u64));
+	r = ctl_reserve(MT_EXIT, sizeof(r->h) + EXIT_NFIELDS * sizeof(__u64));
 	if (r) {
-		fill_hdr(r, MT_EXIT, 0, 2);
+		fill_hdr(r, MT_EXIT, 0, EXIT_NFIELDS);
 		/* exit_code is a wait status: signal in the low 7 bits, else code << 8 */
-		r->f[0] = (code & 0x7f) ? (__u64)-1 : (__u64)((code >> 8) & 0xff);
-		r->f[1] = code & 0x7f;
+		r->f[EXIT_CODE] = (code & 0x7f) ? (__u64)-1 : (__u64)((code >> 8) & 0xff);
+		r->f[EXIT_SIGNAL] = code & 0x7f;
 		rec_submit(r, true);
 	}
 	bpf_map_delete_elem(&tracked, &tgid);
+	bpf_map_delete_elem(&parked, &tgid);
 	mm_forget(tgid);
 	return 0;
 }

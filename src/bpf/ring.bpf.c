@@ -6,13 +6,14 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "event.h"
-#include "maps.bpf.h"
+#include "bpf_abi.h"
 
 const volatile __u64 wakeup_bytes = 256 * 1024;
 const volatile __u32 stop_on_spawn = 1;
 const volatile __u64 rss_granularity_pages = 8; /* 32 KiB: ~1% of a small process */
 const volatile __u32 nr_cpus = 1;
 const volatile __u64 page_size = 4096; /* the loader writes sysconf(_SC_PAGESIZE) */
+const volatile __u32 memtrack_tgid = 0;
 
 /*
  * Heap recording on (1) or off (0).  Not const: userspace flips it at run
@@ -42,7 +43,8 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, struct tracked_proc);
@@ -50,7 +52,8 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_MMS);
 	__type(key, __u64);
 	__type(value, struct mm_owner);
@@ -59,10 +62,52 @@ struct {
 /* The address space registered for a process (key: tgid). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, __u64);
 } proc_mm SEC(".maps");
+
+/*
+ * userspace creates uprobe-multi links with its own copy of the attributes
+ * (bpf_abi.h: its headers predate them); hold that copy to the kernel's.
+ */
+#define ATTR_OFF(f) __builtin_offsetof(union bpf_attr, link_create.f)
+#define MT_OFF(f) __builtin_offsetof(struct mt_uprobe_multi_attr, f)
+_Static_assert(ATTR_OFF(prog_fd) == MT_OFF(prog_fd), "uprobe-multi attr: prog_fd");
+_Static_assert(ATTR_OFF(target_fd) == MT_OFF(target_fd), "uprobe-multi attr: target_fd");
+_Static_assert(ATTR_OFF(attach_type) == MT_OFF(attach_type), "uprobe-multi attr: attach_type");
+_Static_assert(ATTR_OFF(flags) == MT_OFF(flags), "uprobe-multi attr: flags");
+_Static_assert(ATTR_OFF(uprobe_multi.path) == MT_OFF(path), "uprobe-multi attr: path");
+_Static_assert(ATTR_OFF(uprobe_multi.offsets) == MT_OFF(offsets), "uprobe-multi attr: offsets");
+_Static_assert(ATTR_OFF(uprobe_multi.ref_ctr_offsets) == MT_OFF(ref_ctr_offsets),
+	       "uprobe-multi attr: ref_ctr_offsets");
+_Static_assert(ATTR_OFF(uprobe_multi.cookies) == MT_OFF(cookies), "uprobe-multi attr: cookies");
+_Static_assert(ATTR_OFF(uprobe_multi.cnt) == MT_OFF(cnt), "uprobe-multi attr: cnt");
+_Static_assert(ATTR_OFF(uprobe_multi.flags) == MT_OFF(umflags), "uprobe-multi attr: flags");
+_Static_assert(ATTR_OFF(uprobe_multi.pid) == MT_OFF(pid), "uprobe-multi attr: pid");
+_Static_assert(BPF_TRACE_UPROBE_MULTI == MT_BPF_TRACE_UPROBE_MULTI, "BPF_TRACE_UPROBE_MULTI");
+
+/*
+_Static_assert(BPF_F_UPROBE_MULTI_RETURN == MT_BPF_F_UPROBE_MULTI_RETURN, "BPF_F_UPROBE_MULTI_RETURN");
+ * Processes parked with SIGSTOP and not resumed yet (key: tgid).  Whoever
+ * resumes one deletes it: userspace after its SIGCONT, handle_exit when the
+ * process dies.  If memtrack dies, handle_exit resumes every one left.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, __u32);
+} parked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct session_state);
+} session SEC(".maps");
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -24,8 +24,6 @@
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
 
-#define PAGE_SHIFT 12
-
 static __always_inline __u64 absdiff(__u64 a, __u64 b)
 {
 	return a > b ? a - b : b - a;
@@ -63,15 +61,15 @@ int BPF_PROG(handle_rss_stat, struct mm_struct *mm, int member)
 		return 0;
 	for (int i = 0; i < 4; i++)
 		o->last[i] = now[i];
-	r = rec_reserve(MT_RSS, 0, 4);
+	r = rec_reserve(MT_RSS, 0, RSS_NFIELDS);
 	if (!r)
 		return 0;
 	r->h.pid = o->tgid;	/* the owner, not the current task */
 	r->h.tid = o->tgid;
-	r->f[0] = now[MM_ANONPAGES] << PAGE_SHIFT;
-	r->f[1] = now[MM_FILEPAGES] << PAGE_SHIFT;
-	r->f[2] = now[MM_SHMEMPAGES] << PAGE_SHIFT;
-	r->f[3] = now[MM_SWAPENTS] << PAGE_SHIFT;
+	r->f[RSS_ANON] = now[MM_ANONPAGES] * page_size;
+	r->f[RSS_FILE] = now[MM_FILEPAGES] * page_size;
+	r->f[RSS_SHMEM] = now[MM_SHMEMPAGES] * page_size;
+	r->f[RSS_SWAP] = now[MM_SWAPENTS] * page_size;
 	rec_submit(r, false);
 	return 0;
 }

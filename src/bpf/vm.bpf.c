@@ -32,7 +32,8 @@ struct sys_args {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	/* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_INFLIGHT);
 	__type(key, __u32);
 	__type(value, struct sys_args);
@@ -88,22 +89,22 @@ static __always_inline void mmap_exit(const struct sys_args *a, long ret)
 		return;
 	park = stop_on_spawn && (a->a[2] & PROT_EXEC) && (int)a->a[4] >= 0;
 	if (park) {
-		r = ctl_reserve(MT_MMAP, sizeof(r->h) + 6 * sizeof(__u64));
+		r = ctl_reserve(MT_MMAP, sizeof(r->h) + MMAP_NFIELDS * sizeof(__u64));
 		if (!r)
 			return;
-		fill_hdr(r, MT_MMAP, 0, 6);
+		fill_hdr(r, MT_MMAP, 0, MMAP_NFIELDS);
 	} else {
-		r = rec_reserve(MT_MMAP, 0, 6);
+		r = rec_reserve(MT_MMAP, 0, MMAP_NFIELDS);
 		if (!r)
 			return;
 	}
-	r->f[0] = ret;
-	r->f[1] = a->a[1];
-	r->f[2] = a->a[2];
-	r->f[3] = a->a[3];
-	r->f[4] = (__u64)(__s64)(int)a->a[4];
-	r->f[5] = a->a[5];
-	if (park && !bpf_send_signal(SIGSTOP))
+	r->f[MMAP_ADDR] = ret;
+	r->f[MMAP_LEN] = a->a[1];
+	r->f[MMAP_PROT] = a->a[2];
+	r->f[MMAP_FLAGS] = a->a[3];
+	r->f[MMAP_FD] = (__u64)(__s64)(int)a->a[4];
+	r->f[MMAP_OFFSET] = a->a[5];
+	if (park && park_process(NULL, r->h.pid))
 		r->h.fn = MT_REC_PARKED;
 	rec_submit(r, park);
 }
@@ -114,11 +115,11 @@ static __always_inline void munmap_exit(const struct sys_args *a, long ret)
 
 	if (ret != 0)
 		return;
-	r = rec_reserve(MT_MUNMAP, 0, 2);
+	r = rec_reserve(MT_MUNMAP, 0, MUNMAP_NFIELDS);
 	if (!r)
 		return;
-	r->f[0] = a->a[0];
-	r->f[1] = a->a[1];
+	r->f[MUNMAP_ADDR] = a->a[0];
+	r->f[MUNMAP_LEN] = a->a[1];
 	rec_submit(r, false);
 }
 
@@ -128,14 +129,14 @@ static __always_inline void mremap_exit(const struct sys_args *a, long ret)
 
 	if (failed(ret))
 		return;
-	r = rec_reserve(MT_MREMAP, 0, 5);
+	r = rec_reserve(MT_MREMAP, 0, MREMAP_NFIELDS);
 	if (!r)
 		return;
-	r->f[0] = ret;		/* new address */
-	r->f[1] = a->a[2];	/* new length */
-	r->f[2] = a->a[0];	/* old address */
-	r->f[3] = a->a[1];	/* old length */
-	r->f[4] = a->a[3];	/* flags */
+	r->f[MREMAP_NEW_ADDR] = ret;
+	r->f[MREMAP_NEW_LEN] = a->a[2];
+	r->f[MREMAP_OLD_ADDR] = a->a[0];
+	r->f[MREMAP_OLD_LEN] = a->a[1];
+	r->f[MREMAP_FLAGS] = a->a[3];
 	rec_submit(r, false);
 }
 
@@ -146,10 +147,10 @@ static __always_inline void brk_exit(const struct sys_args *a, long ret)
 
 	if (!a->a[0] || (__u64)ret != a->a[0])
 		return;
-	r = rec_reserve(MT_BRK, 0, 1);
+	r = rec_reserve(MT_BRK, 0, BRK_NFIELDS);
 	if (!r)
 		return;
-	r->f[0] = ret;
+	r->f[BRK_ADDR] = ret;
 	rec_submit(r, false);
 }
 

@@ -11,16 +11,30 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "compiler.h"
 
 int cmd_track(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 
 /* Prints "memtrack: <fmt>\n" to stderr. */
 void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses "64", "64K", "16M", "1G"; returns 0 or -EINVAL. */
-int parse_size(const char *s, uint64_t *out);
+/*
+ * Flushes and closes stdout.  Returns 0, or 1 after printing one line that
+ * names @what ("events", "report") when any write to stdout failed (a full
+ * disk, /dev/full, a closed pipe).
+ */
+int close_stdout(const char *what);
+
+/*
+ * Parses "64", "64K", "16M", "1G" (also "16Mi", "16MiB", "64B"); returns 0,
+ * -EINVAL for anything else, or -ERANGE when the value does not fit 64 bits.
+ * @out is left alone on failure.
+ */
+MT_MUST_CHECK int parse_size(const char *s, uint64_t *out);
 
 #endif /* MEMTRACK_CLI_H */

@@ -39,7 +39,7 @@ int cmd_dump(int argc, char **argv)
 	struct mt_reader *r;
 	struct mt_event ev;
 	char err[512];
-	int ret;
+	int ret = 0;
 
 	if (argc != 2 || argv[1][0] == '-') {
 		die_msg("usage: memtrack dump FILE");
@@ -51,9 +51,13 @@ int cmd_dump(int argc, char **argv)
 		return 1;
 	}
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
-	while ((ret = mt_reader__next(r, &ev)) == 1)
+	/* a failed write stops the loop: nothing more would reach the output */
+	while (!ferror(stdout) && (ret = mt_reader__next(r, &ev)) == 1)
 		print_event(stdout, &ev);
-	fflush(stdout);
+	if (close_stdout("events")) {
+		mt_reader__free(r);
+		return 1;
+	}
 	if (ret == -ENODATA)
 		die_msg("%s: %s; every event before that point was printed", argv[1], mt_reader__error(r));
 	else if (ret < 0)

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "json.h"
 #include "schema.h"
+#include "timeline.h"
 
 struct report {
 	struct analysis a;
@@ -112,8 +113,14 @@ static void print_text(const struct report *r)
 			printf(" %s=%llu", mt_type_def(t)->name, (unsigned long long)a->events[t]);
 	printf("\ndropped:      %llu events%s\n", (unsigned long long)r->dropped,
 	       r->trailer ? "" : " (unknown: no trailer)");
+	if (r->trailer && r->trailer->unprobed)
+		printf("unprobed:     %llu processes ran without allocator probes (their heap calls are missing)\n",
+		       (unsigned long long)r->trailer->unprobed);
 	print_control_text(r);
-	printf("processes:    %u\n", a->nprocs);
+	if (a->nprocs > 20)
+		printf("processes:    %u (the first 20 listed; report --json lists all)\n", a->nprocs);
+	else
+		printf("processes:    %u\n", a->nprocs);
 	for (unsigned i = 0; i < a->nprocs && i < 20; i++) {
 		const struct proc_summary *p = &a->procs[i];
 
@@ -157,13 +164,16 @@ static void print_json(const struct report *r)
 	for (unsigned t = 0; r->trailer && t < MT_DROP_SLOTS; t++)
 		printf("%s\"%s\":%llu", t ? "," : "", t ? mt_type_def(t)->name : "unknown",
 		       (unsigned long long)r->trailer->dropped[t]);
-	printf("},\"truncated\":%s", r->truncated ? "true" : "false");
+	printf("},\"unprobed_processes\":%llu", r->trailer ? (unsigned long long)r->trailer->unprobed : 0ull);
+	printf(",\"truncated\":%s", r->truncated ? "true" : "false");
 	if (r->trailer)
 		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code, r->trailer->exit_signal);
 	printf(",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
+	       ",\"unknown_free_count\":%llu"
 	       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu",
 	       (unsigned long long)a->alloc_count, (unsigned long long)a->total_allocated_bytes,
-	       (unsigned long long)a->free_count, (unsigned long long)a->peak_live_bytes,
+	       (unsigned long long)a->free_count, (unsigned long long)a->unknown_free_count,
+	       (unsigned long long)a->peak_live_bytes,
 	       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
@@ -254,8 +264,43 @@ static int section_missing(const char *path, const struct report *r, const struc
 	return 1;
 }
 
+/* Writes the timeline to @path as HTML or SVG; returns 0 or 1 (after saying why). */
+static int write_picture(const struct report *r, const struct timeline *tl, const char *path,
+			 bool html, bool per_process)
+{
+	struct timeline_meta m = {
+		.command = r->hdr->command, .a = &r->a, .physical = r->physical,
+		.per_process = per_process,
+	};
+	FILE *f = fopen(path, "w");
+	int err;
+
+	if (!f) {
+		die_msg("cannot write '%s': %s", path, strerror(errno));
+		return 1;
+	}
+	err = html ? timeline_write_html(tl, &m, f) : timeline_write_svg(tl, &m, f);
+	if (err || fflush(f) || ferror(f)) {
+		die_msg("cannot write '%s': %s", path, strerror(err ? -err : errno));
+		fclose(f);
+		return 1;
+	}
+	if (fclose(f)) {
+		die_msg("cannot write '%s': %s", path, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+#define REPORT_USAGE                                                                          \
+	"usage: memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process] " \
+	"[--between MARK_A MARK_B]"
+
 int cmd_report(int argc, char **argv)
 {
+	const char *html = NULL, *svg = NULL;
+	bool per_process = false;
+	struct timeline *tl = NULL;
 	struct report r = { .error = "" };
 	const char *path = NULL;
 	bool json = false;
@@ -276,14 +321,29 @@ int cmd_report(int argc, char **argv)
 			}
 			from = argv[++i];
 			to = argv[++i];
+		} else if (!strcmp(argv[i], "--per-process"))
+			per_process = true;
+		else if (!strcmp(argv[i], "--html") || !strcmp(argv[i], "--svg")) {
+			if (i + 1 == argc) {
+				die_msg("%s needs an output file; " REPORT_USAGE, argv[i]);
+				return 2;
+			}
+			if (!strcmp(argv[i], "--html"))
+				html = argv[++i];
+			else
+				svg = argv[++i];
 		} else if (argv[i][0] == '-' || path) {
-			die_msg("unknown argument '%s'; usage: memtrack report FILE [--json] [--between MARK_A MARK_B]", argv[i]);
+			die_msg("unknown argument '%s'; " REPORT_USAGE, argv[i]);
 			return 2;
 		} else
 			path = argv[i];
 	}
 	if (!path) {
-		die_msg("no file given; usage: memtrack report FILE [--json] [--between MARK_A MARK_B]");
+		die_msg("no file given; " REPORT_USAGE);
+		return 2;
+	}
+	if (per_process && !html && !svg) {
+		die_msg("--per-process shapes the timeline; add --html OUT.html or --svg OUT.svg");
 		return 2;
 	}
 	rd = mt_reader__open(path, err, sizeof(err));
@@ -294,6 +354,15 @@ int cmd_report(int argc, char **argv)
 	analysis_init(&r.a);
 	r.a.heap_off = mt_reader__header(rd)->flags & MT_HDR_START_DISABLED;
 	section_init(&sec, from, to);
+	if (html || svg) {
+		tl = timeline__new(mt_reader__header(rd)->start_ns, per_process);
+		if (!tl) {
+			die_msg("out of memory");
+			mt_reader__free(rd);
+			return 1;
+		}
+		timeline_attach(tl, &r.a);
+	}
 	while ((ret = mt_reader__next(rd, &ev)) == 1)
 		if ((from && section_add(&sec, &ev, r.a.heap_off)) || analysis_add(&r.a, &ev)) {
 			ret = -ENOMEM;
@@ -313,16 +382,23 @@ int cmd_report(int argc, char **argv)
 		ret = 1;
 	} else if (from && sec.state != SECTION_DONE) {
 		ret = section_missing(path, &r, &sec);
-	} else if (from) {
-		print_section(&r, &sec, json);
-		ret = 0;
 	} else {
-		if (json)
+		/* --between summarises the section; a picture still shows the whole run */
+		if (from)
+			print_section(&r, &sec, json);
+		else if (json)
 			print_json(&r);
 		else
 			print_text(&r);
-		ret = 0;
+		ret = close_stdout("report");
+		if (tl)
+			timeline_finish(tl, r.hdr->start_ns + duration_ns(&r));
+		if (html && !ret)
+			ret = write_picture(&r, tl, html, true, per_process);
+		if (svg && !ret)
+			ret = write_picture(&r, tl, svg, false, per_process);
 	}
+	timeline__free(tl);
 	analysis_release(&r.a);
 	section_release(&sec);
 	mt_reader__free(rd);

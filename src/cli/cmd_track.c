@@ -12,20 +12,25 @@
  * pipeline runs); the writer thread owns the artifact writer until
  * pipeline__stop() returns.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "artifact.h"
+#include "bpf_abi.h"
 #include "cli.h"
 #include "control.h"
 #include "loader.h"
@@ -60,10 +65,17 @@ struct track_run {
 	struct mt_header hdr;
 	struct spawn child;
 	int out_fd;
+	char tmp_path[4096];		/* the artifact until it is renamed to o->output */
+	bool placed;			/* renamed: the artifact is at o->output */
 	int status;			/* the root's wait status */
+	/* the poller's hook cannot print (STYLE §5): it keeps its first failure */
+	unsigned hook_failures;		/* processes it could not attach or untrack */
+	int hook_err;			/* the first failure, -errno */
+	pid_t hook_err_pid;		/* the process it concerned */
 	uint64_t events;		/* records that reached the artifact */
 	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases, for -v */
 	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
+	int unprobed_errno;		/* why the last process went unprobed, 0 if none did */
 };
 
 enum { OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP,
@@ -119,7 +131,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 
 	*o = (struct track_opts){
 		.allocators = true,
-		.ring_bytes = 2u << 20,
+		.ring_bytes = MT_RING_DEFAULT,
 		.pipe = { PIPELINE_DEFAULT_BATCH_BYTES, PIPELINE_DEFAULT_BATCHES,
 			  PIPELINE_DEFAULT_FLUSH_MS },
 	};
@@ -143,8 +155,9 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			break;
 		case OPT_START_DISABLED: o->start_disabled = true; break;
 		case OPT_RING:
-			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096) {
-				die_msg("invalid --ring-size '%s'; give a power of two of at least 4096, e.g. 16M", optarg);
+			/* the kernel takes a map size in 32 bits: 2G at most */
+			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096 || v > (1ull << 31)) {
+				die_msg("invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M", optarg);
 				return 2;
 			}
 			o->ring_bytes = v;
@@ -188,7 +201,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	o->argv = argv + optind;
 	/* after `--` the command is argv as given; a lone quoted string is shell */
-	o->shell = strcmp(argv[optind - 1], "--") && argc - optind == 1 &&
+	o->shell = strcmp(argv[optind - 1], "--") != 0 && argc - optind == 1 &&
 		   strpbrk(argv[optind], " \t\n|&;<>()$`\\\"'*?[]#~=%");
 	if (!o->wakeup_bytes)
 		o->wakeup_bytes = o->ring_bytes / 16;
@@ -216,6 +229,37 @@ static bool has_bpf_caps(void)
 			break;
 	fclose(f);
 	return (eff & sys_admin) || ((eff & perfmon) && (eff & bpf));
+}
+
+/*
+ * The BPF side sees global pids, and memtrack resumes, reads /proc of and
+ * waits for the tree's processes by pid: inside a PID namespace of its own
+ * those are other numbers.  PROC_PID_INIT_INO (include/linux/proc_ns.h) is
+ * the initial namespace's inode number.
+ */
+static bool in_initial_pid_ns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) || st.st_ino == 0xEFFFFFFCu;
+}
+
+/*
+ * Every probed process holds a few link fds while it lives: raise the soft
+ * fd limit to the hard one (the command gets its own limit back, see
+ * spawn.c).  Returns the soft limit memtrack started with, 0 if unknown.
+ */
+static rlim_t raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t old;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	old = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	return old;
 }
 
 static void join_argv(char *dst, size_t len, char **argv)
@@ -257,6 +301,21 @@ static bool is_memtrack(const char *path)
 }
 
 /*
+ * Poller thread: remembers a failure of the hook for main to report once the
+ * pipeline is stopped.  A process that is already gone (-ESRCH, -ENOENT)
+ * needs nothing and is not a failure.
+ */
+static void hook_result(struct track_run *run, pid_t pid, int err)
+{
+	if (err >= 0 || err == -ESRCH || err == -ENOENT)
+		return;
+	if (!run->hook_failures++) {
+		run->hook_err = err;
+		run->hook_err_pid = pid;
+	}
+}
+
+/*
  * Poller thread: a parked task gets its allocator probes, then SIGCONT; an
  * exited process's probes are detached.
  */
@@ -277,20 +336,30 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 		probes_forget(run->probes, pid, false);
 		return;
 	}
-	if (h->type == MT_EXEC && f[0] != h->pid)
+	if (h->type == MT_EXEC && f[EXEC_OLD_PID] != h->pid)
 		probes_forget(run->probes, pid, true);
-	if (h->type == MT_EXEC && is_memtrack((const char *)(f + 1)))
-		loader_untrack_children(run->skel, pid);
+	if (h->type == MT_EXEC && is_memtrack((const char *)(f + EXEC_NFIELDS)))
+		hook_result(run, pid, loader_untrack_children(run->skel, pid));
 	if (h->type == MT_FORK)
-		pid = f[1];
-	probes_sync(run->probes, pid);
-	kill(pid, SIGCONT);
+		pid = f[FORK_CHILD];
+	hook_result(run, pid, probes_sync(run->probes, pid));
+	loader_resume(run->skel, pid);
 }
 
+/*
+ * Creates the artifact as a temporary file next to the -o path (so it is
+ * checked writable before the command runs); place_output() renames it into
+ * place once the command runs.  memtrack only ever removes or replaces what
+ * it created in this run: an existing -o that is not a regular file (a
+ * device node, a symbolic link, a FIFO, a directory) is refused.  Returns 0,
+ * 1 (failure) or 2 (usage error), already reported.
+ */
 static int open_output(struct track_run *run)
 {
 	static char def[512];
-	const char *base;
+	const char *base, *slash;
+	struct stat st;
+	mode_t mask;
 	uid_t uid;
 	gid_t gid;
 
@@ -301,16 +370,52 @@ static int open_output(struct track_run *run)
 			 (int)strcspn(base, " \t|&;<>"), base, getpid());
 		run->o->output = def;
 	}
-	run->out_fd = open(run->o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (!lstat(run->o->output, &st) && !S_ISREG(st.st_mode)) {
+		die_msg("'%s' exists and is not a regular file (%s); memtrack replaces only regular files: choose another path with -o",
+			run->o->output, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+		return 2;
+	}
+	slash = strrchr(run->o->output, '/');
+	base = slash ? slash + 1 : run->o->output;
+	if (!*base || snprintf(run->tmp_path, sizeof(run->tmp_path), "%.*s.%s.XXXXXX",
+			       slash ? (int)(slash - run->o->output + 1) : 0, run->o->output,
+			       base) >= (int)sizeof(run->tmp_path)) {
+		die_msg("invalid output path '%s'; give a file name with -o", run->o->output);
+		return 2;
+	}
+	run->out_fd = mkostemp(run->tmp_path, O_CLOEXEC);
 	if (run->out_fd < 0) {
+		run->tmp_path[0] = 0;
 		die_msg("cannot write '%s': %s; choose a writable path with -o", run->o->output,
 			strerror(errno));
-		return -errno;
+		return 1;
+	}
+	mask = umask(0);
+	umask(mask);
+	if (fchmod(run->out_fd, 0666 & ~mask)) {
+		/* stays 0600: readable by its owner, which is enough */
 	}
 	if (sudo_invoker(&uid, &gid) && fchown(run->out_fd, uid, gid)) {
 		/* the artifact stays root's; not worth failing the run for */
 	}
 	return 0;
+}
+
+/* Moves the artifact to the -o path.  Returns 0 or -errno. */
+static int place_output(struct track_run *run)
+{
+	if (rename(run->tmp_path, run->o->output))
+		return -errno;
+	run->placed = true;
+	return 0;
+}
+
+/* Removes the artifact of a run that recorded nothing (it is ours). */
+static void discard_output(struct track_run *run)
+{
+	if (!run->placed && run->tmp_path[0])
+		unlink(run->tmp_path);
+	run->tmp_path[0] = 0;
 }
 
 /* A signal to forward (SIGINT, SIGTERM, SIGHUP); SIGCHLD only wakes pselect. */
@@ -347,7 +452,7 @@ static void install_signals(sigset_t *old)
  */
 static void wait_tree(struct track_run *run, const sigset_t *unblocked)
 {
-	struct timespec tick = { 0, 20 * 1000000 };
+	struct timespec tick = { 0, 20 * 1000000L };
 	bool root_done = false;
 
 	for (;;) {
@@ -396,22 +501,37 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
 		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
 		(run->t_finished - run->t_exited) / 1e6);
-	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %.1f ms attaching\n",
+	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %llu processes unprobed, %.1f ms attaching\n",
 		(unsigned long long)pr.syncs, (unsigned long long)pr.links,
-		(unsigned long long)pr.failures, pr.sync_ns / 1e6);
+		(unsigned long long)pr.failures, (unsigned long long)pr.lost, pr.sync_ns / 1e6);
 }
 
 /* Drains the pipeline and writes the trailer; returns 0 or -errno. */
 static int finish(struct track_run *run, struct mt_trailer *t)
 {
 	struct pipeline_stats ps;
-	int err;
+	int err, drops_err;
 
 	run->t_exited = mono_ns();
+	/* what the poller has not resumed by now runs on untracked */
+	loader_stop_parking(run->skel);
 	err = pipeline__stop(run->pipe, run->signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
 	pipeline__stats(run->pipe, &ps);
 	run->events = ps.events;
-	loader_read_drops(run->skel, t->dropped);
+	drops_err = loader_read_drops(run->skel, t->dropped);
+	if (drops_err)
+		die_msg("cannot read the kernel's drop counters: %s; the artifact may undercount lost events",
+			strerror(-drops_err));
+	if (run->hook_failures)
+		die_msg("could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
+			run->hook_failures, run->hook_err_pid, strerror(-run->hook_err));
+	if (run->probes) {
+		struct probes_stats pr;
+
+		probes__stats(run->probes, &pr);
+		t->unprobed = pr.lost;
+		run->unprobed_errno = pr.last_error;
+	}
 	t->exit_code = WIFEXITED(run->status) ? WEXITSTATUS(run->status) : -1;
 	t->exit_signal = WIFSIGNALED(run->status) ? WTERMSIG(run->status) : 0;
 	t->duration_ns = mono_ns() - run->hdr.start_ns;
@@ -436,16 +556,24 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 {
 	uint64_t drops = total_drops(t), events = run->events;
 	int status = exit_status_of(run->status);
+	char unprobed[64] = "";
 
+	if (t->unprobed)
+		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
+			 (unsigned long long)t->unprobed);
 	if (!run->o->quiet)
-		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost, command exited with %d\n",
-			run->o->output, (unsigned long long)events, (unsigned long long)drops, status);
-	if (drops && !run->o->allow_drops) {
+		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost%s, command exited with %d\n",
+			run->o->output, (unsigned long long)events, (unsigned long long)drops, unprobed,
+			status);
+	if (run->o->allow_drops)
+		return status;
+	if (t->unprobed)
+		die_msg("%llu processes ran without allocator probes (attaching failed: %s), their heap calls are missing; raise the fd limit (ulimit -Hn) or pass --allow-drops to keep the command's exit status",
+			(unsigned long long)t->unprobed, strerror(run->unprobed_errno));
+	if (drops)
 		die_msg("%llu events were lost (ring buffer full); rerun with a larger --ring-size, or pass --allow-drops to keep the command's exit status",
 			(unsigned long long)drops);
-		return 1;
-	}
-	return status;
+	return drops || t->unprobed ? 1 : status;
 }
 
 /* Poller thread: a control socket problem that does not stop the session. */
@@ -502,6 +630,36 @@ static void start_control(struct track_run *run)
 	export_control_path(run->o->control);
 }
 
+/* Words a loader_open() failure as one line naming the fix; returns @buf. */
+static const char *loader_reason(enum loader_step step, int err, char *buf, size_t len)
+{
+	switch (step) {
+	case LOADER_BTF:
+		snprintf(buf, len, "this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+		break;
+	case LOADER_OPEN:
+		snprintf(buf, len, "cannot open the BPF object: %s", strerror(-err));
+		break;
+	case LOADER_LOAD:
+		if (err == -ENOMEM)
+			snprintf(buf, len, "not enough memory for memtrack's BPF maps; choose a smaller --ring-size");
+		else if (err == -EPERM)
+			snprintf(buf, len, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-err));
+		else
+			snprintf(buf, len, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-err));
+		break;
+	case LOADER_ATTACH:
+		snprintf(buf, len, "cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)", strerror(-err));
+		break;
+	}
+	return buf;
+}
+
+/*
+ * Loads the BPF side and creates the writer, the probe registry and the
+ * pipeline.  Returns 0, or -errno with a one-line message in @err (what was
+ * created is freed by the caller's cleanup).
+ */
 static int setup(struct track_run *run, char *err, size_t errlen)
 {
 	struct loader_opts lo = {
@@ -512,51 +670,194 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.verbose = run->o->verbose,
 		.heap_disabled = run->o->start_disabled,
 	};
+	enum loader_step step;
+	int ret;
 
-	run->skel = loader_open(&lo, err, errlen);
-	if (!run->skel)
-		return -1;
+	ret = loader_open(&lo, &run->skel, &step);
+	if (lo.physical_err)
+		die_msg("--physical is not available on this kernel (%s); recording without it",
+			loader_reason(lo.physical_step, lo.physical_err, err, errlen));
+	if (ret) {
+		loader_reason(step, ret, err, errlen);
+		return ret;
+	}
 	run->o->physical = lo.physical;
 	if (run->o->control)
 		open_control(run);
 	fill_header(&run->hdr, run->o);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {
-		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", run->o->output, strerror(errno));
-		return -1;
+		ret = -errno;
+		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", run->o->output, strerror(-ret));
+		return ret;
 	}
 	if (run->o->allocators) {
 		run->probes = probes__new(run->skel);
 		if (!run->probes) {
 			snprintf(err, errlen, "out of memory");
-			return -1;
+			return -ENOMEM;
 		}
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
 	if (run->pipe && run->ctl)
 		start_control(run);
-	if (!run->pipe || pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
-						     bpf_map__fd(run->skel->maps.ctl_events))) {
-		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(errno));
-		return -1;
+	ret = !run->pipe ? -errno
+			 : pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
+						  bpf_map__fd(run->skel->maps.ctl_events));
+	if (ret) {
+		/* pthread_create's code, or libbpf's: errno may be stale */
+		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(-ret));
+		return ret;
 	}
 	return 0;
 }
 
 /*
- * Detaches the probes (one RCU grace period, however many links: they are
- * closed together) and unloads the BPF side.
+ * The background closer's parallel close.  Each uprobe-multi link's last
+ * close waits for its own grace period, so the fds are closed from
+ * CLOSER_TASKS tasks at once, whose waits overlap.  Nothing here allocates:
+ * the closer is a fork of memtrack, possibly with an allocator interposer
+ * preloaded (tests/integration/test_exact.py counts every call), so the
+ * fds are listed with getdents64 into static buffers and the tasks are raw
+ * clone()s sharing memory and the fd table, on static stacks.
+ */
+#define CLOSER_TASKS 8
+#define CLOSER_MAX_FDS 65536
+#define CLOSER_STACK (32u << 10)
+
+/* Task t closes fds[t], fds[t + CLOSER_TASKS], ...: links, opened last, spread. */
+struct closer_share {
+	const int *fds;
+	unsigned n;		/* fds listed */
+	unsigned first;		/* this task's first index */
+};
+
+static int closer_fds[CLOSER_MAX_FDS];
+static struct closer_share closer_shares[CLOSER_TASKS];
+static char closer_stacks[CLOSER_TASKS][CLOSER_STACK] __attribute__((aligned(64)));
+
+static int closer_task(void *arg)
+{
+	const struct closer_share *sh = arg;
+
+	for (unsigned i = sh->first; i < sh->n; i += CLOSER_TASKS)
+		close(sh->fds[i]);
+	return 0;
+}
+
+/* Lists our fds above stderr (but @keep) into closer_fds; returns how many. */
+static unsigned closer_list_fds(int keep)
+{
+	static char buf[16384] __attribute__((aligned(8)));
+	unsigned n = 0;
+	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	long len;
+
+	if (dir < 0)
+		return 0;
+	while ((len = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < len;) {
+			const struct dirent64 *d = (const void *)(buf + off);
+			int fd = atoi(d->d_name);
+
+			off += d->d_reclen;
+			if (fd > STDERR_FILENO && fd != dir && fd != keep && n < CLOSER_MAX_FDS)
+				closer_fds[n++] = fd;
+		}
+	}
+	close(dir);
+	return n;
+}
+
+static void closer_close_all(int keep)
+{
+	unsigned n = closer_list_fds(keep);
+	pid_t pids[CLOSER_TASKS];
+
+	for (unsigned t = 0; t < CLOSER_TASKS; t++) {
+		closer_shares[t].fds = closer_fds;
+		closer_shares[t].n = n;
+		closer_shares[t].first = t;
+		pids[t] = clone(closer_task, closer_stacks[t] + CLOSER_STACK,
+				CLONE_VM | CLONE_FILES | SIGCHLD, &closer_shares[t]);
+		if (pids[t] < 0)
+			closer_task(&closer_shares[t]);
+	}
+	for (unsigned t = 0; t < CLOSER_TASKS; t++)
+		if (pids[t] > 0)
+			while (waitpid(pids[t], NULL, __WALL) < 0 && errno == EINTR)
+				;
+}
+
+/*
+ * Closing uprobe-multi links and the BPF objects waits for kernel grace
+ * periods (tens of ms), which the user need not wait for: the artifact is
+ * complete and the command's status known.  A child forked here shares
+ * every fd; it waits until this process has exited (EOF on a pipe whose
+ * write end only we hold), then closes them (closer_close_all), bearing the
+ * grace periods: our own closes are then only reference drops.  Its stdio
+ * is /dev/null and it leaves our session, so neither a pipe reading
+ * memtrack's output nor a terminal's ^C waits for or reaches it.  Called
+ * single-threaded (the pipeline is joined).  Returns false when it could
+ * not fork.
+ */
+static bool fork_closer(void)
+{
+	int fds[2], null;
+	pid_t pid;
+	char c;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return false;
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return false;
+	}
+	if (pid > 0) {
+		close(fds[0]);
+		return true;	/* fds[1] closes when we exit */
+	}
+	close(fds[1]);
+	setsid();
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		close(null);
+	}
+	while (read(fds[0], &c, 1) < 0 && errno == EINTR)
+		;
+	closer_close_all(fds[0]);
+	_exit(0);
+}
+
+/*
+ * Unloads the BPF side.  First the tracked set is emptied, so nothing is
+ * recorded or parked any more (a process of a tree memtrack stopped waiting
+ * for, after a signal, is sent SIGCONT in case it was parked); then the
+ * kernel's grace periods are left to a background process (fork_closer),
+ * or paid here when it cannot be forked.
  */
 static void teardown(struct track_run *run)
 {
 	uint64_t t0 = mono_ns(), t1;
+	bool forked = false;
 
+	loader_stop_parking(run->skel);
+	if (run->skel) {
+		loader_untrack_all(run->skel);
+		forked = fork_closer();
+	}
 	probes__free(run->probes);
 	t1 = mono_ns();
 	loader_close(run->skel);
 	if (run->o->verbose)
-		fprintf(stderr, "memtrack: teardown: probes %.1f ms, bpf %.1f ms\n",
-			(t1 - t0) / 1e6, (mono_ns() - t1) / 1e6);
+		fprintf(stderr, "memtrack: teardown: probes %.1f ms, bpf %.1f ms%s\n",
+			(t1 - t0) / 1e6, (mono_ns() - t1) / 1e6,
+			forked ? " (grace periods left to a background process)" : "");
 }
 
 int cmd_track(int argc, char **argv)
@@ -576,12 +877,23 @@ int cmd_track(int argc, char **argv)
 		die_msg("memtrack needs root (or CAP_BPF and CAP_PERFMON) to load its BPF programs; run it with sudo");
 		return 1;
 	}
-	if (!o.shell && spawn_resolve(o.argv[0], path, sizeof(path))) {
+	if (!in_initial_pid_ns()) {
+		die_msg("memtrack cannot run inside a PID namespace (its BPF side sees the host's pids); run it outside and put the namespace inside the command: memtrack track -- unshare -fp --mount-proc CMD");
+		return 1;
+	}
+	ret = o.shell ? 0 : spawn_resolve(o.argv[0], path, sizeof(path));
+	if (ret == -ENOENT) {
 		die_msg("command not found: %s; check the name or give its full path", o.argv[0]);
 		return 127;
 	}
-	if (open_output(&run))
-		return 1;
+	if (ret) { /* like a shell: found but cannot run, 126 */
+		die_msg("cannot run %s: %s; give an executable file", o.argv[0], strerror(-ret));
+		return 126;
+	}
+	run.child.nofile = raise_fd_limit();
+	ret = open_output(&run);
+	if (ret)
+		return ret;
 	if (setup(&run, err, sizeof(err)))
 		goto fail_setup;
 	install_signals(&old);
@@ -594,13 +906,20 @@ int cmd_track(int argc, char **argv)
 	}
 	exec_err = spawn_release(&run.child);
 	if (exec_err) {
-		/* like a shell: 127, and no artifact of a command that never ran */
+		/* like a shell: 127 or 126, and no artifact of a command that never ran */
 		die_msg("cannot run %s: %s; check the file and its interpreter (#! line)", o.argv[0],
 			strerror(-exec_err));
 		waitpid(run.child.pid, NULL, 0);
-		unlink(o.output);
-		ret = 127;
+		discard_output(&run);
+		ret = exec_err == -ENOENT ? 127 : 126;
 		goto out;
+	}
+	ret = place_output(&run);
+	if (ret) {
+		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first", run.tmp_path,
+			o.output, strerror(-ret));
+		o.output = run.tmp_path;
+		run.placed = true;
 	}
 	wait_tree(&run, &old);
 	ret = finish(&run, &trailer);
@@ -614,7 +933,7 @@ int cmd_track(int argc, char **argv)
 
 fail_setup:
 	die_msg("%s", err);
-	unlink(o.output); /* nothing ran: leave nothing half-written */
+	discard_output(&run); /* nothing ran: leave nothing half-written */
 	ret = 1;
 out:
 	pipeline__free(run.pipe);

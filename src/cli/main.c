@@ -10,7 +10,10 @@ static void usage(FILE *out)
 		"usage: memtrack track [options] [-o FILE] -- CMD [ARGS...]\n"
 		"       memtrack track [options] [-o FILE] \"SHELL COMMAND\"\n"
 		"       memtrack dump FILE\n"
-		"       memtrack report FILE [--json] [--between MARK_A MARK_B]\n"
+		"       memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process]\n"
+		"                            [--between MARK_A MARK_B]\n"
+		"       memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]...\n"
+		"       memtrack export --format=perfetto|csv FILE -o OUT\n"
 		"       memtrack ctl PATH enable|disable|ping|mark NAME\n"
 		"       memtrack --version\n"
 		"Run `memtrack track --help` for the options of track.\n");
@@ -28,6 +31,10 @@ int main(int argc, char **argv)
 		return cmd_dump(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "diff"))
+		return cmd_diff(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "export"))
+		return cmd_export(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "ctl"))
 		return cmd_ctl(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--version")) {
@@ -38,6 +45,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	die_msg("unknown command '%s'; use track, dump, report or ctl (see memtrack --help)", argv[1]);
+	die_msg("unknown command '%s'; use track, dump, report, diff, export or ctl (see memtrack --help)",
+		argv[1]);
 	return 2;
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <linux/types.h>
 #include "event.h"
+#include "compiler.h"
 
 #define MT_CMDLINE_MAX 4096
 
@@ -52,6 +53,7 @@ struct mt_trailer {
 	int32_t exit_signal;		/* signal that killed it, 0 if none */
 	uint64_t duration_ns;		/* from start_ns to the command's end */
 	uint64_t frames;		/* event frames before the trailer */
+	uint64_t unprobed;		/* processes left without (all) their allocator probes */
 };
 
 /* Writer statistics, valid at any time. */
@@ -64,6 +66,7 @@ struct mt_writer_stats {
 };
 
 struct mt_writer;
+struct mt_encoder;
 
 /*
  * Writes the header to @fd (borrowed: never closed) and returns a writer, or
@@ -87,12 +90,52 @@ int mt_writer__flush(struct mt_writer *w);
  * in by the writer (its own counts); the rest is taken from @t.  Returns the
  * first error the writer ever met, or 0.
  */
-int mt_writer__finish(struct mt_writer *w, const struct mt_trailer *t);
+MT_MUST_CHECK int mt_writer__finish(struct mt_writer *w, const struct mt_trailer *t);
 
 void mt_writer__stats(const struct mt_writer *w, struct mt_writer_stats *st);
 
 /* Frees the writer (NULL is fine).  Does not close the fd. */
 void mt_writer__free(struct mt_writer *w);
+
+/*
+ * An encoder builds one events frame at a time, independently of any
+ * writer: records in, then seal (compress), then mt_writer__put() appends it
+ * to a file.  Frames share no state (FORMAT.md §3.2), so several threads can
+ * each encode and compress their own frames and one writer appends them in
+ * the order it chooses.  The writer's own mt_writer__add() uses a private
+ * encoder the same way.
+ *
+ * THREAD NOTES: an encoder belongs to one thread at a time; mt_writer__put()
+ * needs the writer's thread (or a lock the callers share).
+ */
+
+/* Returns an encoder (@zstd_level 0: the default), or NULL with errno set. */
+struct mt_encoder *mt_encoder__new(int zstd_level);
+
+/*
+ * Appends one record to the frame (arguments as mt_writer__add()).  Returns
+ * 0, -EINVAL for a record the format cannot describe, -ENOMEM, or -EBUSY
+ * when the frame is sealed and not yet put.  Errors other than -EBUSY are
+ * sticky and returned again by mt_encoder__seal() and mt_writer__put().
+ */
+int mt_encoder__add(struct mt_encoder *e, const struct mt_rec_hdr *hdr,
+		    const __u64 *f, const char *str);
+
+/* True once the frame's raw records reach MT_FRAME_RAW_TARGET: seal and put it. */
+bool mt_encoder__full(const struct mt_encoder *e);
+
+/* Compresses the frame; no-op when empty or already sealed.  0 or -errno. */
+int mt_encoder__seal(struct mt_encoder *e);
+
+/*
+ * Seals @e's frame if needed, appends it to @w's file and empties @e for the
+ * next frame (no-op for an empty frame).  An encoder's error becomes the
+ * writer's (sticky).  Returns 0 or the writer's first error.
+ */
+int mt_writer__put(struct mt_writer *w, struct mt_encoder *e);
+
+/* Frees the encoder (NULL is fine). */
+void mt_encoder__free(struct mt_encoder *e);
 
 struct mt_reader;
 
@@ -111,7 +154,7 @@ struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen);
  * negative return mt_reader__error() says what and at which file offset.
  * Memory use does not depend on the file's length.
  */
-int mt_reader__next(struct mt_reader *r, struct mt_event *ev);
+MT_MUST_CHECK int mt_reader__next(struct mt_reader *r, struct mt_event *ev);
 
 const struct mt_header *mt_reader__header(const struct mt_reader *r);
 

@@ -8,6 +8,7 @@
 #ifndef MEMTRACK_ARTIFACT_FORMAT_H
 #define MEMTRACK_ARTIFACT_FORMAT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
@@ -93,6 +94,24 @@ static inline uint32_t mt_crc32(const void *buf, size_t len)
 {
 	return (uint32_t)crc32(0L, (const Bytef *)buf, (uInt)len);
 }
+
+/*
+ * Whether @stored is the checksum of @len bytes at @buf.  A fuzzing build
+ * (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, the libFuzzer convention, see
+ * tests/fuzz/) takes any checksum, so mutated files reach the decoding
+ * behind the checks.
+ */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+static inline bool mt_crc32_ok(uint32_t stored, const void *buf, size_t len)
+{
+	return true;
+}
+#else
+static inline bool mt_crc32_ok(uint32_t stored, const void *buf, size_t len)
+{
+	return stored == mt_crc32(buf, len);
+}
+#endif /* FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION */
 
 struct mt_frame_hdr {
 	uint8_t kind;		/* MT_FRAME_* */

@@ -296,6 +296,9 @@ static int trailer_kv(void *ctx, const char *key, const char *val)
 	} else if (!strcmp(key, "frames")) {
 		err = parse_u64(val, UINT64_MAX, &u);
 		t->frames = u;
+	} else if (!strcmp(key, "unprobed")) {
+		err = parse_u64(val, UINT64_MAX, &u);
+		t->unprobed = u;
 	}
 	if (err) {
 		c->bad_key = key;
@@ -360,9 +363,9 @@ static int read_frame(struct mt_reader *r)
 		return truncated(r, "no trailer");
 	if (n < MT_FRAME_HDR_LEN)
 		return truncated(r, "inside a frame header");
-	if (memcmp(hb, MT_FRAME_MAGIC, 4))
+	if (memcmp(hb, MT_FRAME_MAGIC, 4) != 0)
 		return corrupt(r, start, "bad frame magic");
-	if (mt_get_le32(hb + MT_FRAME_OFF_HDR_CRC) != mt_crc32(hb, MT_FRAME_OFF_HDR_CRC))
+	if (!mt_crc32_ok(mt_get_le32(hb + MT_FRAME_OFF_HDR_CRC), hb, MT_FRAME_OFF_HDR_CRC))
 		return corrupt(r, start, "frame header checksum mismatch");
 	mt_frame_hdr_get(hb, &fh);
 	/* refused before allocating anything for it */
@@ -377,7 +380,7 @@ static int read_frame(struct mt_reader *r)
 		return io_error(r, (int)n);
 	if ((size_t)n < fh.comp_len)
 		return truncated(r, "inside a frame payload");
-	if (mt_crc32(r->zbuf, fh.comp_len) != fh.payload_crc)
+	if (!mt_crc32_ok(fh.payload_crc, r->zbuf, fh.comp_len))
 		return corrupt(r, start, "payload checksum mismatch");
 
 	switch (fh.kind) {
@@ -578,7 +581,7 @@ static int read_header(struct mt_reader *r, char *err, size_t errlen)
 		set_err(err, errlen, "%s", strerror((int)-n));
 		return (int)n;
 	}
-	if (memcmp(pre, MT_FILE_MAGIC, (size_t)n < MT_FILE_MAGIC_LEN ? (size_t)n : MT_FILE_MAGIC_LEN)) {
+	if (memcmp(pre, MT_FILE_MAGIC, (size_t)n < MT_FILE_MAGIC_LEN ? (size_t)n : MT_FILE_MAGIC_LEN) != 0) {
 		set_err(err, errlen, "not a memtrack artifact (bad magic)");
 		return -EBADMSG;
 	}
@@ -618,7 +621,7 @@ static int read_header(struct mt_reader *r, char *err, size_t errlen)
 	}
 	if ((size_t)n < (size_t)body_len + 4)
 		goto truncated;
-	if (mt_get_le32(body + body_len) != mt_crc32(body, body_len)) {
+	if (!mt_crc32_ok(mt_get_le32(body + body_len), body, body_len)) {
 		set_err(err, errlen, "corrupt file header: checksum mismatch");
 		return -EBADMSG;
 	}

@@ -5,7 +5,13 @@
 
 #include <stdio.h>
 
-/* Prints @s as a JSON string literal, quotes included. */
+/*
+ * Prints @s as a JSON string literal, quotes included.  Well-formed UTF-8
+ * is copied; control characters are escaped; every other byte (0x80-0xff
+ * outside a well-formed sequence) becomes \udcXX, the lone surrogate
+ * U+DC00 + byte, as Python's surrogateescape does: every line parses, and
+ * the original bytes can be recovered (docs/FORMAT.md).
+ */
 void json_print_string(FILE *out, const char *s);
 
 #endif /* MEMTRACK_JSON_H */

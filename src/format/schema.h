@@ -2,8 +2,9 @@
 /*
  * schema.h - names and field layout of every record type.
  *
- * The single table behind dump's JSON keys, the encoder's choice of field
- * coding and FORMAT.md's per-type tables.
+ * The table behind dump's JSON keys and the codec's choice of field coding,
+ * generated from MT_RECORD_TYPES in event.h (FORMAT.md §8 is checked
+ * against it by tests/unit/test_schema.c).
  */
 #ifndef MEMTRACK_SCHEMA_H
 #define MEMTRACK_SCHEMA_H
@@ -30,6 +31,7 @@ struct mt_type_def {
 	unsigned nfields;	    /* fields every record of this type carries */
 	bool has_string;	    /* a length-prefixed string follows the fields */
 	const char *string_name;    /* its JSON key */
+	unsigned natural_fn;	    /* enum mt_fn a heap type names by default, else 0 */
 	struct mt_field_def fields[MT_MAX_FIELDS];
 };
 

@@ -48,7 +48,11 @@ size_t mt_varint_len(uint64_t v);
  */
 int mt_varint_decode(const uint8_t **pp, const uint8_t *end, uint64_t *v);
 
-/* mt_varint_decode() with the one-byte case inlined (the common one). */
+/*
+ * mt_varint_decode() with the one- and two-byte cases inlined (timestamp
+ * deltas and most sizes).  A second byte of 0 is overlong: the slow path
+ * rejects it.
+ */
 static inline int mt_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 {
 	const uint8_t *p = *pp;
@@ -58,6 +62,11 @@ static inline int mt_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t
 		*pp = p + 1;
 		return 0;
 	}
+	if (end - p >= 2 && p[1] < 0x80 && p[1]) {
+		*v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+		*pp = p + 2;
+		return 0;
+	}
 	return mt_varint_decode(pp, end, v);
 }
 
@@ -65,8 +74,12 @@ static inline int mt_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t
  * either sign make short varints. */
 static inline uint64_t mt_zigzag_encode(int64_t v)
 {
-	/* the shift is done unsigned: left-shifting a negative int is UB */
-	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+	/*
+	 * Both shifts are done unsigned: left-shifting a negative int is UB,
+	 * right-shifting one implementation-defined; 0 - sign is all ones
+	 * for a negative v.
+	 */
+	return ((uint64_t)v << 1) ^ (0 - ((uint64_t)v >> 63));
 }
 
 static inline int64_t mt_zigzag_decode(uint64_t u)

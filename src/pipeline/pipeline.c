@@ -5,11 +5,13 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,21 +27,37 @@ struct sort_key {
 	uint32_t off;		/* record offset in the batch */
 };
 
+struct pipeline;
+
+/* One encoding thread: sorts, encodes and compresses whole batches. */
+struct worker {
+	struct pipeline *p;
+	pthread_t thread;
+	bool started;
+	struct mt_encoder *enc;		/* this thread's frames */
+	struct sort_key *keys;		/* sort scratch */
+	uint64_t busy_ns;		/* time in sort + encode + compress + write */
+};
+
 struct pipeline {
 	struct pipeline_opts opts;
-	struct mt_writer *writer;	/* used by the writer thread only */
+	struct mt_writer *writer;	/* used by the worker holding the turn only */
 	pipeline_hook_fn hook;
 	void *hook_ctx;
 
-	struct queue *full;		/* poller -> writer */
-	struct queue *empty;		/* writer -> poller */
+	struct queue *full;		/* poller -> workers */
+	struct queue *empty;		/* workers -> poller */
 	struct batch **all;		/* every batch, for freeing */
 	struct batch *cur;		/* poller's current batch */
+	uint64_t seq;			/* poller: sequence number of the next batch */
+	uint8_t min_fields[MT_TYPE_MAX];	/* per type; above MT_MAX_FIELDS: unknown */
 
-	pthread_t writer_thread;
-	bool writer_started;
+	struct worker *workers;		/* opts.writers of them */
+	bool workers_running;		/* until pipeline__stop() joined them */
 	_Atomic int writer_err;		/* first writer error, 0 if none */
-	struct sort_key *keys;		/* writer's sort scratch */
+	pthread_mutex_t turn_lock;	/* guards next_seq */
+	pthread_cond_t turn_cond;	/* next_seq moved */
+	uint64_t next_seq;		/* the batch whose frames go to the file next */
 
 	pthread_t poller_thread;
 	bool poller_started;
@@ -54,7 +72,6 @@ struct pipeline {
 	void *aux_ctx;
 
 	struct pipeline_stats st;	/* poller fields; writer ones merged at stop */
-	uint64_t w_encode_ns;		/* writer-thread counters */
 };
 
 uint64_t mono_ns(void)
@@ -66,7 +83,7 @@ uint64_t mono_ns(void)
 }
 
 /* Sorts a batch's records by timestamp; they are nearly sorted already. */
-static unsigned sort_batch(struct pipeline *p, const struct batch *b)
+static unsigned sort_batch(struct sort_key *keys, const struct batch *b)
 {
 	unsigned n = 0;
 
@@ -75,47 +92,106 @@ static unsigned sort_batch(struct pipeline *p, const struct batch *b)
 		struct sort_key k = { h->ts, (uint32_t)off };
 		unsigned i = n++;
 
-		while (i > 0 && p->keys[i - 1].ts > k.ts) {
-			p->keys[i] = p->keys[i - 1];
+		while (i > 0 && keys[i - 1].ts > k.ts) {
+			keys[i] = keys[i - 1];
 			i--;
 		}
-		p->keys[i] = k;
+		keys[i] = k;
 	}
 	return n;
 }
 
-static int write_batch(struct pipeline *p, const struct batch *b)
+/* Waits until the frames of batch @seq are the next to go to the file. */
+static void wait_turn(struct pipeline *p, uint64_t seq)
 {
-	unsigned n = sort_batch(p, b);
+	pthread_mutex_lock(&p->turn_lock);
+	while (p->next_seq != seq)
+		pthread_cond_wait(&p->turn_cond, &p->turn_lock);
+	pthread_mutex_unlock(&p->turn_lock);
+}
+
+static void end_turn(struct pipeline *p, uint64_t seq)
+{
+	pthread_mutex_lock(&p->turn_lock);
+	p->next_seq = seq + 1;
+	pthread_cond_broadcast(&p->turn_cond);
+	pthread_mutex_unlock(&p->turn_lock);
+}
+
+/*
+ * Sorts, encodes and compresses batch @b outside any lock, then appends its
+ * frame(s) to the file when its turn comes, so frames keep the batches'
+ * order whichever worker finishes first.  A batch whose records pass
+ * MT_FRAME_RAW_TARGET becomes several frames; the earlier ones wait for the
+ * turn, which the worker then keeps until its batch is done.
+ */
+static int write_batch(struct worker *wk, const struct batch *b)
+{
+	struct pipeline *p = wk->p;
+	unsigned n = sort_batch(wk->keys, b);
 	int err = 0;
 
 	for (unsigned i = 0; i < n && !err; i++) {
-		const unsigned char *rec = b->buf + p->keys[i].off;
+		const unsigned char *rec = b->buf + wk->keys[i].off;
 		const struct mt_rec_hdr *h = (const void *)rec;
 		const __u64 *f = (const void *)(rec + sizeof(*h));
 		const char *str = NULL;
 
+		if (__builtin_expect(mt_encoder__full(wk->enc), 0)) {
+			wait_turn(p, b->seq);
+			err = mt_writer__put(p->writer, wk->enc);
+			if (err)
+				break;
+		}
 		if (h->type == MT_EXEC)
 			str = ((const struct mt_rec_exec *)rec)->path;
 		else if (h->type == MT_MARK)
 			str = ((const struct mt_rec_mark *)rec)->name;
-		err = mt_writer__add(p->writer, h, f, str);
+		err = mt_encoder__add(wk->enc, h, f, str);
 	}
-	return err ? err : mt_writer__flush(p->writer);
+	if (!err)
+		err = mt_encoder__seal(wk->enc);
+	wait_turn(p, b->seq);
+	/* an encoder error becomes the writer's here, so finish() reports it */
+	return mt_writer__put(p->writer, wk->enc) ?: err;
 }
 
-static void *writer_main(void *arg)
+/*
+ * The pipeline's threads run at the highest priority they may (nice -20 as
+ * root; unprivileged, unchanged): on a machine with fewer CPUs than the
+ * command has busy threads, the poller is otherwise one runnable thread
+ * among them and the ring buffer overflows (100 threads on 2 CPUs lost
+ * 43% of their records).  On Linux the nice value is per thread.
+ */
+static void raise_priority(void)
 {
-	struct pipeline *p = arg;
+	if (setpriority(PRIO_PROCESS, 0, -20)) {
+		/* not allowed: the default priority still works, with more drops */
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct pipeline *p = wk->p;
 	struct batch *b;
 
+	raise_priority();
 	while ((b = queue__pop(p->full))) {
 		uint64_t t0 = mono_ns();
-		int err = atomic_load(&p->writer_err) ? 0 : write_batch(p, b);
+		int err = 0;
 
-		if (err)
-			atomic_store(&p->writer_err, err);
-		p->w_encode_ns += mono_ns() - t0;
+		if (!atomic_load(&p->writer_err))
+			err = write_batch(wk, b);
+		else
+			wait_turn(p, b->seq);
+		end_turn(p, b->seq);
+		if (err) {
+			int none = 0;
+
+			atomic_compare_exchange_strong(&p->writer_err, &none, err);
+		}
+		wk->busy_ns += mono_ns() - t0;
 		batch__reset(b);
 		queue__push(p->empty, b);
 	}
@@ -130,6 +206,76 @@ static void free_batches(struct pipeline *p)
 	p->all = NULL;
 }
 
+/*
+ * Encoding threads when the caller leaves it to us: one per usable CPU but
+ * one, which the poller keeps: all run at the same raised priority, and a
+ * poller sharing its CPU with encoders falls behind a burst of allocating
+ * threads (100 threads on 2 CPUs lost records at the default ring).
+ */
+static unsigned auto_writers(void)
+{
+	cpu_set_t set;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 1;
+	n = CPU_COUNT(&set) - 1;
+	if (n < 1)
+		return 1;
+	return (unsigned)n > PIPELINE_MAX_WRITERS ? PIPELINE_MAX_WRITERS : (unsigned)n;
+}
+
+static int start_workers(struct pipeline *p)
+{
+	size_t nkeys = p->opts.batch_bytes / sizeof(struct mt_rec_hdr) + 1;
+	sigset_t all, old;
+	int err = 0;
+
+	p->workers = calloc(p->opts.writers, sizeof(*p->workers));
+	if (!p->workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < p->opts.writers; i++) {
+		struct worker *wk = &p->workers[i];
+
+		wk->p = p;
+		wk->enc = mt_encoder__new(p->opts.zstd_level);
+		wk->keys = calloc(nkeys, sizeof(*wk->keys));
+		if (!wk->enc || !wk->keys)
+			return -ENOMEM;
+	}
+	/* only main handles signals */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < p->opts.writers && !err; i++) {
+		err = -pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]);
+		p->workers[i].started = !err;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	p->workers_running = true;
+	return err;
+}
+
+static void stop_workers(struct pipeline *p)
+{
+	queue__close(p->full);
+	for (unsigned i = 0; p->workers && i < p->opts.writers; i++) {
+		if (p->workers[i].started)
+			pthread_join(p->workers[i].thread, NULL);
+		p->workers[i].started = false;
+	}
+	p->workers_running = false;
+}
+
+static void free_workers(struct pipeline *p)
+{
+	for (unsigned i = 0; p->workers && i < p->opts.writers; i++) {
+		mt_encoder__free(p->workers[i].enc);
+		free(p->workers[i].keys);
+	}
+	free(p->workers);
+	p->workers = NULL;
+}
+
 struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *w,
 			       pipeline_hook_fn hook, void *hook_ctx)
 {
@@ -141,6 +287,13 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 	p->opts = *o;
 	if (p->opts.batches < 2)
 		p->opts.batches = 2;
+	if (!p->opts.writers)
+		p->opts.writers = auto_writers();
+	for (unsigned t = 0; t < MT_TYPE_MAX; t++) {
+		const struct mt_type_def *d = mt_type_def(t);
+
+		p->min_fields[t] = d ? (uint8_t)d->nfields : MT_MAX_FIELDS + 1;
+	}
 	p->writer = w;
 	p->hook = hook;
 	p->hook_ctx = hook_ctx;
@@ -148,11 +301,13 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 	p->stop_fd = -1;
 	p->epoll_fd = -1;
 	p->aux_fd = -1;
+	pthread_mutex_init(&p->turn_lock, NULL);
+	pthread_cond_init(&p->turn_cond, NULL);
 	p->full = queue__new(p->opts.batches);
 	p->empty = queue__new(p->opts.batches);
-	p->all = calloc(p->opts.batches, sizeof(*p->all));
-	p->keys = calloc(p->opts.batch_bytes / sizeof(struct mt_rec_hdr) + 1, sizeof(*p->keys));
-	if (!p->full || !p->empty || !p->all || !p->keys)
+	/* an array of batch pointers: sizeof(pointer) is meant */
+	p->all = calloc(p->opts.batches, sizeof(*p->all)); // NOLINT(bugprone-sizeof-expression)
+	if (!p->full || !p->empty || !p->all)
 		goto fail;
 	for (unsigned i = 0; i < p->opts.batches; i++) {
 		p->all[i] = batch__new(p->opts.batch_bytes);
@@ -162,10 +317,9 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 			queue__push(p->empty, p->all[i]);
 	}
 	p->cur = p->all[0];
-	err = -pthread_create(&p->writer_thread, NULL, writer_main, p);
+	err = start_workers(p);
 	if (err)
 		goto fail;
-	p->writer_started = true;
 	return p;
 fail:
 	pipeline__free(p);
@@ -182,6 +336,7 @@ static int hand_on(struct pipeline *p, enum flush_cause cause)
 		return err;
 	if (queue__len(p->empty) == 0)
 		p->st.poller_waits++;
+	p->cur->seq = p->seq++;
 	if (queue__push(p->full, p->cur))
 		return -EPIPE;
 	p->st.batches++;
@@ -194,15 +349,14 @@ static int hand_on(struct pipeline *p, enum flush_cause cause)
  * A record the writer would refuse (unknown type, wrong field count) would
  * stop the whole artifact: such records are left out instead.
  */
-static bool rec_valid(const void *rec, size_t size, size_t batch_bytes)
+static bool rec_valid(const struct pipeline *p, const void *rec, size_t size)
 {
 	const struct mt_rec_hdr *h = rec;
-	const struct mt_type_def *def;
 
-	if (size < sizeof(*h) || size > batch_bytes || rec_size(rec) > size)
+	if (size < sizeof(*h) || size > p->opts.batch_bytes || rec_size(rec) > size)
 		return false;
-	def = mt_type_def(h->type);
-	return def && h->nfields >= def->nfields && h->nfields <= MT_MAX_FIELDS;
+	return h->type < MT_TYPE_MAX && h->nfields >= p->min_fields[h->type] &&
+	       h->nfields <= MT_MAX_FIELDS;
 }
 
 int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
@@ -211,7 +365,7 @@ int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
 	uint64_t now = 0;
 	int err;
 
-	if (!rec_valid(rec, size, p->opts.batch_bytes))
+	if (!rec_valid(p, rec, size))
 		return 0; /* not a record of ours: ignore rather than stop the run */
 	size = rec_size(rec); /* the ring may pad: keep the record's own bytes */
 	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT))
@@ -309,6 +463,7 @@ static void *poller_main(void *arg)
 
 	if (poll_ms > 100)
 		poll_ms = 100;
+	raise_priority();
 	while (atomic_load(&p->stop_cause) < 0) {
 		int n = epoll_wait(p->epoll_fd, ev, 4, poll_ms);
 
@@ -404,13 +559,11 @@ int pipeline__stop(struct pipeline *p, enum flush_cause cause)
 	} else if (p->cur) {
 		err = pipeline_flush(p, cause);
 	}
-	if (p->writer_started) {
-		queue__close(p->full);
-		pthread_join(p->writer_thread, NULL);
-		p->writer_started = false;
-	}
+	stop_workers(p);
 	p->st.max_queue = queue__max_len(p->full);
-	p->st.encode_ns = p->w_encode_ns;
+	p->st.encode_ns = 0;
+	for (unsigned i = 0; p->workers && i < p->opts.writers; i++)
+		p->st.encode_ns += p->workers[i].busy_ns;
 	mt_writer__stats(p->writer, &ws);
 	p->st.frames = ws.frames;
 	p->st.file_bytes = ws.file_bytes;
@@ -429,7 +582,7 @@ void pipeline__free(struct pipeline *p)
 {
 	if (!p)
 		return;
-	if (p->poller_started || p->writer_started)
+	if (p->poller_started || p->workers_running)
 		pipeline__stop(p, FLUSH_SHUTDOWN);
 	ring_buffer__free(p->rb);
 	ring_buffer__free(p->ctl_rb);
@@ -440,6 +593,8 @@ void pipeline__free(struct pipeline *p)
 	free_batches(p);
 	queue__free(p->full);
 	queue__free(p->empty);
-	free(p->keys);
+	free_workers(p);
+	pthread_mutex_destroy(&p->turn_lock);
+	pthread_cond_destroy(&p->turn_cond);
 	free(p);
 }

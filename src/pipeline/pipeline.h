@@ -1,21 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pipeline.h - ring buffer -> batches -> writer thread -> artifact frames.
+ * pipeline.h - ring buffer -> batches -> encoding threads -> artifact frames.
  *
  * The poller side copies each record into the current batch and hands the
  * batch on when it is full.  A partial batch is flushed in exactly three
  * other cases, each its own path: TIMEOUT (the batch is flush_ms old), DRAIN
  * (the command exited and the ring buffer was read to empty) and SHUTDOWN
- * (memtrack was signalled or failed).  The writer thread sorts each batch by
- * timestamp, encodes and compresses it as one frame and writes it, so the
- * poller never waits on zstd or the disk; it waits only when every batch is
- * in flight, which bounds memory.
+ * (memtrack was signalled or failed).  An encoding thread (one per usable
+ * CPU, so a free core shares the work) takes a whole batch, sorts it by
+ * timestamp, encodes and compresses it as one frame, and appends the frame
+ * when every earlier batch's frame is in the file, so the file keeps the
+ * batches' order.  The poller never waits on zstd or the disk; it waits only
+ * when every batch is in flight, which bounds memory.
  *
  * THREAD NOTES: pipeline_feed/_tick/_flush/_inject belong to one thread, the
  * poller (the thread pipeline__start_poller() creates, or a test's own thread
- * when no poller is started); the watched fd's callback runs there too.  The writer thread owns the mt_writer from
- * pipeline__new() until pipeline__stop() returns.  Statistics are read after
- * pipeline__stop().
+ * when no poller is started); the watched fd's callback runs there too.  The
+ * encoding threads own the mt_writer from pipeline__new() until
+ * pipeline__stop() returns: each has its own mt_encoder, and only the one
+ * whose batch is next (turn_lock, next_seq) calls mt_writer__put().
+ * Statistics are read after pipeline__stop().
  */
 #ifndef MEMTRACK_PIPELINE_H
 #define MEMTRACK_PIPELINE_H
@@ -24,6 +28,7 @@
 #include <stdint.h>
 #include <linux/types.h>
 #include "event.h"
+#include "compiler.h"
 
 struct mt_writer;
 struct pipeline;
@@ -40,7 +45,12 @@ struct pipeline_opts {
 	size_t batch_bytes;	/* bytes of raw records per batch (= per frame) */
 	unsigned batches;	/* batches in existence: bounds memory in flight */
 	unsigned flush_ms;	/* T: a partial batch older than this is flushed */
+	unsigned writers;	/* encoding threads; 0: one per usable CPU, at most PIPELINE_MAX_WRITERS */
+	int zstd_level;		/* 0: the writer's default */
 };
+
+/* Each encoding thread holds ~0.8 MiB (buffers, zstd context); memtrack's RSS stays under 16 MiB. */
+#define PIPELINE_MAX_WRITERS 2u
 
 #define PIPELINE_DEFAULT_BATCH_BYTES (256u << 10)
 #define PIPELINE_DEFAULT_BATCHES 6u
@@ -58,14 +68,14 @@ struct pipeline_stats {
 	uint64_t flushes[FLUSH_CAUSES];	/* batches handed on, by cause */
 	uint64_t max_queue;		/* most full batches waiting at once */
 	uint64_t poller_waits;		/* times the poller waited for a free batch */
-	uint64_t encode_ns;		/* writer time in encode + compress + write */
+	uint64_t encode_ns;		/* encoding threads' time in sort + encode + compress + write, summed */
 	uint64_t frames;		/* frames written */
 	uint64_t file_bytes;		/* artifact bytes written so far */
 	uint64_t raw_bytes;		/* encoded bytes before compression */
 };
 
 /*
- * Allocates every batch and starts the writer thread, which takes @w (still
+ * Allocates every batch and starts the encoding threads, which take @w (still
  * owned by the caller, who must not touch it until pipeline__stop()).
  * Returns NULL with errno set.
  */
@@ -86,12 +96,12 @@ int pipeline_flush(struct pipeline *p, enum flush_cause cause);
  * (the control ring of parking records; -1 for none), with all signals
  * blocked.  Returns 0 or -errno.
  */
-int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd);
+MT_MUST_CHECK int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd);
 
 /*
  * Stops the pipeline: the poller (if any) reads the ring buffer to empty,
  * flushes its partial batch with @cause (DRAIN or SHUTDOWN) and exits; then
- * the writer writes what is queued and exits.  Without a poller the partial
+ * the encoding threads write what is queued and exit.  Without a poller the partial
  * batch is flushed with @cause here.  Returns the first error of either.
  */
 int pipeline__stop(struct pipeline *p, enum flush_cause cause);

@@ -4,7 +4,9 @@
  * tracepoints; see loader.h.
  */
 #include <errno.h>
+#include <signal.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "bpf_abi.h"
 #include "loader.h"
 #include "memtrack.skel.h"
 
@@ -35,7 +38,7 @@ static void set_alloc_autoload(struct memtrack_bpf *skel, bool on)
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
 		bpf_program__set_autoload(progs[i], on);
 		/* attached through uprobe-multi links (probes.c), which libbpf 1.1 does not know */
-		bpf_program__set_expected_attach_type(progs[i], 48 /* BPF_TRACE_UPROBE_MULTI */);
+		bpf_program__set_expected_attach_type(progs[i], MT_BPF_TRACE_UPROBE_MULTI);
 	}
 }
 
@@ -126,45 +129,49 @@ static uint64_t max_pfn(void)
 	return top ? top : 2 * (uint64_t)sysconf(_SC_PHYS_PAGES);
 }
 
-static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err, size_t errlen);
+static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **skel,
+			 enum loader_step *step);
 
-struct memtrack_bpf *loader_open(struct loader_opts *o, char *err, size_t errlen)
+int loader_open(struct loader_opts *o, struct memtrack_bpf **skel, enum loader_step *step)
 {
-	struct memtrack_bpf *skel;
+	int err;
 
+	*skel = NULL;
 	verbose_libbpf = o->verbose;
 	libbpf_set_print(libbpf_print);
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
-		snprintf(err, errlen, "this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
-		return NULL;
+		*step = LOADER_BTF;
+		return -ENOENT;
 	}
 	heap_prefer_huge_pages();
-	skel = open_and_load(o, err, errlen);
-	if (!skel && o->physical) {
-		fprintf(stderr, "memtrack: --physical is not available on this kernel (%s); recording without it\n", err);
+	err = open_and_load(o, skel, step);
+	if (err && o->physical) {
 		o->physical = false;
-		skel = open_and_load(o, err, errlen);
+		o->physical_err = err;
+		o->physical_step = *step;
+		err = open_and_load(o, skel, step);
 	}
 	heap_restore();
-	return skel;
+	return err;
 }
 
-static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err, size_t errlen)
+static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
+			 enum loader_step *step)
 {
 	struct memtrack_bpf *skel;
 	int ret;
 
+	*step = LOADER_OPEN;
 	skel = memtrack_bpf__open();
-	if (!skel) {
-		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
-		return NULL;
-	}
+	if (!skel)
+		return -errno;
 	bpf_map__set_max_entries(skel->maps.events, o->ring_bytes);
 	skel->rodata->wakeup_bytes = o->wakeup_bytes;
 	skel->rodata->stop_on_spawn = o->allocators;
 	skel->rodata->nr_cpus = libbpf_num_possible_cpus() > 0 ? libbpf_num_possible_cpus() : 1;
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->data->heap_enabled = !o->heap_disabled;
+	skel->rodata->memtrack_tgid = getpid();
 	set_alloc_autoload(skel, o->allocators);
 	set_physical_autoload(skel, o->physical);
 	if (o->physical) {
@@ -173,34 +180,23 @@ static struct memtrack_bpf *open_and_load(const struct loader_opts *o, char *err
 		bpf_map__set_max_entries(skel->maps.tree_pages, words);
 		skel->rodata->phys_bitmap_bits = words * 64;
 	}
+	*step = LOADER_LOAD;
 	ret = memtrack_bpf__load(skel);
-	if (ret) {
-		if (ret == -EPERM)
-			snprintf(err, errlen, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-ret));
-		else
-			snprintf(err, errlen, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-ret));
-		goto fail;
+	if (!ret) {
+		*step = LOADER_ATTACH;
+		ret = attach_tracepoints(skel);
 	}
-	ret = attach_tracepoints(skel);
 	if (ret) {
-		snprintf(err, errlen, "cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)", strerror(-ret));
-		goto fail;
+		memtrack_bpf__destroy(skel);
+		return ret;
 	}
-	return skel;
-fail:
-	memtrack_bpf__destroy(skel);
-	return NULL;
+	*out = skel;
+	return 0;
 }
-
-/* A `tracked` map value, as struct tracked_proc in maps.bpf.h. */
-struct tracked_value {
-	__u32 ppid;
-	__u32 flags;	/* MT_PROC_NO_CHILDREN = 1 */
-};
 
 int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct tracked_value v = { 0, 0 };
+	struct tracked_proc v = { 0, 0 };
 	__u32 key = pid;
 
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_ANY))
@@ -210,15 +206,65 @@ int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 
 int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct tracked_value v;
+	struct tracked_proc v;
 	__u32 key = pid;
 
 	if (bpf_map__lookup_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), 0))
 		return -errno;
-	v.flags |= 1; /* MT_PROC_NO_CHILDREN, maps.bpf.h */
+	v.flags |= MT_PROC_NO_CHILDREN;
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_EXIST))
 		return -errno;
 	return 0;
+}
+
+void loader_resume(struct memtrack_bpf *skel, pid_t pid)
+{
+	__u32 key = pid;
+
+	kill(pid, SIGCONT);
+	bpf_map__delete_elem(skel->maps.parked, &key, sizeof(key), 0);
+}
+
+/* struct session_state in maps.bpf.h: the value of `session`. */
+struct session_value {
+	__u32 parking_off;
+	__u32 pad;
+};
+
+int loader_stop_parking(struct memtrack_bpf *skel)
+{
+	struct session_value v = { 1, 0 };
+	__u32 zero = 0, key, next;
+	int n = 0;
+	bool first = true;
+
+	if (!skel)
+		return 0;
+	/* the update is a syscall, a full barrier: see park_process() in common.bpf.h */
+	bpf_map__update_elem(skel->maps.session, &zero, sizeof(zero), &v, sizeof(v), BPF_ANY);
+	while (!bpf_map__get_next_key(skel->maps.parked, first ? NULL : &key, &next, sizeof(next))) {
+		kill(next, SIGCONT);
+		key = next;
+		first = false;
+		n++;
+	}
+	return n;
+}
+
+int loader_untrack_all(struct memtrack_bpf *skel)
+{
+	int n = 0;
+	__u32 key;
+
+	/* a fork may add a child while we delete: go on until it is empty */
+	while (n < 1 << 20 &&
+	       !bpf_map__get_next_key(skel->maps.tracked, NULL, &key, sizeof(key))) {
+		if (bpf_map__delete_elem(skel->maps.tracked, &key, sizeof(key), 0))
+			break;
+		kill((pid_t)key, SIGCONT);
+		n++;
+	}
+	return n;
 }
 
 bool loader_tree_alive(struct memtrack_bpf *skel)
@@ -230,7 +276,7 @@ bool loader_tree_alive(struct memtrack_bpf *skel)
 
 int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS])
 {
-	int ncpu = libbpf_num_possible_cpus();
+	int ncpu = libbpf_num_possible_cpus(), err = 0;
 	uint64_t *vals;
 
 	if (ncpu < 0)
@@ -241,13 +287,15 @@ int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS])
 	for (__u32 k = 0; k < MT_DROP_SLOTS; k++) {
 		drops[k] = 0;
 		if (bpf_map__lookup_elem(skel->maps.drops, &k, sizeof(k), vals,
-					 ncpu * sizeof(*vals), 0))
+					 ncpu * sizeof(*vals), 0)) {
+			err = -errno;	/* keep summing the others */
 			continue;
+		}
 		for (int c = 0; c < ncpu; c++)
 			drops[k] += vals[c];
 	}
 	free(vals);
-	return 0;
+	return err;
 }
 
 volatile __u32 *loader_heap_switch(struct memtrack_bpf *skel)

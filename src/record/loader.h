@@ -10,8 +10,17 @@
 #include <sys/types.h>
 #include <linux/types.h>
 #include "event.h"
+#include "compiler.h"
 
 struct memtrack_bpf;
+
+/* The step of loader_open() that failed: the command layer words the message. */
+enum loader_step {
+	LOADER_BTF,	/* the kernel has no /sys/kernel/btf/vmlinux */
+	LOADER_OPEN,	/* opening the BPF object */
+	LOADER_LOAD,	/* loading it (permissions, the verifier) */
+	LOADER_ATTACH,	/* attaching the tracepoints */
+};
 
 struct loader_opts {
 	uint64_t ring_bytes;	/* ring buffer size, a power of two >= page size */
@@ -20,30 +29,60 @@ struct loader_opts {
 	bool physical;		/* count the tree's physical pages (may be turned off) */
 	bool verbose;		/* let libbpf's debug output through */
 	bool heap_disabled;	/* start with heap recording off (--start-disabled) */
+	/* out: why physical was turned off (-errno and step), 0 if it was not */
+	int physical_err;
+	enum loader_step physical_step;
 };
 
 /*
  * Opens, configures and loads the skeleton and attaches the tracepoints
- * (not the uprobes: those are per process, see probes.c).  When the
- * physical-page programs cannot be loaded or attached, says so on stderr,
- * clears o->physical and goes on without them.  Only BTF raw
- * tracepoints are used, so tracefs need not be mounted.  On failure returns
- * NULL and writes a one-line
- * reason naming the fix into @err.
+ * (not the uprobes: those are per process, see probes.c) into *@skel, owned
+ * by the caller (loader_close).  When the physical-page programs cannot be
+ * loaded or attached, clears o->physical, records why in o->physical_err
+ * and o->physical_step, and goes on without them.  Only BTF raw tracepoints
+ * are used, so tracefs need not be mounted.  Returns 0, or -errno with
+ * *@step saying what failed (*@skel is then NULL).  Prints nothing.
  */
-struct memtrack_bpf *loader_open(struct loader_opts *o, char *err, size_t errlen);
+MT_MUST_CHECK int loader_open(struct loader_opts *o, struct memtrack_bpf **skel, enum loader_step *step);
 
 /* Adds @pid (the root of the tree) to the tracked set. */
-int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
+MT_MUST_CHECK int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
 
 /* Leaves the future children of @pid (another memtrack) out of the tree. */
-int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
+MT_MUST_CHECK int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
+
+/*
+ * Resumes @pid, parked by the BPF side (SIGCONT), and forgets it.  The
+ * signal goes first: should memtrack die in between, the BPF side still
+ * sees the entry and resumes the process once more (harmless).
+ */
+void loader_resume(struct memtrack_bpf *skel, pid_t pid);
+
+/*
+ * Stops parking new processes and resumes every process still parked, so
+ * nothing depends on memtrack any more.  Called as memtrack finishes; when
+ * memtrack is killed, the BPF side does the same (proc.bpf.c handle_exit).
+ * Returns the number of processes resumed.
+ */
+int loader_stop_parking(struct memtrack_bpf *skel);
+
+/*
+ * Empties the tracked set, so BPF neither records nor parks any process
+ * from now on, and sends SIGCONT to each process it removes (one parked
+ * after the poller stopped would otherwise stay stopped).  Returns how many
+ * it removed.
+ */
+int loader_untrack_all(struct memtrack_bpf *skel);
 
 /* Returns true while some process of the tree is alive. */
 bool loader_tree_alive(struct memtrack_bpf *skel);
 
-/* Sums the per-CPU drop counters into @drops[MT_DROP_SLOTS]. */
-int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS]);
+/*
+ * Sums the per-CPU drop counters into @drops[MT_DROP_SLOTS].  Returns 0, or
+ * -errno when a counter could not be read (it reads as 0; the others are
+ * still summed).
+ */
+MT_MUST_CHECK int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS]);
 
 /*
  * The BPF side's heap-recording switch (1 on, 0 off), in the skeleton's

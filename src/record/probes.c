@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,32 +28,30 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "bpf_abi.h"
 #include "memtrack.skel.h"
 #include "probes.h"
 #include "schema.h"
 #include "symbols.h"
 
-/* BPF_TRACE_UPROBE_MULTI (kernel 6.6), newer than Debian 12's UAPI headers. */
-#define MT_BPF_TRACE_UPROBE_MULTI 48
-#define MT_BPF_F_UPROBE_MULTI_RETURN 1u
-
-/* The link_create part of union bpf_attr, as the kernel lays it out. */
-struct uprobe_multi_attr {
-	__u32 prog_fd;
-	__u32 target_fd;
-	__u32 attach_type;
-	__u32 flags;
-	__u64 path;
-	__u64 offsets;
-	__u64 ref_ctr_offsets;
-	__u64 cookies;
-	__u32 cnt;
-	__u32 umflags;
-	__u32 pid;
-	__u32 pad[5];
-};
-
 #define MAX_FILES_PER_PROC 16
+/*
+ * Closer threads.  Each close of a uprobe-multi link blocks its thread for
+ * an RCU-tasks-trace grace period (tens of ms, more on a busy machine);
+ * concurrent closes share grace periods.  With enough of them, a link
+ * leaves memtrack's fd table as soon as its process exits, so a killed
+ * memtrack (whose fds the kernel then closes one grace period at a time)
+ * holds little more than the links of live processes.
+ */
+#define CLOSERS 16
+#define CLOSER_STACK (64u << 10)
+/*
+ * Links waiting for a closer, at most.  Closing competes with attaching for
+ * the kernel's uprobe locks, so a fork storm can make links faster than they
+ * close: past this, the poller waits (the storm's parked processes with it),
+ * and a killed memtrack leaves the kernel few links to close.
+ */
+#define GRAVEYARD_MAX 64
 
 struct file_info {
 	dev_t dev;
@@ -71,7 +70,13 @@ struct proc_links {
 
 struct probes {
 	struct memtrack_bpf *skel;	/* borrowed */
-	struct proc_links graveyard;	/* links of exited processes, destroyed at the end */
+	pthread_mutex_t lock;		/* guards graveyard and stop */
+	pthread_cond_t wake;		/* graveyard got links, or stop */
+	pthread_cond_t drained;		/* a closer took a link */
+	struct proc_links graveyard;	/* links of exited processes, for the closer */
+	bool stop;			/* the closers end (probes__free closes the rest) */
+	unsigned nclosers;		/* closer threads started */
+	pthread_t closer[CLOSERS];	/* each closes one graveyard link at a time */
 	struct file_info **files;	/* owned, with their elements */
 	unsigned nfiles;
 	struct proc_links *procs;	/* owned */
@@ -87,12 +92,30 @@ static uint64_t now_ns(void)
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+static void *closer_main(void *arg);
+
 struct probes *probes__new(struct memtrack_bpf *skel)
 {
 	struct probes *p = calloc(1, sizeof(*p));
+	pthread_attr_t attr;
+	sigset_t all, old;
 
-	if (p)
-		p->skel = skel;
+	if (!p)
+		return NULL;
+	p->skel = skel;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->wake, NULL);
+	pthread_cond_init(&p->drained, NULL);
+	/* signals are main's (STYLE.md §8); without closers, links close at the end */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, CLOSER_STACK);
+	while (p->nclosers < CLOSERS &&
+	       !pthread_create(&p->closer[p->nclosers], &attr, closer_main, p))
+		p->nclosers++;
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return p;
 }
 
@@ -107,7 +130,8 @@ static struct file_info *file_lookup(struct probes *p, const char *path, dev_t d
 	fi = calloc(1, sizeof(*fi));
 	if (!fi)
 		return NULL;
-	grown = realloc(p->files, (p->nfiles + 1) * sizeof(*grown));
+	/* an array of pointers: sizeof(pointer) is meant */
+	grown = realloc(p->files, (p->nfiles + 1) * sizeof(*grown)); // NOLINT(bugprone-sizeof-expression)
 	if (!grown) {
 		free(fi);
 		return NULL;
@@ -161,7 +185,7 @@ static int link_uprobe_multi(struct probes *p, struct proc_links *pl, struct bpf
 			     const char *path, const uint64_t *offsets, const uint64_t *cookies,
 			     unsigned n, bool ret)
 {
-	struct uprobe_multi_attr attr;
+	struct mt_uprobe_multi_attr attr;
 	int fd, err;
 
 	memset(&attr, 0, sizeof(attr));
@@ -283,6 +307,20 @@ static bool exec_file_mapping(const char *line, char *path, size_t len)
 	return true;
 }
 
+/*
+ * Sorts a failed sync: a process that is gone (killed while parked) lost
+ * nothing; any other failure (no fd left, no memory) left a live process
+ * without probes, which is lost data.  Returns -ESRCH or @err.
+ */
+static int gone_or_lost(struct probes *p, int err)
+{
+	if (err == -ENOENT || err == -ESRCH)
+		return -ESRCH;
+	p->stats.lost++;
+	p->stats.last_error = -err;
+	return err;
+}
+
 /* The dynamic loader (ld-linux-x86-64.so.2, ld-musl-x86_64.so.1 ...). */
 static bool is_dynamic_loader(const char *path)
 {
@@ -301,7 +339,7 @@ struct pending_file {
 
 /*
  * Reads @pid's executable file mappings into @out: the allocator files @pl
- * has not attached yet.  Returns how many, or -ESRCH.
+ * has not attached yet.  Returns how many, or -errno (fopen of its maps).
  */
 static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 			 struct pending_file *out, unsigned max, bool *dynamic)
@@ -313,7 +351,7 @@ static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 	snprintf(maps_path, sizeof(maps_path), "/proc/%d/maps", pid);
 	maps = fopen(maps_path, "re");
 	if (!maps)
-		return -ESRCH;
+		return -errno; /* ENOENT/ESRCH: gone; EMFILE...: see gone_or_lost() */
 	while (n < max && fgets(line, sizeof(line), maps)) {
 		struct file_info *fi;
 		struct stat st;
@@ -378,6 +416,8 @@ int probes_sync(struct probes *p, pid_t pid)
 	}
 out:
 	free(files);
+	if (total < 0)
+		total = gone_or_lost(p, total);
 	p->stats.sync_ns += now_ns() - start;
 	return total;
 }
@@ -425,17 +465,46 @@ static void destroy_links_parallel(int *links, unsigned n)
 			pthread_join(tid[t], NULL);
 }
 
-/* Moves @pl's links to the graveyard (no waiting on the poller thread). */
+/*
+ * Closer thread: closes graveyard links one at a time, off the poller
+ * thread, as they come (see CLOSERS).  Ends when p->stop is set.
+ */
+static void *closer_main(void *arg)
+{
+	struct probes *p = arg;
+	int link;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->graveyard.nlinks && !p->stop)
+			pthread_cond_wait(&p->wake, &p->lock);
+		if (p->stop)
+			break;
+		link = p->graveyard.links[--p->graveyard.nlinks];
+		pthread_cond_signal(&p->drained);
+		pthread_mutex_unlock(&p->lock);
+		close(link);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Hands @pl's links to the closer threads (no waiting on the poller thread). */
 static void bury(struct probes *p, struct proc_links *pl)
 {
-	for (unsigned i = 0; i < pl->nlinks; i++) {
-		int err = push_link(&p->graveyard, pl->links[i]);
+	unsigned i;
 
-		if (err) { /* no room: pay the grace period now */
-			destroy_links_parallel(pl->links + i, pl->nlinks - i);
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < pl->nlinks; i++)
+		if (push_link(&p->graveyard, pl->links[i]))
 			break;
-		}
-	}
+	pthread_cond_broadcast(&p->wake);
+	while (p->nclosers && !p->stop && p->graveyard.nlinks > GRAVEYARD_MAX)
+		pthread_cond_wait(&p->drained, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	if (i < pl->nlinks) /* no room: pay the grace period now */
+		destroy_links_parallel(pl->links + i, pl->nlinks - i);
 	free(pl->links);
 	pl->links = NULL;
 	pl->nlinks = pl->cap = 0;
@@ -465,10 +534,20 @@ void probes__free(struct probes *p)
 {
 	if (!p)
 		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nclosers; i++)
+		pthread_join(p->closer[i], NULL);
 	for (unsigned i = 0; i < p->nprocs; i++)
 		bury(p, &p->procs[i]);
+	/* the rest together: their grace periods overlap */
 	destroy_links_parallel(p->graveyard.links, p->graveyard.nlinks);
 	free(p->graveyard.links);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->wake);
+	pthread_cond_destroy(&p->drained);
 	for (unsigned i = 0; i < p->nfiles; i++)
 		free(p->files[i]);
 	free(p->procs);

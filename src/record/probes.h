@@ -9,6 +9,8 @@
  *
  * THREAD NOTES: only the poller thread calls into this module once the
  * pipeline runs; main calls probes__new() before and probes__free() after.
+ * probes__new() starts threads of its own that close links of exited
+ * processes; probes__free() joins them.
  */
 #ifndef MEMTRACK_PROBES_H
 #define MEMTRACK_PROBES_H
@@ -16,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "compiler.h"
 
 struct memtrack_bpf;
 struct probes;
@@ -24,6 +27,8 @@ struct probes_stats {
 	uint64_t syncs;		/* probes_sync() calls */
 	uint64_t links;		/* uprobes attached in all */
 	uint64_t failures;	/* attach failures (process gone, ...) */
+	uint64_t lost;		/* syncs that left a live process without probes */
+	int last_error;		/* errno of the last such sync, 0 if none */
 	uint64_t sync_ns;	/* time spent attaching */
 };
 
@@ -32,13 +37,15 @@ struct probes *probes__new(struct memtrack_bpf *skel);
 
 /*
  * Attaches the allocator probes @pid still lacks.  Returns the number of
- * probes attached, or -errno (-ESRCH when the process is gone).
+ * probes attached, or -errno (-ESRCH when the process is gone; any other
+ * error is counted in probes_stats.lost: the process runs on unprobed).
  */
-int probes_sync(struct probes *p, pid_t pid);
+MT_MUST_CHECK int probes_sync(struct probes *p, pid_t pid);
 
 /*
  * Forgets everything attached for @pid.  Links of an exited process are
- * inert and closed at the end (closing one waits for an RCU grace period);
+ * inert; threads of this module close them as they come (closing one
+ * waits for an RCU grace period; concurrent closes share one);
  * @detach_now closes them here, for a process that lives on (an exec by a
  * non-leader thread: the kernel still runs links bound to the old leader for
  * the thread group).

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@ static int check_exec(const char *path)
 	if (stat(path, &st))
 		return -errno;
 	if (S_ISDIR(st.st_mode))
-		return -EACCES;
+		return -EISDIR;
 	return access(path, X_OK) ? -errno : 0;
 }
 
@@ -43,7 +44,7 @@ int spawn_resolve(const char *file, char *path, size_t len)
 		err = check_exec(path);
 		if (!err)
 			break;
-		if (err != -EACCES)
+		if (err != -EACCES) /* a directory on PATH is skipped, as by a shell */
 			err = -ENOENT;
 	}
 	free(dirs);
@@ -94,6 +95,14 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 
 	/* the command starts as it would without memtrack */
 	sigprocmask(SIG_SETMASK, mask, NULL);
+	if (sp->nofile) {
+		struct rlimit rl;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+			rl.rlim_cur = sp->nofile;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 	/* parked until memtrack has registered this pid */
 	if (read(wait_fd, &c, 1) != 1)
 		_exit(127);

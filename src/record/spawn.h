@@ -12,18 +12,22 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
+#include "compiler.h"
 
 struct spawn {
 	pid_t pid;		/* the child, -1 when not started */
 	int release_fd;		/* write end of the pipe the child waits on */
 	int status_fd;		/* read end: the child's exec errno, EOF on success */
+	unsigned long nofile;	/* soft RLIMIT_NOFILE the command gets (memtrack
+				 * raised its own), set by the caller; 0: leave it */
 };
 
 /*
  * Resolves @argv[0] like a shell would (PATH search unless it has a '/').
- * Returns 0, or -ENOENT (not found), -EACCES (not executable).
+ * Returns 0, or -ENOENT (not found), -EACCES (not executable), -EISDIR (a
+ * path naming a directory).
  */
-int spawn_resolve(const char *file, char *path, size_t len);
+MT_MUST_CHECK int spawn_resolve(const char *file, char *path, size_t len);
 
 /*
  * Forks the child; it is parked until spawn_release().  @argv is the command;
@@ -33,14 +37,14 @@ int spawn_resolve(const char *file, char *path, size_t len);
  * it blocked the signals it handles).  Returns 0 or -errno; on failure
  * nothing is left running.
  */
-int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop_to_sudo_user,
+MT_MUST_CHECK int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop_to_sudo_user,
 		 const sigset_t *mask);
 
 /*
  * Lets the parked child exec.  Returns 0 when the exec succeeded, or the
  * negative errno the exec failed with (the child then exits with 127).
  */
-int spawn_release(struct spawn *sp);
+MT_MUST_CHECK int spawn_release(struct spawn *sp);
 
 /* Kills and reaps a child that was never released (setup failed). */
 void spawn_abort(struct spawn *sp);

@@ -12,7 +12,8 @@ $MEMTRACK_BUILD/memtrack and the fixtures $MEMTRACK_BUILD/fixtures/NAME
 
 Checks: check_eq()/check_true() record a failure and let the test go on
 (so one run shows every difference); require_eq()/require() stop the test.
-The runner (run.py) prints "PASS name" or "FAIL name" per test function.
+Tests run under pytest (conftest.py: the `tmp` fixture, and the glue that
+turns these checks into one failure per test).
 """
 import json
 import os
@@ -201,27 +202,55 @@ def report_json(path):
         raise Failure("report --json printed no JSON (%s): %r" % (e, p.stdout[:500]))
 
 
+FRAME_HDR_LEN = 44
+FRAME_EVENTS, FRAME_TRAILER = 1, 2
+
+
+class Frame:
+    """One frame of an artifact: offset (of its header), kind, comp_len,
+    raw_len, nevents, payload (the comp_len bytes after the header)."""
+
+    def __init__(self, offset, kind, comp_len, raw_len, nevents, payload):
+        self.offset, self.kind = offset, kind
+        self.comp_len, self.raw_len, self.nevents = comp_len, raw_len, nevents
+        self.payload = payload
+
+
+def read_frames(path):
+    """Every frame of an artifact, in file order, walked by docs/FORMAT.md:
+    the file header (magic, u16 version, u16 reserved, u32 body length,
+    body, u32 CRC), then 44-byte frame headers ("FRM1", kind at byte 4,
+    comp_len at 8, raw_len at 12, event_count at 16, CRC32 of bytes 0..39 at
+    40), each followed by comp_len bytes.  The one reader of frames the
+    tests share; a file that does not end on a frame boundary fails."""
+    data = Path(path).read_bytes()
+    require(len(data) >= 16, "%s: shorter than a file header" % path)
+    body_len = struct.unpack_from("<I", data, 12)[0]
+    at = 16 + body_len + 4
+    out = []
+    while at + FRAME_HDR_LEN <= len(data):
+        require(data[at:at + 4] == b"FRM1", "frame magic at offset %d" % at)
+        comp, raw, nev = struct.unpack_from("<III", data, at + 8)
+        crc = struct.unpack_from("<I", data, at + 40)[0]
+        require(zlib.crc32(data[at:at + 40]) == crc, "frame header checksum at %d" % at)
+        body = at + FRAME_HDR_LEN
+        out.append(Frame(at, data[at + 4], comp, raw, nev, data[body:body + comp]))
+        at = body + comp
+    require_eq(at, len(data), "frames end at the end of the file")
+    return out
+
+
 def read_trailer(path):
     """The trailer's key/value list as {key: int}, read straight from the
-    file by docs/FORMAT.md (§3: a 44-byte frame header "FRM1", kind 2,
-    comp_len == raw_len, header CRC32 over bytes 0..39; §6: the payload is
-    uncompressed `key NUL value NUL` pairs; the file ends right after it).
-    dump and report do not show per-type drop counts (dropped.<type>); this
-    is the only way to see them."""
-    data = Path(path).read_bytes()
-    at = len(data)
-    while True:
-        at = data.rfind(b"FRM1", 0, at)
-        require(at >= 0, "no trailer frame in %s" % path)
-        if len(data) - at < 44:
-            continue
-        kind = data[at + 4]
-        comp, raw = struct.unpack_from("<II", data, at + 8)
-        crc = struct.unpack_from("<I", data, at + 40)[0]
-        if (kind == 2 and comp == raw and at + 44 + comp == len(data)
-                and zlib.crc32(data[at:at + 40]) == crc):
-            break
-    parts = data[at + 44:].split(b"\0")
+    file by docs/FORMAT.md (§3: the last frame, kind 2, comp_len == raw_len;
+    §6: the payload is uncompressed `key NUL value NUL` pairs).  dump and
+    report do not show per-type drop counts (dropped.<type>); this is the
+    only way to see them."""
+    frames = read_frames(path)
+    require(frames and frames[-1].kind == FRAME_TRAILER, "no trailer frame in %s" % path)
+    tr = frames[-1]
+    require_eq(tr.comp_len, tr.raw_len, "the trailer is stored uncompressed")
+    parts = tr.payload.split(b"\0")
     require(parts[-1] == b"" and len(parts) % 2 == 1, "trailer is not a key/value list")
     kv = {}
     for k, v in zip(parts[0:-1:2], parts[1:-1:2]):
@@ -395,7 +424,7 @@ def ts_window(evs, pids, marker_pid):
 # --------------------------------------------------------------------------
 # runs shared by several tests
 
-SESSION_TMP = None   # set by run.py: a directory removed when the run ends
+SESSION_TMP = None   # set by conftest.py: a directory removed when the run ends
 _shared = {}
 
 

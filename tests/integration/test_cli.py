@@ -25,10 +25,22 @@ def test_command_not_found(tmp):
     refused(tmp, ["-o", out, "--", str(tmp / "no-such-command")], 127, "missing path", out)
     refused(tmp, ["-o", out, "--", "memtrack-test-no-such-command"], 127,
             "name not on PATH", out)
-    # not executable
+
+
+
+def test_command_not_executable_or_directory(tmp):
+    """Issue 13 (7): like a shell, a command that exists but cannot run
+    exits 126 with "Permission denied" or "Is a directory" (was 127, "not
+    found")."""
+    out = str(tmp / "x.mtrk")
     f = tmp / "not-exec"
     f.write_text("#!/bin/sh\n")
-    refused(tmp, ["-o", out, "--", str(f)], 127, "file without x bit", out)
+    p = refused(tmp, ["-o", out, "--", str(f)], 126, "file without x bit", out)
+    check_true("Permission denied" in p.stderr, "the reason: %r" % p.stderr)
+    d = tmp / "a-dir"
+    d.mkdir()
+    p = refused(tmp, ["-o", out, "--", str(d)], 126, "a directory", out)
+    check_true("Is a directory" in p.stderr, "the reason: %r" % p.stderr)
 
 
 def test_output_not_writable(tmp):
@@ -52,6 +64,10 @@ def test_unknown_option(tmp):
     refused(tmp, ["--ring-size", "3000", "-o", out, "--", fixture("touch"), ran], 2,
             "ring size not a power of two", out, ran)
     refused(tmp, ["-o"], 2, "-o without its argument")
+    # issue 13 (7): was accepted, then failed as a rejected BPF program, exit 1
+    p = refused(tmp, ["--ring-size", "4G", "-o", out, "--", fixture("touch"), ran], 2,
+                "ring size above 2G", out, ran)
+    check_true("--ring-size" in p.stderr, "stderr names the option: %r" % p.stderr)
 
 
 def test_no_command(tmp):

@@ -3,35 +3,17 @@
 path wrote each frame, and that none loses an event.  The unit tests
 (tests/unit/test_pipeline.c) cover each path without BPF."""
 import re
-import struct
-import zlib
 from pathlib import Path
 
-from mtlib import (MEMTRACK, Artifact, check_eq, check_true, count, fixture, require,
-                   require_eq, root_pid, run, window)
+from mtlib import (MEMTRACK, Artifact, check_eq, check_true, count, fixture, read_frames,
+                   require, require_eq, root_pid, run, window)
 
 N = 3000  # malloc/free pairs of alloc_pairs: 6000 heap records in the window
 
 
 def frames(path):
-    """[(kind, event_count)] of the artifact's frames, walked by FORMAT.md
-    (header: magic, u16 version, u16 reserved, u32 body length, body, u32
-    CRC; then 44-byte frame headers "FRM1", kind at byte 4, comp_len at 8,
-    event_count at 16, each followed by comp_len bytes)."""
-    data = Path(path).read_bytes()
-    body_len = struct.unpack_from("<I", data, 12)[0]
-    at = 16 + body_len + 4
-    out = []
-    while at + 44 <= len(data):
-        require(data[at:at + 4] == b"FRM1", "frame magic at offset %d" % at)
-        kind = data[at + 4]
-        comp, raw, nev = struct.unpack_from("<III", data, at + 8)
-        require(zlib.crc32(data[at:at + 40]) == struct.unpack_from("<I", data, at + 40)[0],
-                "frame header checksum at %d" % at)
-        out.append((kind, nev))
-        at += 44 + comp
-    require_eq(at, len(data), "frames end at the end of the file")
-    return out
+    """[(kind, event_count)] of the artifact's frames."""
+    return [(f.kind, f.nevents) for f in read_frames(path)]
 
 
 def flushes(stderr):

@@ -1318,6 +1318,79 @@ out_mem:
 	free(b.recs);
 }
 
+/*
+ * Several encoding threads finish their batches in any order, yet frames
+ * must reach the file in batch order.  @writers threads, batches of
+ * @batch_bytes: with 4 MiB batches of random MMAP records a batch encodes to
+ * more than MT_FRAME_RAW_TARGET, so it becomes several frames and its
+ * thread writes the first ones while holding the turn.  Every record comes
+ * back in feeding order and every frame starts after the previous one ends.
+ */
+static void writers_case(unsigned writers, size_t batch_bytes, unsigned N)
+{
+	struct pipeline_opts o = {
+		.batch_bytes = batch_bytes, .batches = 6, .flush_ms = 1000,
+		.writers = writers,
+	};
+	struct mt_rec *recs = calloc(N, sizeof(*recs));
+	const void **ptrs = calloc(N, sizeof(*ptrs));
+	struct mt_event *ev = calloc(N + 1, sizeof(*ev));
+	struct frame_info *fi = calloc(4096, sizeof(*fi));
+	struct pipeline_stats st;
+	struct pipeline *p = NULL;
+	struct art a;
+	int nf, bad = 0;
+	long n;
+
+	if (!recs || !ptrs || !ev || !fi || art_open(&a)) {
+		CHECK(0);
+		goto out_mem;
+	}
+	p = pipeline__new(&o, a.w, NULL, NULL);
+	CHECK(p != NULL);
+	if (!p)
+		goto out;
+	for (unsigned i = 0; i < N; i++) {
+		uint64_t f[MT_MAX_FIELDS] = { rnd(), rnd(), rnd(), rnd(), rnd(), rnd() };
+
+		recs[i] = mk(MT_MMAP, 0, 1, 2, 1000 + i, 6, f);
+		ptrs[i] = &recs[i];
+		CHECK_EQ(feed(p, &recs[i]), 0);
+	}
+	CHECK_EQ(pipeline__stop(p, FLUSH_DRAIN), 0);
+	st = stats(p);
+	CHECK_U64(st.events, N);
+	CHECK(st.frames >= st.batches);
+	CHECK(batch_bytes < MT_FRAME_RAW_TARGET || st.frames > st.batches);
+	CHECK_EQ(art_finish(&a, NULL), 0);
+	nf = walk_frames(a.path, fi, 4096);
+	CHECK_EQ(nf, (int)st.frames + 1);
+	for (int i = 1; i + 1 < nf; i++)
+		bad += fi[i].first_ts != fi[i - 1].last_ts + 1;
+	CHECK_EQ(bad, 0);
+	n = read_events(a.path, ev, N + 1, NULL);
+	CHECK_EQ(n, N);
+	if (n == N)
+		CHECK_EVENTS(ev, ptrs, N);
+out:
+	pipeline__free(p);
+	art_free(&a);
+out_mem:
+	free(recs);
+	free(ptrs);
+	free(ev);
+	free(fi);
+}
+
+static void test_writers_keep_batch_order(void)
+{
+	writers_case(1, 4096, 20000);
+	writers_case(2, 4096, 20000);
+	writers_case(4, 4096, 20000);
+	/* 4 MiB batches: several frames per batch */
+	writers_case(3, 4u << 20, 200000);
+}
+
 int main(void)
 {
 	RUN(test_full_batch_exact_fit);
@@ -1338,5 +1411,6 @@ int main(void)
 	RUN(test_hook);
 	RUN(test_writer_error_reported);
 	RUN(test_bounded_memory);
+	RUN(test_writers_keep_batch_order);
 	HARNESS_EXIT();
 }

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * bpf_abi.h - what the BPF programs and userspace must agree on besides the
+ * record layout (event.h): value types, flags and default sizes of the
+ * shared maps, and the uprobe-multi link attributes.  Included by ring.bpf.c
+ * (which defines the maps), common.bpf.h (which declares them extern) and
+ * userspace (loader.c, probes.c), so no side re-types them.
+ *
+ * Like event.h it includes nothing and uses only __u32/__u64.
+ */
+#ifndef MEMTRACK_BPF_ABI_H
+#define MEMTRACK_BPF_ABI_H
+
+#define MT_RING_DEFAULT (2u << 20) /* bytes; a power-of-two multiple of the page size */
+/*
+ * A hash map's bucket array (16 bytes per entry, rounded up to a power of
+ * two) is allocated and initialised at creation even without preallocation:
+ * 64K entries cost ~1 ms, 4M entries ~60 ms.  Keep the limits tight.
+ */
+#define MT_CTL_RING (256u << 10)   /* bytes of the control ring (parking records) */
+#define MT_MAX_TRACKED 16384	    /* processes of the tree alive at once */
+#define MT_MAX_INFLIGHT 16384	    /* threads inside an allocator or syscall at once */
+
+/*
+ * The process is another memtrack: its children are its own session's tree.
+ * Two sessions parking the same process would race (either one's SIGCONT
+ * can resume it before the other has attached), so the outer session
+ * records the inner memtrack itself and leaves its workload to it.
+ */
+#define MT_PROC_NO_CHILDREN 1u
+
+/* Per tracked process (key: tgid). */
+struct tracked_proc {
+	__u32 ppid;  /* tgid of the parent in the tree, 0 for the root */
+	__u32 flags; /* MT_PROC_* */
+};
+
+/*
+ * The session's state, one element of the `session` array (key 0).  Set
+ * once memtrack stops (normally, or killed: see proc.bpf.c handle_exit):
+ * from then on nothing is parked, and every parked process was resumed.
+ */
+struct session_state {
+	__u32 parking_off; /* 1: memtrack is gone or going; park nothing */
+	__u32 pad;
+};
+
+#define MT_MAX_CPUS 512		    /* per-CPU counters are summed over at most this many */
+#define MT_MAX_MMS 16384		    /* address spaces of the tree alive at once */
+
+/*
+ * Owner of an address space (key: the struct mm_struct pointer).  RSS
+ * counters are updated from contexts that are not the owner (reclaim,
+ * another process's madvise, exit), so rss_stat is attributed by mm.
+ */
+#define MM_EXEC_PENDING 1u /* its owner is in execve: the mm is about to be torn down */
+
+struct mm_owner {
+	__u32 tgid;	   /* the process whose address space this is */
+	__u32 flags;	   /* MM_* */
+	__u64 last[4];	   /* counters (pages) last reported, by MM_* index */
+};
+
+/*
+ * uprobe-multi links (kernel 6.6) are newer than Debian 12's UAPI headers
+ * and libbpf 1.1, so probes.c issues BPF_LINK_CREATE itself.  This is the
+ * link_create part of union bpf_attr; ring.bpf.c checks every offset and
+ * constant against the kernel's own definitions in vmlinux.h.
+ */
+#define MT_BPF_TRACE_UPROBE_MULTI 48	   /* enum bpf_attach_type */
+#define MT_BPF_F_UPROBE_MULTI_RETURN 1u	   /* uprobe_multi.flags: return probes */
+
+struct mt_uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;	/* MT_BPF_TRACE_UPROBE_MULTI */
+	__u32 flags;
+	__u64 path;		/* const char * */
+	__u64 offsets;		/* const __u64 *, cnt of them */
+	__u64 ref_ctr_offsets;	/* NULL: none */
+	__u64 cookies;		/* const __u64 *, cnt of them */
+	__u32 cnt;
+	__u32 umflags;		/* MT_BPF_F_UPROBE_MULTI_* */
+	__u32 pid;		/* only this process traps */
+	__u32 pad[5];		/* zero: the rest of union bpf_attr's link_create */
+};
+
+#endif /* MEMTRACK_BPF_ABI_H */

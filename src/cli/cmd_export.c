@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd_export.c - `memtrack export --format=perfetto|csv FILE -o OUT`: the
+ * memory time series for Perfetto, chrome://tracing, spreadsheets and
+ * plotting libraries (export.c writes them while the file is read).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "export.h"
+#include "load.h"
+
+#define EXPORT_USAGE "usage: memtrack export --format=perfetto|csv FILE -o OUT"
+
+struct export_opts {
+	const char *in, *out;
+	const char *format;
+};
+
+static int parse_args(int argc, char **argv, struct export_opts *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+
+		if (!strncmp(arg, "--format=", 9)) {
+			o->format = arg + 9;
+		} else if (!strcmp(arg, "--format") || !strcmp(arg, "-o") || !strcmp(arg, "--output")) {
+			if (i + 1 == argc) {
+				die_msg("%s needs a value; " EXPORT_USAGE, arg);
+				return -EINVAL;
+			}
+			if (!strcmp(arg, "--format"))
+				o->format = argv[++i];
+			else
+				o->out = argv[++i];
+		} else if (arg[0] == '-' && arg[1]) {
+			die_msg("unknown option '%s'; " EXPORT_USAGE, arg);
+			return -EINVAL;
+		} else if (o->in) {
+			die_msg("one artifact at a time ('%s' and '%s'); " EXPORT_USAGE, o->in, arg);
+			return -EINVAL;
+		} else {
+			o->in = arg;
+		}
+	}
+	if (!o->format || (strcmp(o->format, "perfetto") && strcmp(o->format, "csv"))) {
+		die_msg("%s '%s'; use --format=perfetto or --format=csv", o->format ? "unknown format" : "no format", o->format ? o->format : "");
+		return -EINVAL;
+	}
+	if (!o->in || !o->out) {
+		die_msg("%s; " EXPORT_USAGE, o->in ? "no output file (-o OUT)" : "no artifact given");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The header is read: time 0 is known, the preamble can go out. */
+static void on_header(void *ctx, const struct mt_header *h)
+{
+	struct exporter *x = ctx;
+
+	x->start_ns = h->start_ns;
+	x->physical = h->flags & MT_HDR_PHYSICAL;
+	export_begin(x);
+}
+
+int cmd_export(int argc, char **argv)
+{
+	struct export_opts o = { .in = NULL };
+	struct exporter x = { .out = NULL };
+	struct load_hooks hooks = { .header = on_header, .observer = export_observe, .ctx = &x };
+	struct loaded *l = NULL;
+	int ret = 2;
+
+	if (parse_args(argc, argv, &o))
+		return 2;
+	ret = 1;
+	l = calloc(1, sizeof(*l));
+	x.out = strcmp(o.out, "-") ? fopen(o.out, "w") : stdout;
+	if (!l || !x.out) {
+		die_msg("cannot write '%s': %s", o.out, strerror(errno));
+		goto out;
+	}
+	x.format = strcmp(o.format, "csv") ? EXPORT_PERFETTO : EXPORT_CSV;
+	x.a = &l->a;
+	if (load_artifact(o.in, l, &hooks)) {
+		die_msg("cannot read '%s': %s", o.in, l->error);
+		goto out;
+	}
+	export_end(&x);
+	if (fflush(x.out) || ferror(x.out)) {
+		die_msg("cannot write '%s': %s", o.out, strerror(errno));
+		goto out;
+	}
+	if (l->truncated)
+		die_msg("warning: '%s' is truncated: %s; exported what precedes it", o.in, l->error);
+	ret = 0;
+out:
+	if (x.out && x.out != stdout && fclose(x.out) && !ret) {
+		die_msg("cannot write '%s': %s", o.out, strerror(errno));
+		ret = 1;
+	}
+	if (l)
+		analysis_release(&l->a);
+	free(l);
+	return ret;
+}
