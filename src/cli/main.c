@@ -41,6 +41,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	die_msg("unknown command '%s'; use track, dump, report, diff or export (see memtrack --help)", argv[1]);
+	die_msg("unknown command '%s'; use track, dump, report, diff or export (see memtrack --help)",
+		argv[1]);
 	return 2;
 }
