@@ -117,14 +117,18 @@ static void draw_axes(struct plot *pl)
 	step = nice_step(top * 1.08 / unit / 5);
 	pl->ymax = ceil(top * 1.08 / unit / step) * step * unit;
 	fprintf(pl->out, "<g class=\"axes\" stroke=\"#ddd\">\n");
-	for (double v = 0; v <= pl->ymax * 1.0001; v += step * unit)
+	for (int i = 0; i * step * unit <= pl->ymax * 1.0001; i++) {
+		double v = i * step * unit;
+
 		fprintf(pl->out,
 			"<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
 			"<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" stroke=\"none\" fill=\"#444\">%g %s</text>\n",
 			PLOT_X, PLOT_X + PLOT_W, y_of(pl, v), y_of(pl, v), PLOT_X - 6,
 			y_of(pl, v) + 4, v / unit, units[k]);
+	}
 	step = nice_step(span_s / 8);
-	for (double t = 0; t <= span_s * 1.0001; t += step) {
+	for (int i = 0; i * step <= span_s * 1.0001; i++) {
+		double t = i * step;
 		double x = PLOT_X + t / span_s * PLOT_W;
 
 		fprintf(pl->out,

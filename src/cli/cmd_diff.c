@@ -145,6 +145,8 @@ static void proc_row(const struct diff_opts *o, const struct loaded *b, const st
 {
 	const struct proc_summary *p = pb ? pb : pn;
 
+	if (!p) /* a pair has at least one side */
+		return;
 	if (o->json) {
 		printf("%s{\"command\":", first ? "" : ",");
 		json_print_string(stdout, p->command);

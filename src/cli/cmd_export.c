@@ -47,7 +47,7 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 			o->in = arg;
 		}
 	}
-	if (!o->format || (strcmp(o->format, "perfetto") && strcmp(o->format, "csv"))) {
+	if (!o->format || (strcmp(o->format, "perfetto") != 0 && strcmp(o->format, "csv") != 0)) {
 		die_msg("%s '%s'; use --format=perfetto or --format=csv",
 			o->format ? "unknown format" : "no format", o->format ? o->format : "");
 		return -EINVAL;

@@ -240,8 +240,9 @@ static bool is_operator_new(unsigned fn)
  * Attaches every site of @fi for @pl's process: entries (free included) to
  * alloc_enter, returns to alloc_exit.  A free-kind site outside libc gets a
  * return probe too (MT_COOKIE_GUARDED) when the process has (or, being
- * dynamically linked, will have) another allocator file: operator delete calling free, or an LD_PRELOAD wrapper's
- * free calling libc's, is then one call, recorded once.  That return probe
+ * dynamically linked, will have) another allocator file: operator delete
+ * calling free, or an LD_PRELOAD wrapper's free calling libc's, is then one
+ * call, recorded once.  That return probe
  * sits at the function's entry, so such a site is probed there too, not
  * past free's NULL check.  Returns the sites attached or -errno.
  */
@@ -254,6 +255,8 @@ static int attach_file(struct probes *p, struct proc_links *pl, struct file_info
 	unsigned n = 0, nr = 0;
 	int err;
 
+	if (!fi)
+		return -EINVAL;
 	for (unsigned i = 0; i < fi->syms.n; i++) {
 		const struct alloc_site *s = &fi->syms.site[i];
 		int kind = mt_fn_kind(s->fn);
