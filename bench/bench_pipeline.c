@@ -107,8 +107,9 @@ static size_t gen_events(unsigned char *buf, size_t n, uint64_t *mallocs)
 		r->h.ts = ts;
 		if (do_free) {
 			/* mostly recent allocations die first */
-			unsigned j = rnd() % 4 ? nlive - 1 - (unsigned)(rnd() % (nlive < 8 ? nlive : 8))
-					       : (unsigned)(rnd() % nlive);
+			unsigned j =
+				rnd() % 4 ? nlive - 1 - (unsigned)(rnd() % (nlive < 8 ? nlive : 8))
+					  : (unsigned)(rnd() % nlive);
 			uint64_t a = live[j].addr;
 			unsigned c = (unsigned)((a >> 48) & 0xfff);
 
@@ -180,15 +181,15 @@ static size_t heap_in_use(void)
 
 struct result {
 	const char *name;
-	double wall_s;		/* first event in .. last byte written */
-	double cpu_s;		/* process CPU over the same span, all threads */
-	double poller_cpu_s;	/* the main thread's share */
+	double wall_s;	     /* first event in .. last byte written */
+	double cpu_s;	     /* process CPU over the same span, all threads */
+	double poller_cpu_s; /* the main thread's share */
 	uint64_t file_bytes;
 	uint64_t frames;
-	long rss_delta_kb;	/* growth of the process's peak RSS during the run */
-	size_t heap_bytes;	/* malloc'd bytes the run added, live at its end */
-	uint64_t encode_ns;	/* writer-reported encode+compress+write time */
-	uint64_t raw_bytes;	/* encoded bytes before compression */
+	long rss_delta_kb;  /* growth of the process's peak RSS during the run */
+	size_t heap_bytes;  /* malloc'd bytes the run added, live at its end */
+	uint64_t encode_ns; /* writer-reported encode+compress+write time */
+	uint64_t raw_bytes; /* encoded bytes before compression */
 };
 
 static int cmp_double(const void *a, const void *b)
@@ -201,8 +202,8 @@ static int cmp_double(const void *a, const void *b)
 /* ---- memtrack ---------------------------------------------------------- */
 
 
-static int run_memtrack(const unsigned char *buf, size_t len, uint64_t nev,
-			const char *path, struct result *res)
+static int run_memtrack(const unsigned char *buf, size_t len, uint64_t nev, const char *path,
+			struct result *res)
 {
 	struct pipeline_opts o = {
 		.batch_bytes = PIPELINE_DEFAULT_BATCH_BYTES,
@@ -328,8 +329,7 @@ static int write_all(int fd, const void *p, size_t len)
  * One frame per batch of the pipeline: a new frame starts where a record no
  * longer fits in PIPELINE_DEFAULT_BATCH_BYTES, exactly as pipeline_feed cuts.
  */
-static int run_msgpack(const unsigned char *buf, size_t len, const char *path,
-		       struct result *res)
+static int run_msgpack(const unsigned char *buf, size_t len, const char *path, struct result *res)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
@@ -453,7 +453,8 @@ static long long verify_msgpack(const char *path)
 			}
 			msgpack_unpacker_buffer_consumed(&up, ob.pos);
 			while (msgpack_unpacker_next(&up, &obj) == MSGPACK_UNPACK_SUCCESS) {
-				if (obj.data.type != MSGPACK_OBJECT_MAP || obj.data.via.map.size != 6) {
+				if (obj.data.type != MSGPACK_OBJECT_MAP ||
+				    obj.data.via.map.size != 6) {
 					n = -1;
 					goto done;
 				}
@@ -477,16 +478,15 @@ out:
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_pipeline [-n EVENTS] [-r REPS] [-d DIR] "
-		"[-m all|memtrack|pin|msgpack] [-k]\n");
+			"[-m all|memtrack|pin|msgpack] [-k]\n");
 	exit(2);
 }
 
 static void print_row(const struct result *r, uint64_t nev)
 {
-	printf("%-26s %12.2f %10.1f %10.1f %10.1f %9.2f %8llu %10ld %10.1f\n",
-	       r->name, nev / r->wall_s / 1e6, r->wall_s * 1e9 / nev,
-	       r->cpu_s * 1e9 / nev, nev / r->cpu_s / 1e6,
-	       (double)r->file_bytes / nev, (unsigned long long)r->frames,
+	printf("%-26s %12.2f %10.1f %10.1f %10.1f %9.2f %8llu %10ld %10.1f\n", r->name,
+	       nev / r->wall_s / 1e6, r->wall_s * 1e9 / nev, r->cpu_s * 1e9 / nev,
+	       nev / r->cpu_s / 1e6, (double)r->file_bytes / nev, (unsigned long long)r->frames,
 	       r->rss_delta_kb, r->heap_bytes / 1048576.0);
 }
 
@@ -523,14 +523,15 @@ int main(int argc, char **argv)
 	printf("bench_pipeline: %llu events (%llu malloc, %llu free), %.1f raw bytes/event, "
 	       "frames of %u raw bytes, %u batches, output in %s, best of %u\n",
 	       (unsigned long long)nev, (unsigned long long)mallocs,
-	       (unsigned long long)(nev - mallocs), (double)len / nev,
-	       PIPELINE_DEFAULT_BATCH_BYTES, PIPELINE_DEFAULT_BATCHES, dir, reps);
+	       (unsigned long long)(nev - mallocs), (double)len / nev, PIPELINE_DEFAULT_BATCH_BYTES,
+	       PIPELINE_DEFAULT_BATCHES, dir, reps);
 	snprintf(path_mt, sizeof(path_mt), "%s/bench_pipeline.mtrk", dir);
 	snprintf(path_mp, sizeof(path_mp), "%s/bench_pipeline.msgpack.zst", dir);
 
 	for (int v = 0; v < 3; v++) {
 		static const char *const names[] = {
-			"memtrack (all cpus)", "memtrack (pinned, 1 cpu)",
+			"memtrack (all cpus)",
+			"memtrack (pinned, 1 cpu)",
 			"msgpack+zstd-5 (1 thread)",
 		};
 		static const char *const modes[] = { "memtrack", "pin", "msgpack" };
@@ -554,7 +555,8 @@ int main(int argc, char **argv)
 					: run_msgpack(buf, len, path_mp, &r);
 
 			if (err) {
-				fprintf(stderr, "bench_pipeline: %s: %s\n", names[v], strerror(-err));
+				fprintf(stderr, "bench_pipeline: %s: %s\n", names[v],
+					strerror(-err));
 				return 1;
 			}
 			walls[i] = r.wall_s;
@@ -569,10 +571,11 @@ int main(int argc, char **argv)
 		if (v == 1)
 			sched_setaffinity(0, sizeof(all), &all);
 		qsort(walls, reps, sizeof(walls[0]), cmp_double);
-		fprintf(stderr, "  %-26s wall s: best %.3f, median %.3f, worst %.3f",
-			names[v], walls[0], walls[reps / 2], walls[reps - 1]);
+		fprintf(stderr, "  %-26s wall s: best %.3f, median %.3f, worst %.3f", names[v],
+			walls[0], walls[reps / 2], walls[reps - 1]);
 		if (v < 2)
-			fprintf(stderr, "\n  %-26s poller thread CPU %.1f ns/event, encoding threads CPU %.1f ns/event "
+			fprintf(stderr,
+				"\n  %-26s poller thread CPU %.1f ns/event, encoding threads CPU %.1f ns/event "
 				"(self-timed encode+compress+write %.1f)",
 				"", best[v].poller_cpu_s * 1e9 / nev,
 				(best[v].cpu_s - best[v].poller_cpu_s) * 1e9 / nev,
@@ -582,8 +585,8 @@ int main(int argc, char **argv)
 	}
 
 	printf("\n%-26s %12s %10s %10s %10s %9s %8s %10s %10s\n", "encoder", "Mevents/s",
-	       "wall ns/ev", "cpu ns/ev", "Mev/cpu-s", "bytes/ev", "frames",
-	       "+maxrss KB", "heap MiB");
+	       "wall ns/ev", "cpu ns/ev", "Mev/cpu-s", "bytes/ev", "frames", "+maxrss KB",
+	       "heap MiB");
 	for (int v = 0; v < 3; v++)
 		if (best[v].wall_s > 0)
 			print_row(&best[v], nev);
@@ -592,14 +595,16 @@ int main(int argc, char **argv)
 	if (best[0].wall_s > 0 || best[1].wall_s > 0) {
 		long long n = verify_memtrack(path_mt, buf);
 
-		printf("verify %s: %lld events%s\n", path_mt, n, n == (long long)nev ? " (ok)" : " MISMATCH");
+		printf("verify %s: %lld events%s\n", path_mt, n,
+		       n == (long long)nev ? " (ok)" : " MISMATCH");
 		if (n != (long long)nev)
 			return 1;
 	}
 	if (best[2].wall_s > 0) {
 		long long n = verify_msgpack(path_mp);
 
-		printf("verify %s: %lld maps%s\n", path_mp, n, n == (long long)nev ? " (ok)" : " MISMATCH");
+		printf("verify %s: %lld maps%s\n", path_mp, n,
+		       n == (long long)nev ? " (ok)" : " MISMATCH");
 		if (n != (long long)nev)
 			return 1;
 	}

@@ -32,7 +32,7 @@
 
 #define NPROCS_ALIVE 8
 #define LIVE_MAX 4096		/* live blocks per process */
-#define EVENTS_PER_PROC 2000000	/* then it exits and a new one is forked */
+#define EVENTS_PER_PROC 2000000 /* then it exits and a new one is forked */
 #define BIN_MAX 256		/* freed blocks an allocator keeps for reuse */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -47,13 +47,13 @@ static inline uint64_t rnd(void)
 
 struct sim_proc {
 	uint32_t pid;
-	uint64_t events;		/* recorded so far */
-	uint64_t live[LIVE_MAX];	/* addresses */
+	uint64_t events;	 /* recorded so far */
+	uint64_t live[LIVE_MAX]; /* addresses */
 	unsigned nlive;
-	uint64_t bin[BIN_MAX];		/* freed addresses, handed out again first */
+	uint64_t bin[BIN_MAX]; /* freed addresses, handed out again first */
 	unsigned nbin;
-	uint64_t top;			/* bump pointer */
-	uint64_t anon;			/* rss bytes */
+	uint64_t top;  /* bump pointer */
+	uint64_t anon; /* rss bytes */
 };
 
 static int add(struct mt_writer *w, uint16_t type, uint32_t pid, uint64_t ts, unsigned n,
@@ -211,7 +211,8 @@ static double read_in_process(const char *path, uint64_t *n, bool analyse)
 }
 
 /* Runs `memtrack report FILE --json` on one CPU; fills CPU s, wall s, max RSS KiB. */
-static int run_report(const char *memtrack, const char *path, double *cpu, double *wall, long *rss_kb)
+static int run_report(const char *memtrack, const char *path, double *cpu, double *wall,
+		      long *rss_kb)
 {
 	struct rusage ru;
 	double t0 = now_s();
@@ -234,7 +235,8 @@ static int run_report(const char *memtrack, const char *path, double *cpu, doubl
 	if (wait4(pid, &status, 0, &ru) < 0)
 		return -errno;
 	*wall = now_s() - t0;
-	*cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	*cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
 	*rss_kb = ru.ru_maxrss;
 	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -EIO;
 }
@@ -258,7 +260,8 @@ int main(int argc, char **argv)
 		case 'r': reps = (unsigned)atoi(optarg); break;
 		case 'k': keep = true; break;
 		default:
-			fprintf(stderr, "usage: bench_report [-n EVENTS] [-d DIR] [-m MEMTRACK] [-r REPS] [-k]\n");
+			fprintf(stderr,
+				"usage: bench_report [-n EVENTS] [-d DIR] [-m MEMTRACK] [-r REPS] [-k]\n");
 			return 2;
 		}
 	}
@@ -275,7 +278,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_report: cannot read %s back\n", path);
 		return 1;
 	}
-	printf("bench_report: %llu events written to %s in %.1f s\n", (unsigned long long)n, path, t0);
+	printf("bench_report: %llu events written to %s in %.1f s\n", (unsigned long long)n, path,
+	       t0);
 	for (unsigned i = 0; i < reps; i++) {
 		double cpu = 0, wall = 0;
 		long kb = 0;
@@ -292,14 +296,15 @@ int main(int argc, char **argv)
 		rss = kb > rss ? kb : rss;
 	}
 	printf("memtrack report (1 cpu, best of %u): %.1f M events/CPU-s, %.1f M events/s wall, "
-	       "%.2f s CPU, max RSS %ld KiB\n", reps, n / best_cpu / 1e6, n / best_wall / 1e6, best_cpu, rss);
+	       "%.2f s CPU, max RSS %ld KiB\n",
+	       reps, n / best_cpu / 1e6, n / best_wall / 1e6, best_cpu, rss);
 	{
 		uint64_t m;
 		double both = read_in_process(path, &m, true);
 
 		printf("in-process: reader alone %.1f M events/CPU-s, reader + analysis %.1f M events/CPU-s "
-		       "(analysis %.1f ns/event)\n", n / reader_cpu / 1e6, n / both / 1e6,
-		       (both - reader_cpu) * 1e9 / n);
+		       "(analysis %.1f ns/event)\n",
+		       n / reader_cpu / 1e6, n / both / 1e6, (both - reader_cpu) * 1e9 / n);
 	}
 	if (!keep)
 		unlink(path);

@@ -30,8 +30,8 @@ extern "C" {
 
 /* Treat as opaque; it lives wherever the caller puts it (no malloc). */
 struct memtrack_ctl {
-	int fd;			/* the connected socket, -1 when closed */
-	char error[256];	/* the last error, "" if none */
+	int fd;		 /* the connected socket, -1 when closed */
+	char error[256]; /* the last error, "" if none */
 };
 
 /*

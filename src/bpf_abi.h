@@ -17,9 +17,9 @@
  * two) is allocated and initialised at creation even without preallocation:
  * 64K entries cost ~1 ms, 4M entries ~60 ms.  Keep the limits tight.
  */
-#define MT_CTL_RING (256u << 10)   /* bytes of the control ring (parking records) */
-#define MT_MAX_TRACKED 16384	    /* processes of the tree alive at once */
-#define MT_MAX_INFLIGHT 16384	    /* threads inside an allocator or syscall at once */
+#define MT_CTL_RING (256u << 10) /* bytes of the control ring (parking records) */
+#define MT_MAX_TRACKED 16384	 /* processes of the tree alive at once */
+#define MT_MAX_INFLIGHT 16384	 /* threads inside an allocator or syscall at once */
 
 /*
  * The process is another memtrack: its children are its own session's tree.
@@ -45,8 +45,8 @@ struct session_state {
 	__u32 pad;
 };
 
-#define MT_MAX_CPUS 512		    /* per-CPU counters are summed over at most this many */
-#define MT_MAX_MMS 16384		    /* address spaces of the tree alive at once */
+#define MT_MAX_CPUS 512	 /* per-CPU counters are summed over at most this many */
+#define MT_MAX_MMS 16384 /* address spaces of the tree alive at once */
 
 /*
  * Owner of an address space (key: the struct mm_struct pointer).  RSS
@@ -56,9 +56,9 @@ struct session_state {
 #define MM_EXEC_PENDING 1u /* its owner is in execve: the mm is about to be torn down */
 
 struct mm_owner {
-	__u32 tgid;	   /* the process whose address space this is */
-	__u32 flags;	   /* MM_* */
-	__u64 last[4];	   /* counters (pages) last reported, by MM_* index */
+	__u32 tgid;    /* the process whose address space this is */
+	__u32 flags;   /* MM_* */
+	__u64 last[4]; /* counters (pages) last reported, by MM_* index */
 };
 
 /*
@@ -67,22 +67,22 @@ struct mm_owner {
  * link_create part of union bpf_attr; ring.bpf.c checks every offset and
  * constant against the kernel's own definitions in vmlinux.h.
  */
-#define MT_BPF_TRACE_UPROBE_MULTI 48	   /* enum bpf_attach_type */
-#define MT_BPF_F_UPROBE_MULTI_RETURN 1u	   /* uprobe_multi.flags: return probes */
+#define MT_BPF_TRACE_UPROBE_MULTI 48	/* enum bpf_attach_type */
+#define MT_BPF_F_UPROBE_MULTI_RETURN 1u /* uprobe_multi.flags: return probes */
 
 struct mt_uprobe_multi_attr {
 	__u32 prog_fd;
 	__u32 target_fd;
-	__u32 attach_type;	/* MT_BPF_TRACE_UPROBE_MULTI */
+	__u32 attach_type; /* MT_BPF_TRACE_UPROBE_MULTI */
 	__u32 flags;
-	__u64 path;		/* const char * */
-	__u64 offsets;		/* const __u64 *, cnt of them */
-	__u64 ref_ctr_offsets;	/* NULL: none */
-	__u64 cookies;		/* const __u64 *, cnt of them */
+	__u64 path;	       /* const char * */
+	__u64 offsets;	       /* const __u64 *, cnt of them */
+	__u64 ref_ctr_offsets; /* NULL: none */
+	__u64 cookies;	       /* const __u64 *, cnt of them */
 	__u32 cnt;
-	__u32 umflags;		/* MT_BPF_F_UPROBE_MULTI_* */
-	__u32 pid;		/* only this process traps */
-	__u32 pad[5];		/* zero: the rest of union bpf_attr's link_create */
+	__u32 umflags; /* MT_BPF_F_UPROBE_MULTI_* */
+	__u32 pid;     /* only this process traps */
+	__u32 pad[5];  /* zero: the rest of union bpf_attr's link_create */
 };
 
 #endif /* MEMTRACK_BPF_ABI_H */

@@ -236,15 +236,15 @@ MT_RECORD_TYPES(MT_X_TYPE_FITS)
 
 /* Flags of a FORK record (field 2). */
 #define MT_FORK_THREAD 1u /* clone with CLONE_THREAD */
-#define MT_FORK_VM 2u     /* shares the parent's mm (CLONE_VM: vfork, threads) */
+#define MT_FORK_VM 2u	  /* shares the parent's mm (CLONE_VM: vfork, threads) */
 
 struct mt_rec_hdr {
-	__u16 type;   /* enum mt_type */
-	__u16 fn;     /* enum mt_fn for heap records, else 0 */
-	__u32 pid;    /* tgid */
-	__u32 tid;    /* thread id */
+	__u16 type;    /* enum mt_type */
+	__u16 fn;      /* enum mt_fn for heap records, else 0 */
+	__u32 pid;     /* tgid */
+	__u32 tid;     /* thread id */
 	__u32 nfields; /* number of __u64 fields that follow */
-	__u64 ts;     /* CLOCK_MONOTONIC, ns */
+	__u64 ts;      /* CLOCK_MONOTONIC, ns */
 };
 
 struct mt_rec {
@@ -254,14 +254,14 @@ struct mt_rec {
 
 struct mt_rec_exec {
 	struct mt_rec_hdr h;
-	__u64 f[EXEC_NFIELDS];	   /* EXEC_OLD_PID */
-	char path[MT_PATH_MAX];    /* NUL-terminated */
+	__u64 f[EXEC_NFIELDS];	/* EXEC_OLD_PID */
+	char path[MT_PATH_MAX]; /* NUL-terminated */
 };
 
 /* Made by userspace (src/record/control.c), never by BPF. */
 struct mt_rec_mark {
-	struct mt_rec_hdr h;	   /* nfields 0 */
-	char name[MT_PATH_MAX];    /* NUL-terminated, 1 to MT_PATH_MAX - 1 bytes */
+	struct mt_rec_hdr h;	/* nfields 0 */
+	char name[MT_PATH_MAX]; /* NUL-terminated, 1 to MT_PATH_MAX - 1 bytes */
 };
 
 _Static_assert(sizeof(struct mt_rec_hdr) == 24, "mt_rec_hdr layout");
@@ -270,9 +270,10 @@ _Static_assert(sizeof(struct mt_rec_exec) == 24 + 8 + MT_PATH_MAX, "mt_rec_exec 
 _Static_assert(sizeof(struct mt_rec_mark) == 24 + MT_PATH_MAX, "mt_rec_mark layout");
 /* alloc.bpf.c fills every heap record through one layout */
 _Static_assert(MALLOC_ADDR == 0 && CALLOC_ADDR == 0 && REALLOC_ADDR == 0 &&
-	       ALIGNED_ALLOC_ADDR == 0 && FREE_ADDR == 0, "heap records start with addr");
-_Static_assert(MALLOC_SIZE == 1 && CALLOC_SIZE == 1 && REALLOC_SIZE == 1 &&
-	       ALIGNED_ALLOC_SIZE == 1, "heap records carry size second");
+		       ALIGNED_ALLOC_ADDR == 0 && FREE_ADDR == 0,
+	       "heap records start with addr");
+_Static_assert(MALLOC_SIZE == 1 && CALLOC_SIZE == 1 && REALLOC_SIZE == 1 && ALIGNED_ALLOC_SIZE == 1,
+	       "heap records carry size second");
 _Static_assert(REALLOC_OLD_ADDR == 2 && ALIGNED_ALLOC_ALIGN == 2, "third heap field");
 
 /*

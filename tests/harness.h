@@ -17,54 +17,52 @@
 static int harness_failed_checks; /* failed checks in the current test */
 static int harness_failed_tests;  /* failed tests in this binary */
 
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "  %s:%d: CHECK(%s) failed\n",         \
-				__FILE__, __LINE__, #cond);                    \
-			harness_failed_checks++;                               \
-		}                                                              \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
+			harness_failed_checks++;                                                   \
+		}                                                                                  \
 	} while (0)
 
-#define CHECK_EQ(a, b)                                                         \
-	do {                                                                   \
-		long long _a = (long long)(a), _b = (long long)(b);            \
-		if (_a != _b) {                                                \
-			fprintf(stderr, "  %s:%d: %s == %s failed: %lld != %lld\n", \
-				__FILE__, __LINE__, #a, #b, _a, _b);           \
-			harness_failed_checks++;                               \
-		}                                                              \
+#define CHECK_EQ(a, b)                                                                        \
+	do {                                                                                  \
+		long long _a = (long long)(a), _b = (long long)(b);                           \
+		if (_a != _b) {                                                               \
+			fprintf(stderr, "  %s:%d: %s == %s failed: %lld != %lld\n", __FILE__, \
+				__LINE__, #a, #b, _a, _b);                                    \
+			harness_failed_checks++;                                              \
+		}                                                                             \
 	} while (0)
 
-#define CHECK_U64(a, b)                                                        \
-	do {                                                                   \
-		uint64_t _a = (uint64_t)(a), _b = (uint64_t)(b);               \
-		if (_a != _b) {                                                \
+#define CHECK_U64(a, b)                                                                           \
+	do {                                                                                      \
+		uint64_t _a = (uint64_t)(a), _b = (uint64_t)(b);                                  \
+		if (_a != _b) {                                                                   \
 			fprintf(stderr, "  %s:%d: %s == %s failed: %" PRIu64 " != %" PRIu64 "\n", \
-				__FILE__, __LINE__, #a, #b, _a, _b);           \
-			harness_failed_checks++;                               \
-		}                                                              \
+				__FILE__, __LINE__, #a, #b, _a, _b);                              \
+			harness_failed_checks++;                                                  \
+		}                                                                                 \
 	} while (0)
 
-#define CHECK_STR(a, b)                                                        \
-	do {                                                                   \
-		const char *_a = (a), *_b = (b);                               \
-		if (!_a || !_b || strcmp(_a, _b)) {                            \
-			fprintf(stderr, "  %s:%d: %s == %s failed: \"%s\" != \"%s\"\n", \
-				__FILE__, __LINE__, #a, #b, _a ? _a : "(null)", \
-				_b ? _b : "(null)");                           \
-			harness_failed_checks++;                               \
-		}                                                              \
+#define CHECK_STR(a, b)                                                                           \
+	do {                                                                                      \
+		const char *_a = (a), *_b = (b);                                                  \
+		if (!_a || !_b || strcmp(_a, _b)) {                                               \
+			fprintf(stderr, "  %s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__, \
+				__LINE__, #a, #b, _a ? _a : "(null)", _b ? _b : "(null)");        \
+			harness_failed_checks++;                                                  \
+		}                                                                                 \
 	} while (0)
 
-#define RUN(fn)                                                                \
-	do {                                                                   \
-		harness_failed_checks = 0;                                     \
-		fn();                                                          \
+#define RUN(fn)                                                                  \
+	do {                                                                     \
+		harness_failed_checks = 0;                                       \
+		fn();                                                            \
 		printf("%s %s\n", harness_failed_checks ? "FAIL" : "PASS", #fn); \
-		fflush(stdout);                                                \
-		if (harness_failed_checks)                                     \
-			harness_failed_tests++;                                \
+		fflush(stdout);                                                  \
+		if (harness_failed_checks)                                       \
+			harness_failed_tests++;                                  \
 	} while (0)
 
 #define HARNESS_EXIT() return harness_failed_tests ? 1 : 0

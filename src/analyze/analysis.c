@@ -7,8 +7,8 @@
 #include "analysis.h"
 
 struct live_slot {
-	uint64_t addr;		/* 0: empty */
-	uint64_t size;		/* bytes */
+	uint64_t addr; /* 0: empty */
+	uint64_t size; /* bytes */
 };
 
 void analysis_init(struct analysis *a)
@@ -106,7 +106,8 @@ static struct live_slot *live_slot_for(struct live_table *t, uint64_t addr)
 {
 	uint64_t mask = t->nslots - 1, i;
 
-	for (i = live_home(t, addr); t->slots[i].addr && t->slots[i].addr != addr; i = (i + 1) & mask)
+	for (i = live_home(t, addr); t->slots[i].addr && t->slots[i].addr != addr;
+	     i = (i + 1) & mask)
 		;
 	return &t->slots[i];
 }
@@ -209,8 +210,8 @@ static bool heap_release(struct analysis *a, struct proc_summary *p, uint64_t ad
 	return true;
 }
 
-static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts,
-		      uint64_t addr, uint64_t size)
+static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts, uint64_t addr,
+		      uint64_t size)
 {
 	struct live_table *t = &p->live;
 	struct live_slot *s;
@@ -223,7 +224,7 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts,
 		return -ENOMEM;
 	/* one probe finds the block at @addr or the empty slot it goes to */
 	s = live_slot_for(t, addr);
-	if (s->addr) {		/* a free we never saw: the old block is gone */
+	if (s->addr) { /* a free we never saw: the old block is gone */
 		a->live_bytes -= s->size;
 		p->live_bytes -= s->size;
 	} else {
@@ -262,8 +263,8 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p)
 
 /* ---- RSS and physical --------------------------------------------------- */
 
-static void rss_set(struct analysis *a, struct proc_summary *p, uint64_t ts,
-		    uint64_t anon, uint64_t file, uint64_t shmem)
+static void rss_set(struct analysis *a, struct proc_summary *p, uint64_t ts, uint64_t anon,
+		    uint64_t file, uint64_t shmem)
 {
 	uint64_t rss = anon + file + shmem;
 
@@ -365,8 +366,7 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 	switch (ev->h.type) {
 	case MT_MALLOC:
 	case MT_CALLOC:
-	case MT_ALIGNED_ALLOC:
-		return heap_alloc(a, p, ev->h.ts, f[0], f[1]);
+	case MT_ALIGNED_ALLOC: return heap_alloc(a, p, ev->h.ts, f[0], f[1]);
 	case MT_REALLOC:
 		/* one allocation of the new size; the old block goes without a free */
 		heap_release(a, p, f[2]);
@@ -376,8 +376,7 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		p->frees++;
 		heap_release(a, p, f[0]);
 		return 0;
-	case MT_FORK:
-		return f[2] & MT_FORK_THREAD ? 0 : fork_child(a, ev->h.pid, f);
+	case MT_FORK: return f[2] & MT_FORK_THREAD ? 0 : fork_child(a, ev->h.pid, f);
 	case MT_EXEC:
 		sweep_proc(a, p);
 		set_command(p, ev->str);
@@ -394,8 +393,7 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		if (!p->exited)
 			rss_set(a, p, ev->h.ts, f[0], f[1], f[2]);
 		return 0;
-	default:
-		return 0;
+	default: return 0;
 	}
 }
 
@@ -473,7 +471,7 @@ int section_add(struct section *s, const struct mt_event *ev, bool heap_off)
 	if (is_mark && !strcmp(ev->str, s->to)) {
 		s->state = SECTION_DONE;
 		s->end_ns = ev->h.ts;
-		analysis_finish(&s->a);	/* what is live now is the section's leak */
+		analysis_finish(&s->a); /* what is live now is the section's leak */
 		return 0;
 	}
 	return analysis_add(&s->a, ev);

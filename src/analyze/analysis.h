@@ -21,43 +21,43 @@
  * half full; sized by the most blocks the process ever had live.
  */
 struct live_table {
-	struct live_slot *slots;	/* owned; NULL until the first block */
-	uint64_t nslots;		/* power of two, or 0 */
-	uint64_t nlive;			/* occupied slots: live blocks */
+	struct live_slot *slots; /* owned; NULL until the first block */
+	uint64_t nslots;	 /* power of two, or 0 */
+	uint64_t nlive;		 /* occupied slots: live blocks */
 };
 
 struct proc_summary {
 	/* the fields every heap record touches come first: one cache line */
 	uint32_t pid;
-	uint32_t ppid;			/* 0 for the root or unknown */
-	struct live_table live;		/* this process's live blocks */
-	uint64_t allocs;		/* heap allocations */
-	uint64_t allocated_bytes;	/* bytes requested by them */
-	uint64_t frees;			/* free records (known or not) */
-	uint64_t live_bytes;		/* heap bytes allocated and not freed */
-	uint64_t peak_heap_bytes;	/* the most live_bytes ever was */
-	uint64_t leaked_count;		/* never freed before exit/exec/end */
+	uint32_t ppid;		  /* 0 for the root or unknown */
+	struct live_table live;	  /* this process's live blocks */
+	uint64_t allocs;	  /* heap allocations */
+	uint64_t allocated_bytes; /* bytes requested by them */
+	uint64_t frees;		  /* free records (known or not) */
+	uint64_t live_bytes;	  /* heap bytes allocated and not freed */
+	uint64_t peak_heap_bytes; /* the most live_bytes ever was */
+	uint64_t leaked_count;	  /* never freed before exit/exec/end */
 	uint64_t leaked_bytes;
-	uint64_t rss_anon, rss_file, rss_shmem;	/* bytes, last rss record */
-	uint64_t rss_bytes;		/* anon + file + shmem now */
-	uint64_t peak_rss_bytes;	/* the most it ever was */
+	uint64_t rss_anon, rss_file, rss_shmem; /* bytes, last rss record */
+	uint64_t rss_bytes;			/* anon + file + shmem now */
+	uint64_t peak_rss_bytes;		/* the most it ever was */
 	bool exited;
-	int64_t exit_code;		/* -1 when killed */
+	int64_t exit_code; /* -1 when killed */
 	uint32_t exit_signal;
-	char command[64];		/* basename of the last exec'd path */
+	char command[64]; /* basename of the last exec'd path */
 };
 
 /* A `mark` record (control socket). */
 struct mark_event {
-	uint64_t ts;			/* ns, CLOCK_MONOTONIC */
-	uint32_t pid;			/* the client that sent it */
+	uint64_t ts;  /* ns, CLOCK_MONOTONIC */
+	uint32_t pid; /* the client that sent it */
 	char name[MT_PATH_MAX];
 };
 
 /* A stretch of time with heap recording on. */
 struct enabled_window {
-	uint64_t start_ns;		/* the enable's ts; 0: since the run started */
-	uint64_t end_ns;		/* the disable's ts; 0: until the run ended */
+	uint64_t start_ns; /* the enable's ts; 0: since the run started */
+	uint64_t end_ns;   /* the disable's ts; 0: until the run ended */
 };
 
 /*
@@ -65,46 +65,44 @@ struct enabled_window {
  * (NULL for tree-wide events: physical, unknown types).  Timeline and export
  * read the analysis state from there.  Borrowed: must not keep @p.
  */
-typedef void analysis_observer(void *ctx, const struct mt_event *ev,
-			       const struct proc_summary *p);
+typedef void analysis_observer(void *ctx, const struct mt_event *ev, const struct proc_summary *p);
 
 struct analysis {
 	uint64_t events[MT_TYPE_MAX];	/* records per type */
 	uint64_t unknown_events;	/* records of types this reader lacks */
 	uint64_t first_ts, last_ts;	/* ns, 0 when no event */
 	uint64_t alloc_count;		/* malloc + calloc + realloc + aligned */
-	uint64_t total_allocated_bytes;	/* bytes those requested */
+	uint64_t total_allocated_bytes; /* bytes those requested */
 	uint64_t free_count;		/* free records */
 	uint64_t unknown_free_count;	/* frees (and realloc moves) of no live block */
 	uint64_t live_bytes;		/* heap bytes allocated and not freed */
 	uint64_t peak_live_bytes;
-	uint64_t peak_live_ts;		/* ns, when peak_live_bytes was first reached */
+	uint64_t peak_live_ts; /* ns, when peak_live_bytes was first reached */
 	uint64_t leaked_count, leaked_bytes;
-	uint64_t tree_anon, tree_file, tree_shmem;	/* sums over live processes */
-	uint64_t tree_rss_bytes;	/* sum of live processes' RSS */
-	uint64_t peak_rss_bytes;	/* peak of that sum */
+	uint64_t tree_anon, tree_file, tree_shmem; /* sums over live processes */
+	uint64_t tree_rss_bytes;		   /* sum of live processes' RSS */
+	uint64_t peak_rss_bytes;		   /* peak of that sum */
 	uint64_t peak_rss_ts;
 	uint64_t physical_bytes, peak_physical_bytes;
 	uint64_t peak_physical_ts;
 	bool has_rss, has_physical;
 
-	struct proc_summary *procs;	/* owned, nprocs of them, in first-seen order */
+	struct proc_summary *procs; /* owned, nprocs of them, in first-seen order */
 	unsigned nprocs, procs_cap;
-	uint32_t *pid_index;		/* owned: open addressing, procs index + 1, 0 = empty */
-	unsigned pid_slots;		/* power of two */
-	unsigned last_proc;		/* procs index + 1 of the last lookup, 0 = none */
+	uint32_t *pid_index; /* owned: open addressing, procs index + 1, 0 = empty */
+	unsigned pid_slots;  /* power of two */
+	unsigned last_proc;  /* procs index + 1 of the last lookup, 0 = none */
 
 	/* control records: marks and heap recording windows, in stream order */
-	bool has_control;		/* a mark, enable or disable was seen */
-	bool heap_off;			/* a disable is in effect */
-	uint64_t on_since;		/* ts of the enable that opened the window */
-	struct mark_event *marks;	/* owned, nmarks of them */
+	bool has_control;	  /* a mark, enable or disable was seen */
+	bool heap_off;		  /* a disable is in effect */
+	uint64_t on_since;	  /* ts of the enable that opened the window */
+	struct mark_event *marks; /* owned, nmarks of them */
 	unsigned nmarks;
-	struct enabled_window *windows;	/* owned; the open one is added by finish */
+	struct enabled_window *windows; /* owned; the open one is added by finish */
 	unsigned nwindows;
 
-
-	analysis_observer *observer;	/* NULL: none */
+	analysis_observer *observer; /* NULL: none */
 	void *observer_ctx;
 };
 
@@ -132,11 +130,11 @@ void analysis_release(struct analysis *a);
  * @to is the section's leak.
  */
 struct section {
-	const char *from, *to;		/* mark names (borrowed) */
-	int state;			/* SECTION_BEFORE, _INSIDE, _DONE */
-	uint64_t start_ns, end_ns;	/* the two marks' ts */
-	bool started_off;		/* heap recording was off at the first mark */
-	struct analysis a;		/* the records inside */
+	const char *from, *to;	   /* mark names (borrowed) */
+	int state;		   /* SECTION_BEFORE, _INSIDE, _DONE */
+	uint64_t start_ns, end_ns; /* the two marks' ts */
+	bool started_off;	   /* heap recording was off at the first mark */
+	struct analysis a;	   /* the records inside */
 };
 
 enum { SECTION_BEFORE = 0, SECTION_INSIDE = 1, SECTION_DONE = 2 };

@@ -6,12 +6,9 @@
 #include "diff.h"
 
 static const char *const names[DIFF_NMETRICS] = {
-	[DIFF_PEAK_HEAP] = "peak_heap_bytes",
-	[DIFF_ALLOCATED] = "total_allocated_bytes",
-	[DIFF_ALLOC_COUNT] = "alloc_count",
-	[DIFF_LEAKED] = "leaked_bytes",
-	[DIFF_PEAK_RSS] = "peak_rss_bytes",
-	[DIFF_PEAK_PHYSICAL] = "peak_physical_bytes",
+	[DIFF_PEAK_HEAP] = "peak_heap_bytes", [DIFF_ALLOCATED] = "total_allocated_bytes",
+	[DIFF_ALLOC_COUNT] = "alloc_count",   [DIFF_LEAKED] = "leaked_bytes",
+	[DIFF_PEAK_RSS] = "peak_rss_bytes",   [DIFF_PEAK_PHYSICAL] = "peak_physical_bytes",
 };
 
 const char *diff_metric_name(enum diff_metric_id id)
@@ -76,7 +73,7 @@ bool diff_proc_metric(const struct analysis *a, const struct proc_summary *p,
 
 struct ranked {
 	const char *command;
-	unsigned idx;		/* in procs: first-seen order */
+	unsigned idx; /* in procs: first-seen order */
 };
 
 static int cmp_ranked(const void *x, const void *y)
@@ -101,8 +98,8 @@ static struct ranked *rank(const struct analysis *a)
 	return r;
 }
 
-int diff_match_procs(const struct analysis *base, const struct analysis *new,
-		     int *match, bool *matched_new)
+int diff_match_procs(const struct analysis *base, const struct analysis *new, int *match,
+		     bool *matched_new)
 {
 	struct ranked *rb = rank(base), *rn = rank(new);
 	unsigned i = 0, j = 0;

@@ -28,11 +28,11 @@ const char *diff_metric_name(enum diff_metric_id id);
 int diff_metric_lookup(const char *name);
 
 struct diff_value {
-	bool known;		/* recorded in both runs */
-	uint64_t base, new;	/* the metric in each run */
-	int64_t change;		/* new - base */
-	bool pct_valid;		/* false when base is 0 and new is not (infinite growth) */
-	double pct;		/* 100 * change / base; 0 when both are 0 */
+	bool known;	    /* recorded in both runs */
+	uint64_t base, new; /* the metric in each run */
+	int64_t change;	    /* new - base */
+	bool pct_valid;	    /* false when base is 0 and new is not (infinite growth) */
+	double pct;	    /* 100 * change / base; 0 when both are 0 */
 };
 
 /* Fills @v from the two numbers. */
@@ -60,7 +60,7 @@ bool diff_proc_metric(const struct analysis *a, const struct proc_summary *p,
  * -1, and @matched_new (new->nprocs entries, may be NULL) with whether it
  * has a partner.  Returns 0 or -ENOMEM.
  */
-int diff_match_procs(const struct analysis *base, const struct analysis *new,
-		     int *match, bool *matched_new);
+int diff_match_procs(const struct analysis *base, const struct analysis *new, int *match,
+		     bool *matched_new);
 
 #endif /* MEMTRACK_DIFF_H */

@@ -46,7 +46,8 @@ static void te_heap(struct exporter *x, uint64_t ts, const struct proc_summary *
 static void te_rss(struct exporter *x, uint64_t ts, const struct proc_summary *p)
 {
 	te_open(x, "rss", 'C', ts, p->pid);
-	fprintf(x->out, ",\"args\":{\"anon\":%" PRIu64 ",\"file\":%" PRIu64 ",\"shmem\":%" PRIu64 "}}",
+	fprintf(x->out,
+		",\"args\":{\"anon\":%" PRIu64 ",\"file\":%" PRIu64 ",\"shmem\":%" PRIu64 "}}",
 		p->rss_anon, p->rss_file, p->rss_shmem);
 }
 
@@ -57,8 +58,8 @@ static void te_instant(struct exporter *x, const struct mt_event *ev)
 	if (ev->h.type == MT_FORK)
 		fprintf(x->out, "\"child\":%" PRIu64 "}}", (uint64_t)ev->f[1]);
 	else if (ev->h.type == MT_EXIT)
-		fprintf(x->out, "\"code\":%" PRId64 ",\"signal\":%" PRIu64 "}}",
-			(int64_t)ev->f[0], (uint64_t)ev->f[1]);
+		fprintf(x->out, "\"code\":%" PRId64 ",\"signal\":%" PRIu64 "}}", (int64_t)ev->f[0],
+			(uint64_t)ev->f[1]);
 	else {
 		fputs("\"path\":", x->out);
 		json_print_string(x->out, ev->str);
@@ -70,9 +71,11 @@ static void perfetto_event(struct exporter *x, const struct mt_event *ev,
 			   const struct proc_summary *p)
 {
 	switch (ev->h.type) {
-	case MT_MALLOC: case MT_CALLOC: case MT_REALLOC: case MT_ALIGNED_ALLOC: case MT_FREE:
-		te_heap(x, ev->h.ts, p);
-		break;
+	case MT_MALLOC:
+	case MT_CALLOC:
+	case MT_REALLOC:
+	case MT_ALIGNED_ALLOC:
+	case MT_FREE: te_heap(x, ev->h.ts, p); break;
 	case MT_RSS:
 		if (!p->exited)
 			te_rss(x, ev->h.ts, p);
@@ -89,11 +92,11 @@ static void perfetto_event(struct exporter *x, const struct mt_event *ev,
 			te_rss(x, ev->h.ts, p);
 		break;
 	case MT_PHYSICAL:
-		te_open(x, "physical", 'C', ev->h.ts, x->a->nprocs ? x->a->procs[0].pid : ev->h.pid);
+		te_open(x, "physical", 'C', ev->h.ts,
+			x->a->nprocs ? x->a->procs[0].pid : ev->h.pid);
 		fprintf(x->out, ",\"args\":{\"bytes\":%" PRIu64 "}}", x->a->physical_bytes);
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -153,8 +156,10 @@ void export_end(struct exporter *x)
 		char name[96];
 
 		snprintf(name, sizeof(name), "%s", p->command[0] ? p->command : "?");
-		fprintf(x->out, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%" PRIu32
-			",\"args\":{\"name\":", x->rows++ ? ",\n" : "", p->pid);
+		fprintf(x->out,
+			"%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%" PRIu32
+			",\"args\":{\"name\":",
+			x->rows++ ? ",\n" : "", p->pid);
 		json_print_string(x->out, name);
 		fputs("}}", x->out);
 	}

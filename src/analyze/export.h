@@ -16,12 +16,12 @@ enum export_format {
 };
 
 struct exporter {
-	FILE *out;			/* borrowed; errors are seen by ferror() */
+	FILE *out; /* borrowed; errors are seen by ferror() */
 	enum export_format format;
-	const struct analysis *a;	/* the analysis feeding us (borrowed) */
-	uint64_t start_ns;		/* time 0: the header's start_ns */
-	bool physical;			/* CSV: physical_bytes column has values */
-	uint64_t rows;			/* events or rows written */
+	const struct analysis *a; /* the analysis feeding us (borrowed) */
+	uint64_t start_ns;	  /* time 0: the header's start_ns */
+	bool physical;		  /* CSV: physical_bytes column has values */
+	uint64_t rows;		  /* events or rows written */
 };
 
 /* Writes the preamble; then set a->observer = export_observe, ctx = @x. */

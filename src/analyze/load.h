@@ -10,19 +10,19 @@
 #include "artifact.h"
 
 struct loaded {
-	struct analysis a;		/* finished: leaks counted */
-	struct mt_header hdr;		/* copy of the file's header */
-	struct mt_trailer trailer;	/* valid when has_trailer */
+	struct analysis a;	   /* finished: leaks counted */
+	struct mt_header hdr;	   /* copy of the file's header */
+	struct mt_trailer trailer; /* valid when has_trailer */
 	bool has_trailer;
-	bool truncated;			/* the file ends before its trailer */
-	bool physical;			/* physical was recorded (maybe no change seen) */
-	char error[256];		/* what went wrong, "" if nothing */
+	bool truncated;	 /* the file ends before its trailer */
+	bool physical;	 /* physical was recorded (maybe no change seen) */
+	char error[256]; /* what went wrong, "" if nothing */
 };
 
 /* What a caller sees while the file is read; any member may be NULL. */
 struct load_hooks {
-	void (*header)(void *ctx, const struct mt_header *h);	/* before the first event */
-	analysis_observer *observer;				/* after each event */
+	void (*header)(void *ctx, const struct mt_header *h); /* before the first event */
+	analysis_observer *observer;			      /* after each event */
 	void *ctx;
 };
 

@@ -12,25 +12,25 @@
 #include "timeline.h"
 
 struct tl_series {
-	uint64_t lo[TL_BUCKETS];	/* bytes: least value held in the bucket */
-	uint64_t hi[TL_BUCKETS];	/* most */
-	uint64_t last[TL_BUCKETS];	/* value at the bucket's end */
-	int first;			/* first valid bucket, -1: no value yet */
-	int filled;			/* last valid bucket */
-	bool closed;			/* its process exited: nothing after filled */
-	uint64_t cur;			/* bytes now */
+	uint64_t lo[TL_BUCKETS];   /* bytes: least value held in the bucket */
+	uint64_t hi[TL_BUCKETS];   /* most */
+	uint64_t last[TL_BUCKETS]; /* value at the bucket's end */
+	int first;		   /* first valid bucket, -1: no value yet */
+	int filled;		   /* last valid bucket */
+	bool closed;		   /* its process exited: nothing after filled */
+	uint64_t cur;		   /* bytes now */
 };
 
 struct timeline {
-	uint64_t start_ns;		/* time 0 */
-	uint64_t width_ns;		/* one bucket */
+	uint64_t start_ns; /* time 0 */
+	uint64_t width_ns; /* one bucket */
 	bool per_process;
-	const struct analysis *a;	/* borrowed: the analysis feeding us */
+	const struct analysis *a; /* borrowed: the analysis feeding us */
 	struct tl_series tree[TL_NSERIES];
-	struct tl_series *proc[TL_MAX_PROCS][2];	/* owned: heap, rss by procs index */
+	struct tl_series *proc[TL_MAX_PROCS][2]; /* owned: heap, rss by procs index */
 	struct tl_mark marks[TL_MAX_MARKS];
 	unsigned nmarks;
-	uint64_t marks_total;		/* including those not kept */
+	uint64_t marks_total; /* including those not kept */
 };
 
 static void series_start(struct tl_series *s, int b, uint64_t v)
@@ -189,22 +189,20 @@ void timeline_observe(void *ctx, const struct mt_event *ev, const struct proc_su
 	int b = bucket_of(tl, ev->h.ts);
 
 	switch (ev->h.type) {
-	case MT_PHYSICAL:
-		series_set(&tl->tree[TL_PHYSICAL], b, a->physical_bytes);
-		return;
+	case MT_PHYSICAL: series_set(&tl->tree[TL_PHYSICAL], b, a->physical_bytes); return;
 	case MT_FORK:
 		if (!(ev->f[2] & MT_FORK_THREAD))
 			add_mark(tl, ev);
 		return;
 	case MT_EXEC:
-	case MT_EXIT:
-		add_mark(tl, ev);
-		break;
+	case MT_EXIT: add_mark(tl, ev); break;
 	case MT_RSS:
-	case MT_MALLOC: case MT_CALLOC: case MT_REALLOC: case MT_ALIGNED_ALLOC: case MT_FREE:
-		break;
-	default:
-		return;
+	case MT_MALLOC:
+	case MT_CALLOC:
+	case MT_REALLOC:
+	case MT_ALIGNED_ALLOC:
+	case MT_FREE: break;
+	default: return;
 	}
 	series_set(&tl->tree[TL_HEAP], b, a->live_bytes);
 	series_set(&tl->tree[TL_RSS], b, a->tree_rss_bytes);
@@ -246,15 +244,16 @@ uint64_t timeline_span_ns(const struct timeline *tl)
 	return (uint64_t)(end + 1) * tl->width_ns;
 }
 
-int timeline_columns(const struct timeline *tl, int proc, enum tl_series_id id,
-		     unsigned ncols, struct tl_column *out)
+int timeline_columns(const struct timeline *tl, int proc, enum tl_series_id id, unsigned ncols,
+		     struct tl_column *out)
 {
 	const struct tl_series *s;
 	uint64_t nb = (uint64_t)tl->tree[TL_HEAP].filled + 1;
 
 	if (proc < 0)
 		s = &tl->tree[id];
-	else if (proc < TL_MAX_PROCS && (id == TL_HEAP || id == TL_RSS) && tl->proc[proc][id == TL_RSS])
+	else if (proc < TL_MAX_PROCS && (id == TL_HEAP || id == TL_RSS) &&
+		 tl->proc[proc][id == TL_RSS])
 		s = tl->proc[proc][id == TL_RSS];
 	else
 		return -ENOENT;

@@ -19,8 +19,8 @@
 #include "analysis.h"
 
 #define TL_BUCKETS 4096
-#define TL_MAX_PROCS 100	/* per-process series kept for the first ones */
-#define TL_MAX_MARKS 2000	/* fork/exec/exit marks drawn */
+#define TL_MAX_PROCS 100  /* per-process series kept for the first ones */
+#define TL_MAX_MARKS 2000 /* fork/exec/exit marks drawn */
 
 enum tl_series_id {
 	TL_HEAP,
@@ -38,20 +38,20 @@ struct timeline;
 enum tl_mark_kind { TL_FORK, TL_EXEC, TL_EXIT };
 
 struct tl_mark {
-	uint64_t ts;			/* ns */
+	uint64_t ts; /* ns */
 	uint32_t pid;
-	uint32_t other;			/* fork: child; exit: signal */
-	int64_t code;			/* exit code */
+	uint32_t other; /* fork: child; exit: signal */
+	int64_t code;	/* exit code */
 	enum tl_mark_kind kind;
-	char path[64];			/* exec: the path's tail */
+	char path[64]; /* exec: the path's tail */
 };
 
 
 /* One pixel column of a series (what the picture draws). */
 struct tl_column {
-	bool valid;		/* the series existed during the column */
-	uint64_t lo, hi;	/* bytes: least and most it held */
-	uint64_t last;		/* bytes at the column's end */
+	bool valid;	 /* the series existed during the column */
+	uint64_t lo, hi; /* bytes: least and most it held */
+	uint64_t last;	 /* bytes at the column's end */
 };
 
 /*
@@ -77,8 +77,8 @@ void timeline_finish(struct timeline *tl, uint64_t end_ns);
  * range (a bucket straddling two columns counts in both).  Returns 0, or -ENOENT
  * when the process has no series.
  */
-int timeline_columns(const struct timeline *tl, int proc, enum tl_series_id id,
-		     unsigned ncols, struct tl_column *out);
+int timeline_columns(const struct timeline *tl, int proc, enum tl_series_id id, unsigned ncols,
+		     struct tl_column *out);
 
 /* Time 0 of the timeline (CLOCK_MONOTONIC ns). */
 uint64_t timeline_start_ns(const struct timeline *tl);
@@ -90,10 +90,10 @@ unsigned timeline_marks(const struct timeline *tl, const struct tl_mark **marks,
 uint64_t timeline_span_ns(const struct timeline *tl);
 
 struct timeline_meta {
-	const char *command;		/* the recorded command line */
-	const struct analysis *a;	/* finished analysis (peaks, processes) */
-	bool physical;			/* physical was recorded */
-	bool per_process;		/* draw per-process lines */
+	const char *command;	  /* the recorded command line */
+	const struct analysis *a; /* finished analysis (peaks, processes) */
+	bool physical;		  /* physical was recorded */
+	bool per_process;	  /* draw per-process lines */
 };
 
 /*

@@ -18,24 +18,21 @@
 
 #define SVG_W 1200
 #define SVG_H 620
-#define PLOT_X 90		/* left edge of the plot area */
-#define PLOT_W 1080		/* pixel columns */
-#define PLOT_Y 60		/* top */
-#define PLOT_H 460		/* height */
+#define PLOT_X 90   /* left edge of the plot area */
+#define PLOT_W 1080 /* pixel columns */
+#define PLOT_Y 60   /* top */
+#define PLOT_H 460  /* height */
 #define MAX_PROC_LINES 10
 
 struct series_style {
-	const char *name;	/* legend and hover */
+	const char *name; /* legend and hover */
 	const char *color;
 };
 
 static const struct series_style styles[TL_NSERIES] = {
-	[TL_HEAP] = { "heap", "#d62728" },
-	[TL_RSS] = { "RSS", "#08519c" },
-	[TL_ANON] = { "RSS anon", "#9ecae1" },
-	[TL_FILE] = { "RSS file", "#c7e9c0" },
-	[TL_SHMEM] = { "RSS shmem", "#fdd0a2" },
-	[TL_PHYSICAL] = { "physical", "#2ca02c" },
+	[TL_HEAP] = { "heap", "#d62728" },	 [TL_RSS] = { "RSS", "#08519c" },
+	[TL_ANON] = { "RSS anon", "#9ecae1" },	 [TL_FILE] = { "RSS file", "#c7e9c0" },
+	[TL_SHMEM] = { "RSS shmem", "#fdd0a2" }, [TL_PHYSICAL] = { "physical", "#2ca02c" },
 };
 
 static const char *const proc_colors[MAX_PROC_LINES] = {
@@ -48,7 +45,7 @@ struct plot {
 	const struct timeline_meta *m;
 	FILE *out;
 	uint64_t span_ns;
-	double ymax;		/* bytes at the top of the plot */
+	double ymax; /* bytes at the top of the plot */
 	struct tl_column cols[PLOT_W];
 };
 
@@ -120,20 +117,27 @@ static void draw_axes(struct plot *pl)
 	step = nice_step(top * 1.08 / unit / 5);
 	pl->ymax = ceil(top * 1.08 / unit / step) * step * unit;
 	fprintf(pl->out, "<g class=\"axes\" stroke=\"#ddd\">\n");
-	for (double v = 0; v <= pl->ymax * 1.0001; v += step * unit)
-		fprintf(pl->out, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
+	for (int i = 0; i * step * unit <= pl->ymax * 1.0001; i++) {
+		double v = i * step * unit;
+
+		fprintf(pl->out,
+			"<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
 			"<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" stroke=\"none\" fill=\"#444\">%g %s</text>\n",
-			PLOT_X, PLOT_X + PLOT_W, y_of(pl, v), y_of(pl, v), PLOT_X - 6, y_of(pl, v) + 4,
-			v / unit, units[k]);
+			PLOT_X, PLOT_X + PLOT_W, y_of(pl, v), y_of(pl, v), PLOT_X - 6,
+			y_of(pl, v) + 4, v / unit, units[k]);
+	}
 	step = nice_step(span_s / 8);
-	for (double t = 0; t <= span_s * 1.0001; t += step) {
+	for (int i = 0; i * step <= span_s * 1.0001; i++) {
+		double t = i * step;
 		double x = PLOT_X + t / span_s * PLOT_W;
 
-		fprintf(pl->out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
+		fprintf(pl->out,
+			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
 			"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" stroke=\"none\" fill=\"#444\">%g s</text>\n",
 			x, x, PLOT_Y, PLOT_Y + PLOT_H, x, PLOT_Y + PLOT_H + 16, t);
 	}
-	fprintf(pl->out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n"
+	fprintf(pl->out,
+		"<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n"
 		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" stroke=\"none\" fill=\"#444\">time since start (s)</text>\n</g>\n",
 		PLOT_X, PLOT_Y, PLOT_W, PLOT_H, PLOT_X + PLOT_W / 2, PLOT_Y + PLOT_H + 34);
 }
@@ -148,8 +152,8 @@ static void draw_series(struct plot *pl, int proc, enum tl_series_id id, const c
 		return;
 	fprintf(pl->out, "<path class=\"series\" data-series=\"");
 	xml_text(pl->out, name);
-	fprintf(pl->out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s%s%s d=\"",
-		color, width, dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
+	fprintf(pl->out, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s%s%s d=\"", color,
+		width, dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
 	for (int c = 0; c < PLOT_W; c++) {
 		const struct tl_column *col = &pl->cols[c];
 		double x = PLOT_X + c + 0.5;
@@ -160,7 +164,8 @@ static void draw_series(struct plot *pl, int proc, enum tl_series_id id, const c
 		}
 		fprintf(pl->out, "%c%.1f,%.1f", pen ? 'L' : 'M', x, y_of(pl, col->hi));
 		if (col->lo != col->hi || col->last != col->hi)
-			fprintf(pl->out, "L%.1f,%.1fL%.1f,%.1f", x, y_of(pl, col->lo), x, y_of(pl, col->last));
+			fprintf(pl->out, "L%.1f,%.1fL%.1f,%.1f", x, y_of(pl, col->lo), x,
+				y_of(pl, col->last));
 		pen = true;
 	}
 	fprintf(pl->out, "\"/>\n");
@@ -176,10 +181,12 @@ static void draw_stack(struct plot *pl)
 		timeline_columns(pl->tl, -1, ids[k], PLOT_W, pl->cols);
 		for (int c = 0; c < PLOT_W; c++)
 			above[c] = below[c] + (pl->cols[c].valid ? (double)pl->cols[c].last : 0);
-		fprintf(pl->out, "<path class=\"stack\" data-series=\"%s\" fill=\"%s\" stroke=\"none\" d=\"",
+		fprintf(pl->out,
+			"<path class=\"stack\" data-series=\"%s\" fill=\"%s\" stroke=\"none\" d=\"",
 			styles[ids[k]].name, styles[ids[k]].color);
 		for (int c = 0; c < PLOT_W; c++)
-			fprintf(pl->out, "%c%.1f,%.1f", c ? 'L' : 'M', PLOT_X + c + 0.5, y_of(pl, above[c]));
+			fprintf(pl->out, "%c%.1f,%.1f", c ? 'L' : 'M', PLOT_X + c + 0.5,
+				y_of(pl, above[c]));
 		for (int c = PLOT_W; c-- > 0;)
 			fprintf(pl->out, "L%.1f,%.1f", PLOT_X + c + 0.5, y_of(pl, below[c]));
 		fprintf(pl->out, "Z\"/>\n");
@@ -212,14 +219,17 @@ static void draw_marks(struct plot *pl)
 			fputc(' ', pl->out);
 			xml_text(pl->out, m[i].path);
 		}
-		fprintf(pl->out, " at %.6f s</title><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
+		fprintf(pl->out,
+			" at %.6f s</title><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
 			"stroke=\"%s\" stroke-opacity=\"0.35\"/><path d=\"M%.1f,%dl-4,-7h8z\" fill=\"%s\"/></g>\n",
 			(m[i].ts - timeline_start_ns(pl->tl)) / 1e9, x, x, PLOT_Y, PLOT_Y + PLOT_H,
 			color[m[i].kind], x, PLOT_Y, color[m[i].kind]);
 	}
 	if (total > n)
-		fprintf(pl->out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#444\">%" PRIu64
-			" more fork/exec/exit marks not drawn</text>\n", PLOT_X + PLOT_W, PLOT_Y - 12, total - n);
+		fprintf(pl->out,
+			"<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#444\">%" PRIu64
+			" more fork/exec/exit marks not drawn</text>\n",
+			PLOT_X + PLOT_W, PLOT_Y - 12, total - n);
 	fprintf(pl->out, "</g>\n");
 }
 
@@ -232,17 +242,20 @@ static void draw_peak(struct plot *pl, const char *series, const char *label, co
 	uint64_t start = timeline_start_ns(pl->tl);
 
 	fmt_bytes(bytes, b, sizeof(b));
-	snprintf(text, sizeof(text), "peak %s %s at %.3f s", label, b, ts > start ? (ts - start) / 1e9 : 0);
+	snprintf(text, sizeof(text), "peak %s %s at %.3f s", label, b,
+		 ts > start ? (ts - start) / 1e9 : 0);
 	w = strlen(text) * 7.0 + 12;
 	lx = x + 8 + w > PLOT_X + PLOT_W ? x - 8 - w : x + 8;
 	ly = PLOT_Y + 6 + 24 * (*slot)++;
-	fprintf(pl->out, "<g class=\"peak-label\" data-series=\"%s\" data-bytes=\"%" PRIu64 "\" data-ts-ns=\"%" PRIu64 "\">"
+	fprintf(pl->out,
+		"<g class=\"peak-label\" data-series=\"%s\" data-bytes=\"%" PRIu64
+		"\" data-ts-ns=\"%" PRIu64 "\">"
 		"<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"#000\"/>"
 		"<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" stroke-width=\"0.6\"/>"
 		"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"19\" rx=\"3\" fill=\"#ffe14d\" stroke=\"#000\"/>"
 		"<text x=\"%.1f\" y=\"%.1f\" fill=\"#000\">%s</text></g>\n",
-		series, bytes, ts > start ? ts - start : 0, x, y, color, x, y, lx < x ? lx + w : lx, ly + 10,
-		lx, ly, w, lx + 6, ly + 14, text);
+		series, bytes, ts > start ? ts - start : 0, x, y, color, x, y, lx < x ? lx + w : lx,
+		ly + 10, lx, ly, w, lx + 6, ly + 14, text);
 }
 
 /* Indexes of the processes to draw, largest peak RSS (then heap) first. */
@@ -272,15 +285,19 @@ static int pick_procs(struct plot *pl, int *out)
 	return n;
 }
 
-static void legend_item(FILE *out, int *x, int *y, const char *color, const char *dash, const char *name)
+static void legend_item(FILE *out, int *x, int *y, const char *color, const char *dash,
+			const char *name)
 {
 	if (*x + 40 + (int)strlen(name) * 7 > SVG_W) { /* wrap */
 		*x = PLOT_X;
 		*y += 18;
 	}
-	fprintf(out, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%d\"%s%s%s/>"
-		"<text x=\"%d\" y=\"%d\" fill=\"#222\">", *x, *x + 22, *y - 4, *y - 4, color, dash ? 2 : 6,
-		dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "", *x + 28, *y);
+	fprintf(out,
+		"<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%d\"%s%s%s/>"
+		"<text x=\"%d\" y=\"%d\" fill=\"#222\">",
+		*x, *x + 22, *y - 4, *y - 4, color, dash ? 2 : 6,
+		dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "", *x + 28,
+		*y);
 	xml_text(out, name);
 	fprintf(out, "</text>\n");
 	*x += 40 + (int)strlen(name) * 7;
@@ -298,19 +315,22 @@ static void draw_legend(struct plot *pl, const int *procs, int nprocs)
 			legend_item(pl->out, &x, &y, styles[k].color, NULL, styles[k].name);
 	}
 	if (a->has_rss)
-		legend_item(pl->out, &x, &y, styles[TL_RSS].color, pl->m->per_process ? "1 3" : "5 0", "RSS (tree)");
+		legend_item(pl->out, &x, &y, styles[TL_RSS].color,
+			    pl->m->per_process ? "1 3" : "5 0", "RSS (tree)");
 	legend_item(pl->out, &x, &y, styles[TL_HEAP].color, "5 0", "heap (tree)");
 	if (pl->m->physical)
 		legend_item(pl->out, &x, &y, styles[TL_PHYSICAL].color, "5 0", "physical (tree)");
 	if (nprocs) {
 		x = PLOT_X;
 		y += 18;
-		fprintf(pl->out, "<text x=\"%d\" y=\"%d\" fill=\"#222\">per process: RSS solid, heap dashed</text>\n",
+		fprintf(pl->out,
+			"<text x=\"%d\" y=\"%d\" fill=\"#222\">per process: RSS solid, heap dashed</text>\n",
 			x, y);
 		x += 260;
 	}
 	for (int i = 0; i < nprocs; i++) {
-		snprintf(name, sizeof(name), "%u %s", a->procs[procs[i]].pid, a->procs[procs[i]].command);
+		snprintf(name, sizeof(name), "%u %s", a->procs[procs[i]].pid,
+			 a->procs[procs[i]].command);
 		legend_item(pl->out, &x, &y, proc_colors[i], NULL, name);
 	}
 	fprintf(pl->out, "</g>\n");
@@ -322,14 +342,19 @@ static void write_svg_body(struct plot *pl, bool standalone)
 	int procs[MAX_PROC_LINES], nprocs = 0, slot = 0;
 	char b[32], name[96];
 
-	fprintf(pl->out, "<svg %sid=\"timeline\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+	fprintf(pl->out,
+		"<svg %sid=\"timeline\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
 		"font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
-		standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", SVG_W, SVG_H, SVG_W, SVG_H);
-	fprintf(pl->out, "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">memtrack: ", PLOT_X);
+		standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", SVG_W, SVG_H, SVG_W,
+		SVG_H);
+	fprintf(pl->out,
+		"<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">memtrack: ", PLOT_X);
 	xml_text(pl->out, pl->m->command);
 	fmt_bytes(a->peak_live_bytes, b, sizeof(b));
-	fprintf(pl->out, "</text>\n<text x=\"%d\" y=\"40\" fill=\"#444\">%u processes, %" PRIu64
-		" allocations, peak heap %s", PLOT_X, a->nprocs, a->alloc_count, b);
+	fprintf(pl->out,
+		"</text>\n<text x=\"%d\" y=\"40\" fill=\"#444\">%u processes, %" PRIu64
+		" allocations, peak heap %s",
+		PLOT_X, a->nprocs, a->alloc_count, b);
 	if (a->has_rss) {
 		fmt_bytes(a->peak_rss_bytes, b, sizeof(b));
 		fprintf(pl->out, ", peak RSS %s", b);
@@ -346,25 +371,32 @@ static void write_svg_body(struct plot *pl, bool standalone)
 		draw_stack(pl);
 	draw_marks(pl);
 	if (a->has_rss)
-		draw_series(pl, -1, TL_RSS, "RSS", styles[TL_RSS].color, pl->m->per_process ? "1 3" : NULL, 1.5);
+		draw_series(pl, -1, TL_RSS, "RSS", styles[TL_RSS].color,
+			    pl->m->per_process ? "1 3" : NULL, 1.5);
 	for (int i = 0; i < nprocs; i++) {
-		snprintf(name, sizeof(name), "%u %s RSS", a->procs[procs[i]].pid, a->procs[procs[i]].command);
+		snprintf(name, sizeof(name), "%u %s RSS", a->procs[procs[i]].pid,
+			 a->procs[procs[i]].command);
 		draw_series(pl, procs[i], TL_RSS, name, proc_colors[i], NULL, 1.5);
-		snprintf(name, sizeof(name), "%u %s heap", a->procs[procs[i]].pid, a->procs[procs[i]].command);
+		snprintf(name, sizeof(name), "%u %s heap", a->procs[procs[i]].pid,
+			 a->procs[procs[i]].command);
 		draw_series(pl, procs[i], TL_HEAP, name, proc_colors[i], "4 3", 1.2);
 	}
 	draw_series(pl, -1, TL_HEAP, "heap", styles[TL_HEAP].color, NULL, 1.5);
 	if (pl->m->physical)
 		draw_series(pl, -1, TL_PHYSICAL, "physical", styles[TL_PHYSICAL].color, NULL, 1.5);
-	draw_peak(pl, "heap", "heap", styles[TL_HEAP].color, a->peak_live_bytes, a->peak_live_ts, &slot);
+	draw_peak(pl, "heap", "heap", styles[TL_HEAP].color, a->peak_live_bytes, a->peak_live_ts,
+		  &slot);
 	if (a->has_rss)
-		draw_peak(pl, "rss", "RSS", styles[TL_RSS].color, a->peak_rss_bytes, a->peak_rss_ts, &slot);
+		draw_peak(pl, "rss", "RSS", styles[TL_RSS].color, a->peak_rss_bytes, a->peak_rss_ts,
+			  &slot);
 	if (pl->m->physical)
-		draw_peak(pl, "physical", "physical", styles[TL_PHYSICAL].color, a->peak_physical_bytes,
-			  a->peak_physical_ts, &slot);
+		draw_peak(pl, "physical", "physical", styles[TL_PHYSICAL].color,
+			  a->peak_physical_bytes, a->peak_physical_ts, &slot);
 	draw_legend(pl, procs, nprocs);
-	fprintf(pl->out, "<line id=\"hover-line\" x1=\"0\" x2=\"0\" y1=\"%d\" y2=\"%d\" stroke=\"#000\" "
-		"stroke-width=\"0.7\" visibility=\"hidden\"/>\n</svg>\n", PLOT_Y, PLOT_Y + PLOT_H);
+	fprintf(pl->out,
+		"<line id=\"hover-line\" x1=\"0\" x2=\"0\" y1=\"%d\" y2=\"%d\" stroke=\"#000\" "
+		"stroke-width=\"0.7\" visibility=\"hidden\"/>\n</svg>\n",
+		PLOT_Y, PLOT_Y + PLOT_H);
 }
 
 static struct plot *plot_new(const struct timeline *tl, const struct timeline_meta *m, FILE *out)
@@ -404,7 +436,8 @@ static void write_hover_series(struct plot *pl, int proc, enum tl_series_id id, 
 		fprintf(pl->out, k ? "],\"hi\":[" : ",\"lo\":[");
 		for (int c = 0; c < PLOT_W; c++) {
 			if (pl->cols[c].valid)
-				fprintf(pl->out, c ? ",%" PRIu64 : "%" PRIu64, k ? pl->cols[c].hi : pl->cols[c].lo);
+				fprintf(pl->out, c ? ",%" PRIu64 : "%" PRIu64,
+					k ? pl->cols[c].hi : pl->cols[c].lo);
 			else
 				fprintf(pl->out, c ? ",null" : "null");
 		}
@@ -448,14 +481,18 @@ int timeline_write_html(const struct timeline *tl, const struct timeline_meta *m
 
 	if (!pl)
 		return -ENOMEM;
-	fprintf(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>memtrack: ");
+	fprintf(out,
+		"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>memtrack: ");
 	xml_text(out, m->command);
-	fprintf(out, "</title>\n<style>body{font-family:sans-serif;margin:8px;background:#fff}"
+	fprintf(out,
+		"</title>\n<style>body{font-family:sans-serif;margin:8px;background:#fff}"
 		"#tip{position:absolute;display:none;background:#fff;border:1px solid #888;padding:4px 8px;"
 		"font-size:12px;pointer-events:none;white-space:pre}</style>\n</head><body>\n");
 	write_svg_body(pl, false);
-	fprintf(out, "<div id=\"tip\"></div>\n<script>\nvar MT={\"width\":%d,\"x0\":%d,\"w\":%d,"
-		"\"span_ns\":%" PRIu64 ",\"series\":[\n", SVG_W, PLOT_X, PLOT_W, pl->span_ns);
+	fprintf(out,
+		"<div id=\"tip\"></div>\n<script>\nvar MT={\"width\":%d,\"x0\":%d,\"w\":%d,"
+		"\"span_ns\":%" PRIu64 ",\"series\":[\n",
+		SVG_W, PLOT_X, PLOT_W, pl->span_ns);
 	write_hover_series(pl, -1, TL_HEAP, "heap", &first);
 	if (a->has_rss) {
 		write_hover_series(pl, -1, TL_RSS, "RSS", &first);
@@ -469,9 +506,11 @@ int timeline_write_html(const struct timeline *tl, const struct timeline_meta *m
 		char name[96];
 
 		for (int i = 0; i < n; i++) {
-			snprintf(name, sizeof(name), "%u %s RSS", a->procs[procs[i]].pid, a->procs[procs[i]].command);
+			snprintf(name, sizeof(name), "%u %s RSS", a->procs[procs[i]].pid,
+				 a->procs[procs[i]].command);
 			write_hover_series(pl, procs[i], TL_RSS, name, &first);
-			snprintf(name, sizeof(name), "%u %s heap", a->procs[procs[i]].pid, a->procs[procs[i]].command);
+			snprintf(name, sizeof(name), "%u %s heap", a->procs[procs[i]].pid,
+				 a->procs[procs[i]].command);
 			write_hover_series(pl, procs[i], TL_HEAP, name, &first);
 		}
 	}

@@ -17,14 +17,14 @@
 #include "common.bpf.h"
 
 struct call_args {
-	__u64 size;	/* bytes requested (nmemb * size for calloc) */
-	__u64 arg;	/* realloc: old pointer; aligned: alignment; mallocx: flags */
-	__u64 memptr;	/* posix_memalign: where the result is stored */
-	__u64 sp;	/* stack pointer at the outermost entry */
-	__u16 fn;	/* enum mt_fn of the outermost call */
-	__u8 kind;	/* its enum mt_fn_kind */
-	__u8 noret;	/* no return probe: the first nested call's result is its own */
-	__u32 depth;	/* allocator calls with a return probe nested inside it */
+	__u64 size;   /* bytes requested (nmemb * size for calloc) */
+	__u64 arg;    /* realloc: old pointer; aligned: alignment; mallocx: flags */
+	__u64 memptr; /* posix_memalign: where the result is stored */
+	__u64 sp;     /* stack pointer at the outermost entry */
+	__u16 fn;     /* enum mt_fn of the outermost call */
+	__u8 kind;    /* its enum mt_fn_kind */
+	__u8 noret;   /* no return probe: the first nested call's result is its own */
+	__u32 depth;  /* allocator calls with a return probe nested inside it */
 };
 
 struct {
@@ -115,8 +115,9 @@ static __always_inline bool call_exit(struct call_args *out)
 static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 size, __u64 third)
 {
 	struct mt_rec *r;
-	__u32 n = type == MT_FREE ? FREE_NFIELDS
-		  : type == MT_MALLOC || type == MT_CALLOC ? MALLOC_NFIELDS : REALLOC_NFIELDS;
+	__u32 n = type == MT_FREE			   ? FREE_NFIELDS
+		  : type == MT_MALLOC || type == MT_CALLOC ? MALLOC_NFIELDS
+							   : REALLOC_NFIELDS;
 
 	/* one reserve per record size keeps the verifier's size constant */
 	if (n == FREE_NFIELDS)
@@ -186,32 +187,22 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 	__u64 sp = PT_REGS_SP(ctx);
 	bool noret = cookie & MT_COOKIE_NORET;
 
-	if (!heap_enabled)	/* recording switched off (control socket) */
+	if (!heap_enabled) /* recording switched off (control socket) */
 		return 0;
 	switch (kind) {
-	case MT_K_FREE:
-		return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
+	case MT_K_FREE: return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
 	case MT_K_MALLOC:
-	case MT_K_ZALLOC:
-		return call_enter(fn, kind, noret, sp, a0, 0, 0);
-	case MT_K_CALLOC:
-		return call_enter(fn, kind, noret, sp, a0 * a1, 0, 0);
+	case MT_K_ZALLOC: return call_enter(fn, kind, noret, sp, a0, 0, 0);
+	case MT_K_CALLOC: return call_enter(fn, kind, noret, sp, a0 * a1, 0, 0);
 	case MT_K_REALLOC:
-	case MT_K_XALLOCX:
-		return call_enter(fn, kind, noret, sp, a1, a0, 0);
-	case MT_K_REALLOCARRAY:
-		return call_enter(fn, kind, noret, sp, a1 * a2, a0, 0);
-	case MT_K_ALIGN_SIZE:
-		return call_enter(fn, kind, noret, sp, a1, a0, 0);
+	case MT_K_XALLOCX: return call_enter(fn, kind, noret, sp, a1, a0, 0);
+	case MT_K_REALLOCARRAY: return call_enter(fn, kind, noret, sp, a1 * a2, a0, 0);
+	case MT_K_ALIGN_SIZE: return call_enter(fn, kind, noret, sp, a1, a0, 0);
 	case MT_K_SIZE_ALIGN:
-	case MT_K_MALLOCX:
-		return call_enter(fn, kind, noret, sp, a0, a1, 0);
-	case MT_K_POSIX_MEMALIGN:
-		return call_enter(fn, kind, noret, sp, a2, a1, a0);
-	case MT_K_PAGE_ALIGNED:
-		return call_enter(fn, kind, noret, sp, a0, page_size, 0);
-	default:
-		return 0;
+	case MT_K_MALLOCX: return call_enter(fn, kind, noret, sp, a0, a1, 0);
+	case MT_K_POSIX_MEMALIGN: return call_enter(fn, kind, noret, sp, a2, a1, a0);
+	case MT_K_PAGE_ALIGNED: return call_enter(fn, kind, noret, sp, a0, page_size, 0);
+	default: return 0;
 	}
 }
 
@@ -247,8 +238,7 @@ static __always_inline void emit_result(const struct call_args *a, __u64 ret)
 	__u64 addr;
 
 	switch (a->kind) {
-	case MT_K_FREE:		/* recorded at entry */
-		break;
+	case MT_K_FREE: /* recorded at entry */ break;
 	case MT_K_MALLOC:
 		if (ret)
 			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0);
@@ -259,9 +249,7 @@ static __always_inline void emit_result(const struct call_args *a, __u64 ret)
 			emit_heap(MT_CALLOC, a->fn, ret, a->size, 0);
 		break;
 	case MT_K_REALLOC:
-	case MT_K_REALLOCARRAY:
-		realloc_exit(a, ret);
-		break;
+	case MT_K_REALLOCARRAY: realloc_exit(a, ret); break;
 	case MT_K_MALLOCX:
 		if (ret)
 			mallocx_exit(a, ret);

@@ -17,8 +17,8 @@
 #define PROT_EXEC 0x4
 
 /* Set by userspace before load. */
-extern const volatile __u64 wakeup_bytes;  /* wake the poller at this much unread data */
-extern const volatile __u32 stop_on_spawn; /* park new processes until userspace attaches */
+extern const volatile __u64 wakeup_bytes;	   /* wake the poller at this much unread data */
+extern const volatile __u32 stop_on_spawn;	   /* park new processes until userspace attaches */
 extern const volatile __u64 rss_granularity_pages; /* report RSS after this much change */
 extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters */
 extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */
@@ -30,7 +30,7 @@ extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
 extern void bpf_task_release(struct task_struct *p) __ksym;
 
 /* Written by userspace at run time (control socket). */
-extern volatile __u32 heap_enabled;		   /* 0: allocator probes record nothing */
+extern volatile __u32 heap_enabled; /* 0: allocator probes record nothing */
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -78,7 +78,8 @@ extern struct {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags,
+	       BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, __u32);

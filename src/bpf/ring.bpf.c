@@ -97,7 +97,8 @@ _Static_assert(BPF_F_UPROBE_MULTI_RETURN == MT_BPF_F_UPROBE_MULTI_RETURN, "BPF_F
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
+	__uint(map_flags,
+	       BPF_F_NO_PREALLOC); /* creating a preallocated map costs ~10 ms at start */
 	__uint(max_entries, MT_MAX_TRACKED);
 	__type(key, __u32);
 	__type(value, __u32);

@@ -64,7 +64,7 @@ int BPF_PROG(handle_rss_stat, struct mm_struct *mm, int member)
 	r = rec_reserve(MT_RSS, 0, RSS_NFIELDS);
 	if (!r)
 		return 0;
-	r->h.pid = o->tgid;	/* the owner, not the current task */
+	r->h.pid = o->tgid; /* the owner, not the current task */
 	r->h.tid = o->tgid;
 	r->f[RSS_ANON] = now[MM_ANONPAGES] * page_size;
 	r->f[RSS_FILE] = now[MM_FILEPAGES] * page_size;

@@ -25,8 +25,8 @@
 
 
 struct sys_args {
-	__u64 a[6];	/* the syscall's arguments */
-	__u32 nr;	/* enum mt_type it will produce */
+	__u64 a[6]; /* the syscall's arguments */
+	__u32 nr;   /* enum mt_type it will produce */
 	__u32 pad;
 };
 

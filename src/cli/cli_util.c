@@ -36,9 +36,12 @@ int parse_size(const char *s, uint64_t *out)
 	if (errno)
 		return -ERANGE;
 	switch (*end) {
-	case 'k': case 'K': shift = 10; break;
-	case 'm': case 'M': shift = 20; break;
-	case 'g': case 'G': shift = 30; break;
+	case 'k':
+	case 'K': shift = 10; break;
+	case 'm':
+	case 'M': shift = 20; break;
+	case 'g':
+	case 'G': shift = 30; break;
 	default: break;
 	}
 	if (shift) {
@@ -66,7 +69,7 @@ int close_stdout(const char *what)
 		err = errno;
 	if (!err)
 		return 0;
-	die_msg("cannot write the %s to standard output: %s; free space or redirect it elsewhere", what,
-		strerror(err));
+	die_msg("cannot write the %s to standard output: %s; free space or redirect it elsewhere",
+		what, strerror(err));
 	return 1;
 }

@@ -34,7 +34,8 @@ static bool is_command(int argc, char **argv)
 
 	if (!strcmp(cmd, "mark"))
 		return argc >= 4;
-	return argc == 3 && (!strcmp(cmd, "enable") || !strcmp(cmd, "disable") || !strcmp(cmd, "ping"));
+	return argc == 3 &&
+	       (!strcmp(cmd, "enable") || !strcmp(cmd, "disable") || !strcmp(cmd, "ping"));
 }
 
 int cmd_ctl(int argc, char **argv)

@@ -19,9 +19,9 @@
 struct diff_opts {
 	const char *base, *new;
 	bool json;
-	bool gate;			/* --fail-above given */
-	double fail_above;		/* percent */
-	bool chosen[DIFF_NMETRICS];	/* --metric; none given: all */
+	bool gate;		    /* --fail-above given */
+	double fail_above;	    /* percent */
+	bool chosen[DIFF_NMETRICS]; /* --metric; none given: all */
 	bool any_chosen;
 };
 
@@ -42,15 +42,18 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 			if (!strcmp(arg, "--metric")) {
 				m = diff_metric_lookup(argv[++i]);
 				if (m < 0) {
-					die_msg("unknown metric '%s'; use peak_heap_bytes, total_allocated_bytes, alloc_count, leaked_bytes, peak_rss_bytes or peak_physical_bytes", argv[i]);
+					die_msg("unknown metric '%s'; use peak_heap_bytes, total_allocated_bytes, alloc_count, leaked_bytes, peak_rss_bytes or peak_physical_bytes",
+						argv[i]);
 					return -EINVAL;
 				}
 				o->chosen[m] = o->any_chosen = true;
 				continue;
 			}
 			o->fail_above = strtod(argv[++i], &end);
-			if (end == argv[i] || *end || !isfinite(o->fail_above) || o->fail_above < 0) {
-				die_msg("--fail-above takes a percentage >= 0 (e.g. 5 or 2.5), not '%s'", argv[i]);
+			if (end == argv[i] || *end || !isfinite(o->fail_above) ||
+			    o->fail_above < 0) {
+				die_msg("--fail-above takes a percentage >= 0 (e.g. 5 or 2.5), not '%s'",
+					argv[i]);
 				return -EINVAL;
 			}
 			o->gate = true;
@@ -142,6 +145,8 @@ static void proc_row(const struct diff_opts *o, const struct loaded *b, const st
 {
 	const struct proc_summary *p = pb ? pb : pn;
 
+	if (!p) /* a pair has at least one side */
+		return;
 	if (o->json) {
 		printf("%s{\"command\":", first ? "" : ",");
 		json_print_string(stdout, p->command);
@@ -151,9 +156,12 @@ static void proc_row(const struct diff_opts *o, const struct loaded *b, const st
 	} else {
 		char pids[48];
 
-		snprintf(pids, sizeof(pids), pb && pn ? "pid %u -> %u" : "pid %u", p->pid, pn ? pn->pid : 0);
+		snprintf(pids, sizeof(pids), pb && pn ? "pid %u -> %u" : "pid %u", p->pid,
+			 pn ? pn->pid : 0);
 		printf("process %s (%s)%s\n", p->command[0] ? p->command : "?", pids,
-		       pb && pn ? "" : pb ? ": only in BASE" : ": only in NEW");
+		       pb && pn ? ""
+		       : pb	? ": only in BASE"
+				: ": only in NEW");
 	}
 	for (int m = 0, k = 0; m < DIFF_NMETRICS; m++) {
 		struct diff_value v = { .known = false };
@@ -190,7 +198,8 @@ static int proc_rows(const struct diff_opts *o, const struct loaded *b, const st
 	}
 	printf(o->json ? ",\"processes\":[" : "\n");
 	for (unsigned i = 0; i < b->a.nprocs; i++, first = false)
-		proc_row(o, b, n, &b->a.procs[i], match[i] >= 0 ? &n->a.procs[match[i]] : NULL, first);
+		proc_row(o, b, n, &b->a.procs[i], match[i] >= 0 ? &n->a.procs[match[i]] : NULL,
+			 first);
 	for (unsigned j = 0; j < n->a.nprocs; j++)
 		if (!matched[j]) {
 			proc_row(o, b, n, NULL, &n->a.procs[j], first);
@@ -256,9 +265,11 @@ int cmd_diff(int argc, char **argv)
 		json_print_string(stdout, o.base);
 		printf(",\"new\":");
 		json_print_string(stdout, o.new);
-		printf(o.gate ? ",\"fail_above_pct\":%g" : ",\"fail_above_pct\":null", o.fail_above);
+		printf(o.gate ? ",\"fail_above_pct\":%g" : ",\"fail_above_pct\":null",
+		       o.fail_above);
 	} else {
-		printf("base: %s (%s)\nnew:  %s (%s)\n", o.base, b->hdr.command, o.new, n->hdr.command);
+		printf("base: %s (%s)\nnew:  %s (%s)\n", o.base, b->hdr.command, o.new,
+		       n->hdr.command);
 	}
 	regressed = tree_rows(&o, b, n);
 	if (proc_rows(&o, b, n)) {
@@ -269,7 +280,8 @@ int cmd_diff(int argc, char **argv)
 	if (o.json)
 		printf(",\"regression\":%s}\n", regressed ? "true" : "false");
 	else if (o.gate)
-		printf("\n%s\n", regressed ? "REGRESSION: a metric grew beyond the threshold" : "ok: no metric grew beyond the threshold");
+		printf("\n%s\n", regressed ? "REGRESSION: a metric grew beyond the threshold"
+					   : "ok: no metric grew beyond the threshold");
 	ret = regressed ? 1 : 0;
 out:
 	if (b)

@@ -24,7 +24,8 @@ static void print_event(FILE *out, const struct mt_event *ev)
 		if (def->fields[i].kind == MT_FK_SINT)
 			fprintf(out, ",\"%s\":%lld", def->fields[i].name, (long long)ev->f[i]);
 		else
-			fprintf(out, ",\"%s\":%llu", def->fields[i].name, (unsigned long long)ev->f[i]);
+			fprintf(out, ",\"%s\":%llu", def->fields[i].name,
+				(unsigned long long)ev->f[i]);
 	}
 	if (def->has_string) {
 		fprintf(out, ",\"%s\":", def->string_name);
@@ -59,7 +60,8 @@ int cmd_dump(int argc, char **argv)
 		return 1;
 	}
 	if (ret == -ENODATA)
-		die_msg("%s: %s; every event before that point was printed", argv[1], mt_reader__error(r));
+		die_msg("%s: %s; every event before that point was printed", argv[1],
+			mt_reader__error(r));
 	else if (ret < 0)
 		die_msg("%s: %s; the events before it were printed", argv[1], mt_reader__error(r));
 	mt_reader__free(r);

@@ -26,7 +26,8 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 
 		if (!strncmp(arg, "--format=", 9)) {
 			o->format = arg + 9;
-		} else if (!strcmp(arg, "--format") || !strcmp(arg, "-o") || !strcmp(arg, "--output")) {
+		} else if (!strcmp(arg, "--format") || !strcmp(arg, "-o") ||
+			   !strcmp(arg, "--output")) {
 			if (i + 1 == argc) {
 				die_msg("%s needs a value; " EXPORT_USAGE, arg);
 				return -EINVAL;
@@ -39,18 +40,21 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 			die_msg("unknown option '%s'; " EXPORT_USAGE, arg);
 			return -EINVAL;
 		} else if (o->in) {
-			die_msg("one artifact at a time ('%s' and '%s'); " EXPORT_USAGE, o->in, arg);
+			die_msg("one artifact at a time ('%s' and '%s'); " EXPORT_USAGE, o->in,
+				arg);
 			return -EINVAL;
 		} else {
 			o->in = arg;
 		}
 	}
-	if (!o->format || (strcmp(o->format, "perfetto") && strcmp(o->format, "csv"))) {
-		die_msg("%s '%s'; use --format=perfetto or --format=csv", o->format ? "unknown format" : "no format", o->format ? o->format : "");
+	if (!o->format || (strcmp(o->format, "perfetto") != 0 && strcmp(o->format, "csv") != 0)) {
+		die_msg("%s '%s'; use --format=perfetto or --format=csv",
+			o->format ? "unknown format" : "no format", o->format ? o->format : "");
 		return -EINVAL;
 	}
 	if (!o->in || !o->out) {
-		die_msg("%s; " EXPORT_USAGE, o->in ? "no output file (-o OUT)" : "no artifact given");
+		die_msg("%s; " EXPORT_USAGE,
+			o->in ? "no output file (-o OUT)" : "no artifact given");
 		return -EINVAL;
 	}
 	return 0;
@@ -95,7 +99,8 @@ int cmd_export(int argc, char **argv)
 		goto out;
 	}
 	if (l->truncated)
-		die_msg("warning: '%s' is truncated: %s; exported what precedes it", o.in, l->error);
+		die_msg("warning: '%s' is truncated: %s; exported what precedes it", o.in,
+			l->error);
 	ret = 0;
 out:
 	if (x.out && x.out != stdout && fclose(x.out) && !ret) {

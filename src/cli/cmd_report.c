@@ -17,11 +17,11 @@
 struct report {
 	struct analysis a;
 	const struct mt_header *hdr;
-	const struct mt_trailer *trailer;	/* NULL when truncated */
+	const struct mt_trailer *trailer; /* NULL when truncated */
 	bool truncated;
-	bool physical;				/* physical was recorded (maybe no change seen) */
+	bool physical; /* physical was recorded (maybe no change seen) */
 	uint64_t dropped;
-	const char *error;			/* reader's message, "" if none */
+	const char *error; /* reader's message, "" if none */
 };
 
 static const char *human(uint64_t bytes, char *buf, size_t len)
@@ -93,7 +93,8 @@ static void print_text(const struct report *r)
 	char b1[32], b2[32], b3[32];
 
 	printf("command:      %s\n", r->hdr->command);
-	printf("duration:     %.3f s%s\n", duration_ns(r) / 1e9, r->truncated ? " (file truncated)" : "");
+	printf("duration:     %.3f s%s\n", duration_ns(r) / 1e9,
+	       r->truncated ? " (file truncated)" : "");
 	if (r->trailer)
 		printf("exit:         %s %d\n", r->trailer->exit_signal ? "signal" : "code",
 		       r->trailer->exit_signal ? r->trailer->exit_signal : r->trailer->exit_code);
@@ -118,7 +119,8 @@ static void print_text(const struct report *r)
 		       (unsigned long long)r->trailer->unprobed);
 	print_control_text(r);
 	if (a->nprocs > 20)
-		printf("processes:    %u (the first 20 listed; report --json lists all)\n", a->nprocs);
+		printf("processes:    %u (the first 20 listed; report --json lists all)\n",
+		       a->nprocs);
 	else
 		printf("processes:    %u\n", a->nprocs);
 	for (unsigned i = 0; i < a->nprocs && i < 20; i++) {
@@ -164,24 +166,27 @@ static void print_json(const struct report *r)
 	for (unsigned t = 0; r->trailer && t < MT_DROP_SLOTS; t++)
 		printf("%s\"%s\":%llu", t ? "," : "", t ? mt_type_def(t)->name : "unknown",
 		       (unsigned long long)r->trailer->dropped[t]);
-	printf("},\"unprobed_processes\":%llu", r->trailer ? (unsigned long long)r->trailer->unprobed : 0ull);
+	printf("},\"unprobed_processes\":%llu",
+	       r->trailer ? (unsigned long long)r->trailer->unprobed : 0ull);
 	printf(",\"truncated\":%s", r->truncated ? "true" : "false");
 	if (r->trailer)
-		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code, r->trailer->exit_signal);
+		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code,
+		       r->trailer->exit_signal);
 	printf(",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
 	       ",\"unknown_free_count\":%llu"
 	       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu",
 	       (unsigned long long)a->alloc_count, (unsigned long long)a->total_allocated_bytes,
 	       (unsigned long long)a->free_count, (unsigned long long)a->unknown_free_count,
-	       (unsigned long long)a->peak_live_bytes,
-	       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
+	       (unsigned long long)a->peak_live_bytes, (unsigned long long)a->leaked_count,
+	       (unsigned long long)a->leaked_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
 	printf(",\"markers\":[");
 	for (unsigned i = 0; i < a->nmarks; i++) {
 		printf("%s{\"name\":", i ? "," : "");
 		json_print_string(stdout, a->marks[i].name);
-		printf(",\"ts\":%llu,\"pid\":%u}", (unsigned long long)a->marks[i].ts, a->marks[i].pid);
+		printf(",\"ts\":%llu,\"pid\":%u}", (unsigned long long)a->marks[i].ts,
+		       a->marks[i].pid);
 	}
 	printf("],\"enabled_windows\":[");
 	for (unsigned i = 0; i < a->nwindows; i++)
@@ -200,7 +205,8 @@ static void print_json(const struct report *r)
 		       (unsigned long long)p->peak_heap_bytes, (unsigned long long)p->leaked_bytes);
 		print_opt_u64("peak_rss_bytes", a->has_rss, p->peak_rss_bytes);
 		if (p->exited)
-			printf(",\"exit_code\":%lld,\"exit_signal\":%u", (long long)p->exit_code, p->exit_signal);
+			printf(",\"exit_code\":%lld,\"exit_signal\":%u", (long long)p->exit_code,
+			       p->exit_signal);
 		printf("}");
 	}
 	printf("]}\n");
@@ -224,9 +230,10 @@ static void print_section(const struct report *r, const struct section *s, bool 
 		       ",\"heap_recording_complete\":%s}\n",
 		       (unsigned long long)s->start_ns, (unsigned long long)s->end_ns,
 		       (unsigned long long)dur, (unsigned long long)a->alloc_count,
-		       (unsigned long long)a->total_allocated_bytes, (unsigned long long)a->free_count,
-		       (unsigned long long)a->peak_live_bytes, (unsigned long long)a->leaked_count,
-		       (unsigned long long)a->leaked_bytes, section_complete(s) ? "true" : "false");
+		       (unsigned long long)a->total_allocated_bytes,
+		       (unsigned long long)a->free_count, (unsigned long long)a->peak_live_bytes,
+		       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes,
+		       section_complete(s) ? "true" : "false");
 		return;
 	}
 	printf("command:      %s\n", r->hdr->command);
@@ -256,8 +263,8 @@ static int section_missing(const char *path, const struct report *r, const struc
 		used += snprintf(names + used, sizeof(names) - used, "%s'%s'", i ? ", " : "",
 				 r->a.marks[i].name);
 	if (s->state == SECTION_BEFORE)
-		die_msg("%s has no mark '%s'; its marks: %s (see memtrack report %s)", path, s->from,
-			r->a.nmarks ? names : "none", path);
+		die_msg("%s has no mark '%s'; its marks: %s (see memtrack report %s)", path,
+			s->from, r->a.nmarks ? names : "none", path);
 	else
 		die_msg("%s has no mark '%s' after mark '%s'; its marks: %s (see memtrack report %s)",
 			path, s->to, s->from, names, path);
@@ -269,7 +276,9 @@ static int write_picture(const struct report *r, const struct timeline *tl, cons
 			 bool html, bool per_process)
 {
 	struct timeline_meta m = {
-		.command = r->hdr->command, .a = &r->a, .physical = r->physical,
+		.command = r->hdr->command,
+		.a = &r->a,
+		.physical = r->physical,
 		.per_process = per_process,
 	};
 	FILE *f = fopen(path, "w");
@@ -292,7 +301,7 @@ static int write_picture(const struct report *r, const struct timeline *tl, cons
 	return 0;
 }
 
-#define REPORT_USAGE                                                                          \
+#define REPORT_USAGE                                                                              \
 	"usage: memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process] " \
 	"[--between MARK_A MARK_B]"
 

@@ -40,19 +40,19 @@
 #include "spawn.h"
 
 struct track_opts {
-	const char *output;		/* artifact path */
-	bool allocators;		/* attach heap probes */
-	bool physical;			/* --physical: count the tree's physical pages */
-	bool allow_drops;		/* keep the command's status despite drops */
-	bool verbose;			/* -v: libbpf output and statistics */
-	bool quiet;			/* -q: no summary line */
-	bool shell;			/* run argv[0] through /bin/sh -c */
-	const char *control;		/* --control: the control socket's path, or NULL */
-	bool start_disabled;		/* --start-disabled: heap recording off until `enable` */
+	const char *output;  /* artifact path */
+	bool allocators;     /* attach heap probes */
+	bool physical;	     /* --physical: count the tree's physical pages */
+	bool allow_drops;    /* keep the command's status despite drops */
+	bool verbose;	     /* -v: libbpf output and statistics */
+	bool quiet;	     /* -q: no summary line */
+	bool shell;	     /* run argv[0] through /bin/sh -c */
+	const char *control; /* --control: the control socket's path, or NULL */
+	bool start_disabled; /* --start-disabled: heap recording off until `enable` */
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;
-	char **argv;			/* the command */
+	char **argv; /* the command */
 };
 
 struct track_run {
@@ -60,26 +60,35 @@ struct track_run {
 	struct memtrack_bpf *skel;
 	struct probes *probes;
 	struct pipeline *pipe;
-	struct control *ctl;		/* NULL without --control (or when it failed) */
+	struct control *ctl; /* NULL without --control (or when it failed) */
 	struct mt_writer *writer;
 	struct mt_header hdr;
 	struct spawn child;
 	int out_fd;
-	char tmp_path[4096];		/* the artifact until it is renamed to o->output */
-	bool placed;			/* renamed: the artifact is at o->output */
-	int status;			/* the root's wait status */
+	char tmp_path[4096]; /* the artifact until it is renamed to o->output */
+	bool placed;	     /* renamed: the artifact is at o->output */
+	int status;	     /* the root's wait status */
 	/* the poller's hook cannot print (STYLE §5): it keeps its first failure */
-	unsigned hook_failures;		/* processes it could not attach or untrack */
-	int hook_err;			/* the first failure, -errno */
-	pid_t hook_err_pid;		/* the process it concerned */
-	uint64_t events;		/* records that reached the artifact */
+	unsigned hook_failures; /* processes it could not attach or untrack */
+	int hook_err;		/* the first failure, -errno */
+	pid_t hook_err_pid;	/* the process it concerned */
+	uint64_t events;	/* records that reached the artifact */
 	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases, for -v */
-	bool signalled;			/* memtrack got SIGINT/SIGTERM/SIGHUP */
-	int unprobed_errno;		/* why the last process went unprobed, 0 if none did */
+	bool signalled;					  /* memtrack got SIGINT/SIGTERM/SIGHUP */
+	int unprobed_errno; /* why the last process went unprobed, 0 if none did */
 };
 
-enum { OPT_PHYSICAL = 255, OPT_NO_ALLOC = 256, OPT_ALLOW_DROPS, OPT_RING, OPT_BATCH, OPT_FLUSH, OPT_WAKEUP,
-       OPT_CONTROL, OPT_START_DISABLED };
+enum {
+	OPT_PHYSICAL = 255,
+	OPT_NO_ALLOC = 256,
+	OPT_ALLOW_DROPS,
+	OPT_RING,
+	OPT_BATCH,
+	OPT_FLUSH,
+	OPT_WAKEUP,
+	OPT_CONTROL,
+	OPT_START_DISABLED
+};
 
 static const struct option track_options[] = {
 	{ "output", required_argument, NULL, 'o' },
@@ -157,37 +166,43 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case OPT_RING:
 			/* the kernel takes a map size in 32 bits: 2G at most */
 			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096 || v > (1ull << 31)) {
-				die_msg("invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M", optarg);
+				die_msg("invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M",
+					optarg);
 				return 2;
 			}
 			o->ring_bytes = v;
 			break;
 		case OPT_BATCH:
 			if (parse_size(optarg, &v) || v < 4096 || v > (64u << 20)) {
-				die_msg("invalid --batch-size '%s'; give 4K to 64M, e.g. 256K", optarg);
+				die_msg("invalid --batch-size '%s'; give 4K to 64M, e.g. 256K",
+					optarg);
 				return 2;
 			}
 			o->pipe.batch_bytes = v;
 			break;
 		case OPT_FLUSH:
 			if (parse_size(optarg, &v) || !v || v > 3600000) {
-				die_msg("invalid --flush-ms '%s'; give milliseconds between 1 and 3600000", optarg);
+				die_msg("invalid --flush-ms '%s'; give milliseconds between 1 and 3600000",
+					optarg);
 				return 2;
 			}
 			o->pipe.flush_ms = v;
 			break;
 		case OPT_WAKEUP:
 			if (parse_size(optarg, &v)) {
-				die_msg("invalid --wakeup-bytes '%s'; give a byte count, e.g. 1M", optarg);
+				die_msg("invalid --wakeup-bytes '%s'; give a byte count, e.g. 1M",
+					optarg);
 				return 2;
 			}
 			o->wakeup_bytes = v;
 			break;
 		default:
 			if (optopt)
-				die_msg("unknown or incomplete option '-%c'; see memtrack track --help", optopt);
+				die_msg("unknown or incomplete option '-%c'; see memtrack track --help",
+					optopt);
 			else
-				die_msg("unknown option '%s'; see memtrack track --help", argv[optind - 1]);
+				die_msg("unknown option '%s'; see memtrack track --help",
+					argv[optind - 1]);
 			return 2;
 		}
 	}
@@ -324,7 +339,7 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	struct track_run *run = ctx;
 	pid_t pid = h->pid;
 
-	if (!run->probes)	/* --no-allocators: nothing is ever parked */
+	if (!run->probes) /* --no-allocators: nothing is ever parked */
 		return;
 	/*
 	 * Links are bound to the leader task.  An exec by the leader keeps it
@@ -366,13 +381,16 @@ static int open_output(struct track_run *run)
 	if (!run->o->output) {
 		base = strrchr(run->o->argv[0], '/');
 		base = base ? base + 1 : run->o->argv[0];
-		snprintf(def, sizeof(def), "memtrack.%.*s.%d.mtrk",
-			 (int)strcspn(base, " \t|&;<>"), base, getpid());
+		snprintf(def, sizeof(def), "memtrack.%.*s.%d.mtrk", (int)strcspn(base, " \t|&;<>"),
+			 base, getpid());
 		run->o->output = def;
 	}
 	if (!lstat(run->o->output, &st) && !S_ISREG(st.st_mode)) {
 		die_msg("'%s' exists and is not a regular file (%s); memtrack replaces only regular files: choose another path with -o",
-			run->o->output, S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+			run->o->output,
+			S_ISLNK(st.st_mode)   ? "a symbolic link"
+			: S_ISDIR(st.st_mode) ? "a directory"
+					      : "a device, FIFO or socket");
 		return 2;
 	}
 	slash = strrchr(run->o->output, '/');
@@ -493,15 +511,18 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 		"memtrack: pipeline: %llu events, %llu batches (full %llu, timeout %llu, drain %llu, shutdown %llu), "
 		"max queue %llu, poller waits %llu, dropped %llu, encode %.1f ms, %llu frames, %llu raw bytes, %llu file bytes\n",
 		(unsigned long long)ps->events, (unsigned long long)ps->batches,
-		(unsigned long long)ps->flushes[FLUSH_FULL], (unsigned long long)ps->flushes[FLUSH_TIMEOUT],
-		(unsigned long long)ps->flushes[FLUSH_DRAIN], (unsigned long long)ps->flushes[FLUSH_SHUTDOWN],
-		(unsigned long long)ps->max_queue, (unsigned long long)ps->poller_waits,
-		(unsigned long long)total_drops(t), ps->encode_ns / 1e6, (unsigned long long)ps->frames,
+		(unsigned long long)ps->flushes[FLUSH_FULL],
+		(unsigned long long)ps->flushes[FLUSH_TIMEOUT],
+		(unsigned long long)ps->flushes[FLUSH_DRAIN],
+		(unsigned long long)ps->flushes[FLUSH_SHUTDOWN], (unsigned long long)ps->max_queue,
+		(unsigned long long)ps->poller_waits, (unsigned long long)total_drops(t),
+		ps->encode_ns / 1e6, (unsigned long long)ps->frames,
 		(unsigned long long)ps->raw_bytes, (unsigned long long)ps->file_bytes);
 	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
 		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
 		(run->t_finished - run->t_exited) / 1e6);
-	fprintf(stderr, "memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %llu processes unprobed, %.1f ms attaching\n",
+	fprintf(stderr,
+		"memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %llu processes unprobed, %.1f ms attaching\n",
 		(unsigned long long)pr.syncs, (unsigned long long)pr.links,
 		(unsigned long long)pr.failures, (unsigned long long)pr.lost, pr.sync_ns / 1e6);
 }
@@ -562,9 +583,10 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
 			 (unsigned long long)t->unprobed);
 	if (!run->o->quiet)
-		fprintf(stderr, "memtrack: wrote %s: %llu events, %llu lost%s, command exited with %d\n",
-			run->o->output, (unsigned long long)events, (unsigned long long)drops, unprobed,
-			status);
+		fprintf(stderr,
+			"memtrack: wrote %s: %llu events, %llu lost%s, command exited with %d\n",
+			run->o->output, (unsigned long long)events, (unsigned long long)drops,
+			unprobed, status);
 	if (run->o->allow_drops)
 		return status;
 	if (t->unprobed)
@@ -616,7 +638,7 @@ static void open_control(struct track_run *run)
 		die_msg("%s (the command runs without control, heap recording on)", err);
 		*co.heap_enabled = 1;
 		run->o->start_disabled = false;
-		unsetenv("MEMTRACK_CONTROL");	/* no other session's socket either */
+		unsetenv("MEMTRACK_CONTROL"); /* no other session's socket either */
 	}
 }
 
@@ -635,21 +657,34 @@ static const char *loader_reason(enum loader_step step, int err, char *buf, size
 {
 	switch (step) {
 	case LOADER_BTF:
-		snprintf(buf, len, "this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+		snprintf(
+			buf, len,
+			"this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
 		break;
 	case LOADER_OPEN:
 		snprintf(buf, len, "cannot open the BPF object: %s", strerror(-err));
 		break;
 	case LOADER_LOAD:
 		if (err == -ENOMEM)
-			snprintf(buf, len, "not enough memory for memtrack's BPF maps; choose a smaller --ring-size");
+			snprintf(
+				buf, len,
+				"not enough memory for memtrack's BPF maps; choose a smaller --ring-size");
 		else if (err == -EPERM)
-			snprintf(buf, len, "not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON", strerror(-err));
+			snprintf(
+				buf, len,
+				"not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON",
+				strerror(-err));
 		else
-			snprintf(buf, len, "the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log", strerror(-err));
+			snprintf(
+				buf, len,
+				"the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log",
+				strerror(-err));
 		break;
 	case LOADER_ATTACH:
-		snprintf(buf, len, "cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)", strerror(-err));
+		snprintf(
+			buf, len,
+			"cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)",
+			strerror(-err));
 		break;
 	}
 	return buf;
@@ -688,7 +723,8 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {
 		ret = -errno;
-		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", run->o->output, strerror(-ret));
+		snprintf(err, errlen, "cannot write the artifact header to '%s': %s",
+			 run->o->output, strerror(-ret));
 		return ret;
 	}
 	if (run->o->allocators) {
@@ -728,8 +764,8 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 /* Task t closes fds[t], fds[t + CLOSER_TASKS], ...: links, opened last, spread. */
 struct closer_share {
 	const int *fds;
-	unsigned n;		/* fds listed */
-	unsigned first;		/* this task's first index */
+	unsigned n;	/* fds listed */
+	unsigned first; /* this task's first index */
 };
 
 static int closer_fds[CLOSER_MAX_FDS];
@@ -817,7 +853,7 @@ static bool fork_closer(void)
 	}
 	if (pid > 0) {
 		close(fds[0]);
-		return true;	/* fds[1] closes when we exit */
+		return true; /* fds[1] closes when we exit */
 	}
 	close(fds[1]);
 	setsid();
@@ -863,7 +899,9 @@ static void teardown(struct track_run *run)
 int cmd_track(int argc, char **argv)
 {
 	struct track_opts o;
-	struct track_run run = { .o = &o, .out_fd = -1, .child = { .pid = -1, .release_fd = -1, .status_fd = -1 } };
+	struct track_run run = { .o = &o,
+				 .out_fd = -1,
+				 .child = { .pid = -1, .release_fd = -1, .status_fd = -1 } };
 	struct mt_trailer trailer = { 0 };
 	char err[512] = "", path[4096];
 	sigset_t old;
@@ -898,17 +936,19 @@ int cmd_track(int argc, char **argv)
 		goto fail_setup;
 	install_signals(&old);
 	run.t_loaded = mono_ns();
-	ret = spawn_parked(&run.child, o.argv, o.shell, sudo_invoker(&(uid_t){0}, &(gid_t){0}), &old);
+	ret = spawn_parked(&run.child, o.argv, o.shell, sudo_invoker(&(uid_t){ 0 }, &(gid_t){ 0 }),
+			   &old);
 	if (ret || loader_track_root(run.skel, run.child.pid)) {
-		snprintf(err, sizeof(err), "cannot start the command: %s", strerror(ret ? -ret : errno));
+		snprintf(err, sizeof(err), "cannot start the command: %s",
+			 strerror(ret ? -ret : errno));
 		spawn_abort(&run.child);
 		goto fail_setup;
 	}
 	exec_err = spawn_release(&run.child);
 	if (exec_err) {
 		/* like a shell: 127 or 126, and no artifact of a command that never ran */
-		die_msg("cannot run %s: %s; check the file and its interpreter (#! line)", o.argv[0],
-			strerror(-exec_err));
+		die_msg("cannot run %s: %s; check the file and its interpreter (#! line)",
+			o.argv[0], strerror(-exec_err));
 		waitpid(run.child.pid, NULL, 0);
 		discard_output(&run);
 		ret = exec_err == -ENOENT ? 127 : 126;
@@ -916,15 +956,16 @@ int cmd_track(int argc, char **argv)
 	}
 	ret = place_output(&run);
 	if (ret) {
-		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first", run.tmp_path,
-			o.output, strerror(-ret));
+		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first",
+			run.tmp_path, o.output, strerror(-ret));
 		o.output = run.tmp_path;
 		run.placed = true;
 	}
 	wait_tree(&run, &old);
 	ret = finish(&run, &trailer);
 	if (ret) {
-		die_msg("cannot finish '%s': %s; the events before the error are readable", o.output, strerror(-ret));
+		die_msg("cannot finish '%s': %s; the events before the error are readable",
+			o.output, strerror(-ret));
 		ret = 1;
 	} else {
 		ret = report_end(&run, &trailer);
@@ -937,7 +978,7 @@ fail_setup:
 	ret = 1;
 out:
 	pipeline__free(run.pipe);
-	control__free(run.ctl);	/* after the poller, which serves it */
+	control__free(run.ctl); /* after the poller, which serves it */
 	mt_writer__free(run.writer);
 	teardown(&run);
 	if (run.out_fd >= 0)

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "memtrack-ctl.h"
 
-#define LINE_MAX_CTL 512	/* the server's limit, "\n" included */
+#define LINE_MAX_CTL 512 /* the server's limit, "\n" included */
 
 /* Stores a one-line error and returns @err. */
 static int fail(struct memtrack_ctl *c, int err, const char *fmt, ...)
@@ -38,9 +38,13 @@ int memtrack_ctl_open(struct memtrack_ctl *c, const char *path)
 	if (!path)
 		path = getenv("MEMTRACK_CONTROL");
 	if (!path || !*path)
-		return fail(c, -ENOENT, "no control socket: MEMTRACK_CONTROL is not set; run the program under memtrack track --control PATH");
+		return fail(
+			c, -ENOENT,
+			"no control socket: MEMTRACK_CONTROL is not set; run the program under memtrack track --control PATH");
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return fail(c, -ENAMETOOLONG, "control socket path '%s' is too long (at most %zu bytes)", path, sizeof(sa.sun_path) - 1);
+		return fail(c, -ENAMETOOLONG,
+			    "control socket path '%s' is too long (at most %zu bytes)", path,
+			    sizeof(sa.sun_path) - 1);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
@@ -50,12 +54,24 @@ int memtrack_ctl_open(struct memtrack_ctl *c, const char *path)
 		close(c->fd);
 		c->fd = -1;
 		if (err == -ENOENT)
-			return fail(c, err, "no control socket at '%s'; start memtrack track --control %s first", path, path);
+			return fail(
+				c, err,
+				"no control socket at '%s'; start memtrack track --control %s first",
+				path, path);
 		if (err == -ECONNREFUSED)
-			return fail(c, err, "nobody listens on '%s'; the memtrack that made it has exited (remove the file)", path);
+			return fail(
+				c, err,
+				"nobody listens on '%s'; the memtrack that made it has exited (remove the file)",
+				path);
 		if (err == -EACCES)
-			return fail(c, err, "not allowed to connect to '%s'; the socket (mode 0600) belongs to the user memtrack runs the command as: connect as that user", path);
-		return fail(c, err, "cannot connect to '%s': %s; check that it is the socket of a running memtrack track --control", path, strerror(-err));
+			return fail(
+				c, err,
+				"not allowed to connect to '%s'; the socket (mode 0600) belongs to the user memtrack runs the command as: connect as that user",
+				path);
+		return fail(
+			c, err,
+			"cannot connect to '%s': %s; check that it is the socket of a running memtrack track --control",
+			path, strerror(-err));
 	}
 	return 0;
 }
@@ -114,7 +130,7 @@ int memtrack_ctl_command(struct memtrack_ctl *c, const char *line)
 		return fail(c, -EBADF, "not connected; call memtrack_ctl_open() first");
 	if (len + 1 >= sizeof(buf) || memchr(line, '\n', len))
 		return fail(c, -EINVAL, "command too long or contains a newline");
-	memcpy(buf, line, len);
+	memcpy(buf, line, len + 1); /* with its NUL, which the newline replaces */
 	buf[len] = '\n';
 	err = send_all(c->fd, buf, len + 1);
 	if (!err)

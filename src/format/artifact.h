@@ -24,45 +24,45 @@
 
 /* One decoded record, as the reader hands it out. */
 struct mt_event {
-	struct mt_rec_hdr h;	     /* type, fn, pid, tid, nfields, ts */
-	__u64 f[MT_MAX_FIELDS];	     /* h.nfields of them are meaningful */
-	char str[MT_PATH_MAX];	     /* string field (EXEC path), "" if none */
+	struct mt_rec_hdr h;	/* type, fn, pid, tid, nfields, ts */
+	__u64 f[MT_MAX_FIELDS]; /* h.nfields of them are meaningful */
+	char str[MT_PATH_MAX];	/* string field (EXEC path), "" if none */
 };
 
 struct mt_header {
-	uint32_t format_version;	/* MT_FORMAT_VERSION of the writer */
-	char memtrack_version[32];	/* "0.1.0" */
-	uint32_t page_size;		/* bytes */
-	uint32_t clock_id;		/* CLOCK_MONOTONIC: clock of every ts */
-	int64_t wall_offset_ns;		/* CLOCK_REALTIME - clock_id at start */
-	uint64_t start_ns;		/* clock_id time when tracking started */
-	char kernel_release[65];	/* uname -r */
-	char command[MT_CMDLINE_MAX];	/* the command line, argv joined by ' ' */
-	uint32_t flags;			/* MT_HDR_* */
+	uint32_t format_version;      /* MT_FORMAT_VERSION of the writer */
+	char memtrack_version[32];    /* "0.1.0" */
+	uint32_t page_size;	      /* bytes */
+	uint32_t clock_id;	      /* CLOCK_MONOTONIC: clock of every ts */
+	int64_t wall_offset_ns;	      /* CLOCK_REALTIME - clock_id at start */
+	uint64_t start_ns;	      /* clock_id time when tracking started */
+	char kernel_release[65];      /* uname -r */
+	char command[MT_CMDLINE_MAX]; /* the command line, argv joined by ' ' */
+	uint32_t flags;		      /* MT_HDR_* */
 };
 
 /* Header flags: what the run recorded. */
-#define MT_HDR_ALLOCATORS 1u /* heap probes were attached */
-#define MT_HDR_PHYSICAL 2u   /* PHYSICAL records were requested */
+#define MT_HDR_ALLOCATORS 1u	 /* heap probes were attached */
+#define MT_HDR_PHYSICAL 2u	 /* PHYSICAL records were requested */
 #define MT_HDR_START_DISABLED 4u /* heap recording was off at start (--start-disabled) */
 
 struct mt_trailer {
-	uint64_t events[MT_TYPE_MAX];	/* records written, per type */
-	uint64_t dropped[MT_TYPE_MAX];	/* records lost in the ring buffer; [0] = type unknown */
-	int32_t exit_code;		/* the command's exit code, -1 if killed */
-	int32_t exit_signal;		/* signal that killed it, 0 if none */
-	uint64_t duration_ns;		/* from start_ns to the command's end */
-	uint64_t frames;		/* event frames before the trailer */
-	uint64_t unprobed;		/* processes left without (all) their allocator probes */
+	uint64_t events[MT_TYPE_MAX];  /* records written, per type */
+	uint64_t dropped[MT_TYPE_MAX]; /* records lost in the ring buffer; [0] = type unknown */
+	int32_t exit_code;	       /* the command's exit code, -1 if killed */
+	int32_t exit_signal;	       /* signal that killed it, 0 if none */
+	uint64_t duration_ns;	       /* from start_ns to the command's end */
+	uint64_t frames;	       /* event frames before the trailer */
+	uint64_t unprobed;	       /* processes left without (all) their allocator probes */
 };
 
 /* Writer statistics, valid at any time. */
 struct mt_writer_stats {
-	uint64_t frames;	 /* event frames written */
-	uint64_t events;	 /* records added */
-	uint64_t raw_bytes;	 /* encoded bytes before compression */
-	uint64_t file_bytes;	 /* bytes written to the fd, header included */
-	uint64_t encode_ns;	 /* time spent encoding + compressing + writing */
+	uint64_t frames;     /* event frames written */
+	uint64_t events;     /* records added */
+	uint64_t raw_bytes;  /* encoded bytes before compression */
+	uint64_t file_bytes; /* bytes written to the fd, header included */
+	uint64_t encode_ns;  /* time spent encoding + compressing + writing */
 };
 
 struct mt_writer;
@@ -79,8 +79,8 @@ struct mt_writer *mt_writer__new(int fd, const struct mt_header *hdr, int zstd_l
  * @str is the string field or NULL.  Errors are sticky: they are returned by
  * this and every later call, and by mt_writer__finish().
  */
-int mt_writer__add(struct mt_writer *w, const struct mt_rec_hdr *hdr,
-		   const __u64 *f, const char *str);
+int mt_writer__add(struct mt_writer *w, const struct mt_rec_hdr *hdr, const __u64 *f,
+		   const char *str);
 
 /* Compresses and writes the current frame; no-op when it is empty. */
 int mt_writer__flush(struct mt_writer *w);
@@ -118,8 +118,8 @@ struct mt_encoder *mt_encoder__new(int zstd_level);
  * when the frame is sealed and not yet put.  Errors other than -EBUSY are
  * sticky and returned again by mt_encoder__seal() and mt_writer__put().
  */
-int mt_encoder__add(struct mt_encoder *e, const struct mt_rec_hdr *hdr,
-		    const __u64 *f, const char *str);
+int mt_encoder__add(struct mt_encoder *e, const struct mt_rec_hdr *hdr, const __u64 *f,
+		    const char *str);
 
 /* True once the frame's raw records reach MT_FRAME_RAW_TARGET: seal and put it. */
 bool mt_encoder__full(const struct mt_encoder *e);

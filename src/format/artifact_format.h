@@ -18,8 +18,8 @@
 /* File header: magic, u16 version, u16 reserved, u32 body length, body, u32 crc. */
 #define MT_FILE_MAGIC "MTRK\r\n\x1a\n"
 #define MT_FILE_MAGIC_LEN 8
-#define MT_FILE_PREFIX_LEN 16		/* magic .. body length */
-#define MT_HEADER_BODY_MAX (1u << 20)	/* readers refuse longer bodies */
+#define MT_FILE_PREFIX_LEN 16	      /* magic .. body length */
+#define MT_HEADER_BODY_MAX (1u << 20) /* readers refuse longer bodies */
 
 /* Frame header: 44 bytes, all little-endian. */
 #define MT_FRAME_MAGIC "FRM1"
@@ -114,13 +114,13 @@ static inline bool mt_crc32_ok(uint32_t stored, const void *buf, size_t len)
 #endif /* FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION */
 
 struct mt_frame_hdr {
-	uint8_t kind;		/* MT_FRAME_* */
-	uint32_t comp_len;	/* payload bytes on disk */
-	uint32_t raw_len;	/* payload bytes after decompression */
-	uint32_t event_count;	/* records in the payload, of every type */
-	uint64_t first_ts;	/* ts of the first record, base of its delta */
-	uint64_t last_ts;	/* ts of the last record */
-	uint32_t payload_crc;	/* mt_crc32 of the comp_len payload bytes */
+	uint8_t kind;	      /* MT_FRAME_* */
+	uint32_t comp_len;    /* payload bytes on disk */
+	uint32_t raw_len;     /* payload bytes after decompression */
+	uint32_t event_count; /* records in the payload, of every type */
+	uint64_t first_ts;    /* ts of the first record, base of its delta */
+	uint64_t last_ts;     /* ts of the last record */
+	uint32_t payload_crc; /* mt_crc32 of the comp_len payload bytes */
 };
 
 /* Serializes @h into @b (MT_FRAME_HDR_LEN bytes), header checksum included. */
@@ -128,8 +128,8 @@ static inline void mt_frame_hdr_put(uint8_t *b, const struct mt_frame_hdr *h)
 {
 	memcpy(b, MT_FRAME_MAGIC, 4);
 	b[MT_FRAME_OFF_KIND] = h->kind;
-	b[5] = 0;		/* reserved */
-	mt_put_le16(b + 6, 0);	/* reserved */
+	b[5] = 0;	       /* reserved */
+	mt_put_le16(b + 6, 0); /* reserved */
 	mt_put_le32(b + MT_FRAME_OFF_COMP_LEN, h->comp_len);
 	mt_put_le32(b + MT_FRAME_OFF_RAW_LEN, h->raw_len);
 	mt_put_le32(b + MT_FRAME_OFF_COUNT, h->event_count);

@@ -23,30 +23,30 @@
 
 struct mt_reader {
 	int fd;
-	int state;		/* 0 reading, 1 clean end, < 0 sticky error */
-	uint64_t off;		/* file offset of the next byte to read */
+	int state;    /* 0 reading, 1 clean end, < 0 sticky error */
+	uint64_t off; /* file offset of the next byte to read */
 	struct mt_header hdr;
 	struct mt_trailer trailer;
 	bool have_trailer;
 	ZSTD_DCtx *dctx;
 
-	uint8_t *zbuf;		/* payload as stored */
+	uint8_t *zbuf; /* payload as stored */
 	size_t zcap;
-	uint8_t *raw;		/* payload decompressed */
+	uint8_t *raw; /* payload decompressed */
 	size_t rcap;
 
 	/* the current event frame */
-	const uint8_t *p;	/* next undecoded record */
+	const uint8_t *p; /* next undecoded record */
 	const uint8_t *end;
 	bool in_frame;
-	uint64_t frame_off;	/* file offset of its frame header */
-	uint32_t frame_count;	/* its header's event_count */
-	uint32_t frame_seen;	/* records decoded so far, of every type */
+	uint64_t frame_off;   /* file offset of its frame header */
+	uint32_t frame_count; /* its header's event_count */
+	uint32_t frame_seen;  /* records decoded so far, of every type */
 	uint64_t prev_ts;
 	uint64_t prev_addr;
 
-	uint64_t records;	/* records returned */
-	uint64_t frames;	/* event frames read */
+	uint64_t records;	    /* records returned */
+	uint64_t frames;	    /* event frames read */
 	uint64_t seen[MT_TYPE_MAX]; /* records returned per type */
 
 	/* the schema, flattened for the hot path (as in the writer) */
@@ -96,16 +96,16 @@ static ssize_t read_full(struct mt_reader *r, void *buf, size_t len)
 
 static int io_error(struct mt_reader *r, int err)
 {
-	set_err(r->err, sizeof(r->err), "read error at offset %" PRIu64 ": %s",
-		r->off, strerror(-err));
+	set_err(r->err, sizeof(r->err), "read error at offset %" PRIu64 ": %s", r->off,
+		strerror(-err));
 	return err;
 }
 
 static int truncated(struct mt_reader *r, const char *where)
 {
 	set_err(r->err, sizeof(r->err),
-		"file truncated at offset %" PRIu64 " (%s): %" PRIu64 " events read",
-		r->off, where, r->records);
+		"file truncated at offset %" PRIu64 " (%s): %" PRIu64 " events read", r->off, where,
+		r->records);
 	return -ENODATA;
 }
 
@@ -120,8 +120,7 @@ static int corrupt(struct mt_reader *r, uint64_t frame_off, const char *fmt, ...
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	set_err(r->err, sizeof(r->err), "corrupt frame at offset %" PRIu64 ": %s",
-		frame_off, why);
+	set_err(r->err, sizeof(r->err), "corrupt frame at offset %" PRIu64 ": %s", frame_off, why);
 	return -EBADMSG;
 }
 
@@ -213,7 +212,7 @@ static int parse_kv(const uint8_t *body, size_t len, kv_fn fn, void *ctx)
 struct header_ctx {
 	struct mt_header *h;
 	bool have_version;
-	const char *bad_key;	/* the key whose value did not parse */
+	const char *bad_key; /* the key whose value did not parse */
 };
 
 static int header_kv(void *ctx, const char *key, const char *val)
@@ -319,8 +318,7 @@ static int read_trailer(struct mt_reader *r, uint64_t frame_off, size_t len)
 	err = parse_kv(r->zbuf, len, trailer_kv, &c);
 	if (err) {
 		if (c.bad_key)
-			return corrupt(r, frame_off, "trailer value of %s is malformed",
-				       c.bad_key);
+			return corrupt(r, frame_off, "trailer value of %s is malformed", c.bad_key);
 		return corrupt(r, frame_off, "trailer is not a key/value list");
 	}
 	r->have_trailer = true;
@@ -331,9 +329,9 @@ static int read_trailer(struct mt_reader *r, uint64_t frame_off, size_t len)
 	for (unsigned t = 1; t < MT_TYPE_MAX; t++) {
 		if (r->known[t] && r->trailer.events[t] != r->seen[t])
 			return corrupt(r, frame_off,
-				       "trailer counts %" PRIu64 " %s events, the file has %" PRIu64,
-				       r->trailer.events[t], mt_type_def(t)->name,
-				       r->seen[t]);
+				       "trailer counts %" PRIu64
+				       " %s events, the file has %" PRIu64,
+				       r->trailer.events[t], mt_type_def(t)->name, r->seen[t]);
 	}
 	n = read_full(r, &extra, 1);
 	if (n < 0)
@@ -384,8 +382,7 @@ static int read_frame(struct mt_reader *r)
 		return corrupt(r, start, "payload checksum mismatch");
 
 	switch (fh.kind) {
-	case MT_FRAME_EVENTS:
-		break;
+	case MT_FRAME_EVENTS: break;
 	case MT_FRAME_TRAILER:
 		if (fh.comp_len != fh.raw_len)
 			return corrupt(r, start, "trailer lengths differ");
@@ -407,8 +404,8 @@ static int read_frame(struct mt_reader *r)
 	if (ZSTD_isError(z))
 		return corrupt(r, start, "bad zstd data: %s", ZSTD_getErrorName(z));
 	if (z != fh.raw_len)
-		return corrupt(r, start, "payload decompresses to %zu bytes, not %" PRIu32,
-			       z, fh.raw_len);
+		return corrupt(r, start, "payload decompresses to %zu bytes, not %" PRIu32, z,
+			       fh.raw_len);
 
 	r->p = r->raw;
 	r->end = r->raw + fh.raw_len;
@@ -443,8 +440,7 @@ static int decode_record(struct mt_reader *r, struct mt_event *ev)
 	bend = p + blen;
 	r->p = bend;
 	if (r->frame_seen == r->frame_count)
-		return corrupt(r, r->frame_off,
-			       "more records than the frame header's %" PRIu32,
+		return corrupt(r, r->frame_off, "more records than the frame header's %" PRIu32,
 			       r->frame_count);
 	if (type == 0)
 		return bad_record(r, "has type 0");
@@ -473,15 +469,12 @@ static int decode_record(struct mt_reader *r, struct mt_event *ev)
 		/* fields past the schema's are plain UINT (format rule) */
 		if (i < schema_n) {
 			switch (r->kind[type][i]) {
-			case MT_FK_SINT:
-				v = (uint64_t)mt_zigzag_decode(v);
-				break;
+			case MT_FK_SINT: v = (uint64_t)mt_zigzag_decode(v); break;
 			case MT_FK_ADDR:
 				v = r->prev_addr + (uint64_t)mt_zigzag_decode(v);
 				r->prev_addr = v;
 				break;
-			default:
-				break;
+			default: break;
 			}
 		}
 		if (i < MT_MAX_FIELDS)
@@ -533,7 +526,8 @@ int mt_reader__next(struct mt_reader *r, struct mt_event *ev)
 			r->in_frame = false;
 			if (r->frame_seen != r->frame_count) {
 				r->state = corrupt(r, r->frame_off,
-						   "%" PRIu32 " records, the frame header says %" PRIu32,
+						   "%" PRIu32
+						   " records, the frame header says %" PRIu32,
 						   r->frame_seen, r->frame_count);
 				return r->state;
 			}
@@ -581,7 +575,8 @@ static int read_header(struct mt_reader *r, char *err, size_t errlen)
 		set_err(err, errlen, "%s", strerror((int)-n));
 		return (int)n;
 	}
-	if (memcmp(pre, MT_FILE_MAGIC, (size_t)n < MT_FILE_MAGIC_LEN ? (size_t)n : MT_FILE_MAGIC_LEN) != 0) {
+	if (memcmp(pre, MT_FILE_MAGIC,
+		   (size_t)n < MT_FILE_MAGIC_LEN ? (size_t)n : MT_FILE_MAGIC_LEN) != 0) {
 		set_err(err, errlen, "not a memtrack artifact (bad magic)");
 		return -EBADMSG;
 	}
@@ -628,8 +623,7 @@ static int read_header(struct mt_reader *r, char *err, size_t errlen)
 	rc = parse_kv(body, body_len, header_kv, &c);
 	if (rc || !c.have_version) {
 		if (c.bad_key)
-			set_err(err, errlen, "corrupt file header: bad value for %s",
-				c.bad_key);
+			set_err(err, errlen, "corrupt file header: bad value for %s", c.bad_key);
 		else if (rc)
 			set_err(err, errlen, "corrupt file header: not a key/value list");
 		else

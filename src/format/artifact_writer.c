@@ -46,27 +46,27 @@
  * compressed payload.  Each encoding thread owns one.
  */
 struct mt_encoder {
-	int err;		/* first error, sticky; 0 if none */
-	int level;		/* zstd level */
+	int err;   /* first error, sticky; 0 if none */
+	int level; /* zstd level */
 	ZSTD_CCtx *cctx;
 
-	uint8_t *raw;		/* records of the current frame */
+	uint8_t *raw; /* records of the current frame */
 	size_t raw_len;
 	size_t raw_cap;
-	uint8_t *out;		/* frame header + compressed payload */
+	uint8_t *out; /* frame header + compressed payload */
 	size_t out_cap;
-	size_t out_len;		/* bytes of the sealed frame in out, 0 if not sealed */
+	size_t out_len; /* bytes of the sealed frame in out, 0 if not sealed */
 
 	/* the current frame */
 	uint32_t nev;
 	uint64_t first_ts;
 	uint64_t prev_ts;
 	uint64_t prev_addr;
-	uint64_t events[MT_TYPE_MAX];	/* records of the frame, per type */
+	uint64_t events[MT_TYPE_MAX]; /* records of the frame, per type */
 
 	uint64_t adds;		/* records ever added: picks the timed samples */
 	uint64_t encode_ns;	/* encode + compress time not yet handed to a writer */
-	uint64_t clock_cost_ns;	/* cost of one now_ns(), removed from samples */
+	uint64_t clock_cost_ns; /* cost of one now_ns(), removed from samples */
 
 	/* The schema, flattened so the hot path does no lookups or calls. */
 	bool known[MT_TYPE_MAX];
@@ -76,11 +76,11 @@ struct mt_encoder {
 };
 
 struct mt_writer {
-	int fd;			/* borrowed */
-	int err;		/* first error, sticky; 0 if none */
-	bool finished;		/* the trailer has been written */
-	struct mt_encoder *enc;	/* the frame of mt_writer__add() */
-	uint64_t events[MT_TYPE_MAX];	/* records written, per type */
+	int fd;			      /* borrowed */
+	int err;		      /* first error, sticky; 0 if none */
+	bool finished;		      /* the trailer has been written */
+	struct mt_encoder *enc;	      /* the frame of mt_writer__add() */
+	uint64_t events[MT_TYPE_MAX]; /* records written, per type */
 	struct mt_writer_stats st;
 };
 
@@ -125,8 +125,7 @@ static int write_all(int fd, const void *buf, size_t len)
  * Appends "key\0value\0" to @buf.  Returns -ENOSPC when it does not fit,
  * which the fixed capacities above make a programming error.
  */
-static int put_kv(char *buf, size_t *len, size_t cap, const char *key,
-		  const char *val)
+static int put_kv(char *buf, size_t *len, size_t cap, const char *key, const char *val)
 {
 	size_t kl = strlen(key) + 1, vl = strlen(val) + 1;
 
@@ -138,8 +137,7 @@ static int put_kv(char *buf, size_t *len, size_t cap, const char *key,
 	return 0;
 }
 
-static int put_kv_u64(char *buf, size_t *len, size_t cap, const char *key,
-		      uint64_t v)
+static int put_kv_u64(char *buf, size_t *len, size_t cap, const char *key, uint64_t v)
 {
 	char num[24];
 
@@ -147,8 +145,7 @@ static int put_kv_u64(char *buf, size_t *len, size_t cap, const char *key,
 	return put_kv(buf, len, cap, key, num);
 }
 
-static int put_kv_s64(char *buf, size_t *len, size_t cap, const char *key,
-		      int64_t v)
+static int put_kv_s64(char *buf, size_t *len, size_t cap, const char *key, int64_t v)
 {
 	char num[24];
 
@@ -257,11 +254,11 @@ int mt_encoder__seal(struct mt_encoder *e)
 	if (!e->nev || e->out_len)
 		return 0;
 	t0 = now_ns();
-	z = ZSTD_compress2(e->cctx, e->out + MT_FRAME_HDR_LEN,
-			   e->out_cap - MT_FRAME_HDR_LEN, e->raw, e->raw_len);
+	z = ZSTD_compress2(e->cctx, e->out + MT_FRAME_HDR_LEN, e->out_cap - MT_FRAME_HDR_LEN,
+			   e->raw, e->raw_len);
 	if (ZSTD_isError(z))
-		return enc_fail(e, ZSTD_getErrorCode(z) == ZSTD_error_memory_allocation
-				   ? -ENOMEM : -EIO);
+		return enc_fail(e, ZSTD_getErrorCode(z) == ZSTD_error_memory_allocation ? -ENOMEM
+											: -EIO);
 	fh.comp_len = (uint32_t)z;
 	fh.raw_len = (uint32_t)e->raw_len;
 	fh.event_count = e->nev;
@@ -280,8 +277,7 @@ bool mt_encoder__full(const struct mt_encoder *e)
 }
 
 static inline __attribute__((always_inline)) int
-encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f,
-       const char *str)
+encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f, const char *str)
 {
 	unsigned type = h->type, n = h->nfields;
 	uint8_t *p, *b, *q;
@@ -292,8 +288,8 @@ encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f,
 		return e->err;
 	if (e->out_len)
 		return -EBUSY;
-	if (type >= MT_TYPE_MAX || !e->known[type] || n < e->nfields[type] ||
-	    n > MT_MAX_FIELDS || (n && !f))
+	if (type >= MT_TYPE_MAX || !e->known[type] || n < e->nfields[type] || n > MT_MAX_FIELDS ||
+	    (n && !f))
 		return enc_fail(e, -EINVAL);
 	while (__builtin_expect(e->raw_cap - e->raw_len < MT_REC_MAX, 0)) {
 		err = grow(e);
@@ -320,15 +316,12 @@ encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f,
 		uint64_t v = f[i];
 
 		switch (i < e->nfields[type] ? e->kind[type][i] : MT_FK_UINT) {
-		case MT_FK_SINT:
-			v = mt_zigzag_encode((int64_t)v);
-			break;
+		case MT_FK_SINT: v = mt_zigzag_encode((int64_t)v); break;
 		case MT_FK_ADDR:
 			v = mt_zigzag_encode((int64_t)(f[i] - e->prev_addr));
 			e->prev_addr = f[i];
 			break;
-		default:
-			break;
+		default: break;
 		}
 		q += mt_varint_encode(q, v);
 	}
@@ -359,8 +352,8 @@ encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f,
 	return 0;
 }
 
-int mt_encoder__add(struct mt_encoder *e, const struct mt_rec_hdr *hdr,
-		    const __u64 *f, const char *str)
+int mt_encoder__add(struct mt_encoder *e, const struct mt_rec_hdr *hdr, const __u64 *f,
+		    const char *str)
 {
 	uint64_t t0;
 	int err;
@@ -414,8 +407,8 @@ int mt_writer__put(struct mt_writer *w, struct mt_encoder *e)
 	return 0;
 }
 
-int mt_writer__add(struct mt_writer *w, const struct mt_rec_hdr *hdr,
-		   const __u64 *f, const char *str)
+int mt_writer__add(struct mt_writer *w, const struct mt_rec_hdr *hdr, const __u64 *f,
+		   const char *str)
 {
 	int err;
 

@@ -45,11 +45,26 @@ void json_print_string(FILE *out, const char *s)
 	fputc('"', out);
 	while (*p) {
 		switch (*p) {
-		case '"': fputs("\\\"", out); p++; continue;
-		case '\\': fputs("\\\\", out); p++; continue;
-		case '\n': fputs("\\n", out); p++; continue;
-		case '\t': fputs("\\t", out); p++; continue;
-		case '\r': fputs("\\r", out); p++; continue;
+		case '"':
+			fputs("\\\"", out);
+			p++;
+			continue;
+		case '\\':
+			fputs("\\\\", out);
+			p++;
+			continue;
+		case '\n':
+			fputs("\\n", out);
+			p++;
+			continue;
+		case '\t':
+			fputs("\\t", out);
+			p++;
+			continue;
+		case '\r':
+			fputs("\\r", out);
+			p++;
+			continue;
 		default: break;
 		}
 		if (*p < 0x20 || *p == 0x7f) {

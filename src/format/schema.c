@@ -4,13 +4,12 @@
 #include "schema.h"
 
 #define FIELD_DEF(INDEX, key, kind) { key, MT_FK_##kind },
-#define TYPE_DEF(NAME, num, name, str, fn)                                     \
-	[MT_##NAME] = { name, NAME##_NFIELDS, (str) != NULL, str, fn,            \
-			{ MT_FIELDS_##NAME(FIELD_DEF) } },
+#define TYPE_DEF(NAME, num, name, str, fn)                                                    \
+	[MT_##NAME] = {                                                                       \
+		name, NAME##_NFIELDS, (str) != NULL, str, fn, { MT_FIELDS_##NAME(FIELD_DEF) } \
+	},
 
-static const struct mt_type_def type_defs[MT_TYPE_MAX] = {
-	MT_RECORD_TYPES(TYPE_DEF)
-};
+static const struct mt_type_def type_defs[MT_TYPE_MAX] = { MT_RECORD_TYPES(TYPE_DEF) };
 
 static const char *const fn_names[MT_FN_MAX] = {
 #define FN_NAME(id, name, kind) [MT_FN_##id] = (name),

@@ -22,16 +22,16 @@ enum mt_field_kind {
 };
 
 struct mt_field_def {
-	const char *name;	  /* JSON key in `memtrack dump` */
+	const char *name; /* JSON key in `memtrack dump` */
 	enum mt_field_kind kind;
 };
 
 struct mt_type_def {
-	const char *name;	    /* JSON "type" value, NULL for unused slots */
-	unsigned nfields;	    /* fields every record of this type carries */
-	bool has_string;	    /* a length-prefixed string follows the fields */
-	const char *string_name;    /* its JSON key */
-	unsigned natural_fn;	    /* enum mt_fn a heap type names by default, else 0 */
+	const char *name;	 /* JSON "type" value, NULL for unused slots */
+	unsigned nfields;	 /* fields every record of this type carries */
+	bool has_string;	 /* a length-prefixed string follows the fields */
+	const char *string_name; /* its JSON key */
+	unsigned natural_fn;	 /* enum mt_fn a heap type names by default, else 0 */
 	struct mt_field_def fields[MT_MAX_FIELDS];
 };
 

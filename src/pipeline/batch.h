@@ -14,12 +14,12 @@
 #include "event.h"
 
 struct batch {
-	size_t used;		/* bytes of records in buf */
-	size_t cap;		/* size of buf */
-	uint32_t nrec;		/* records in buf */
-	uint64_t born_ns;	/* CLOCK_MONOTONIC time of the first record */
-	uint64_t seq;		/* order in which the poller handed it on */
-	unsigned char buf[];	/* records, each as the ring buffer delivered it */
+	size_t used;	     /* bytes of records in buf */
+	size_t cap;	     /* size of buf */
+	uint32_t nrec;	     /* records in buf */
+	uint64_t born_ns;    /* CLOCK_MONOTONIC time of the first record */
+	uint64_t seq;	     /* order in which the poller handed it on */
+	unsigned char buf[]; /* records, each as the ring buffer delivered it */
 };
 
 /* Returns an empty batch of @cap bytes, or NULL with errno set. */
@@ -29,8 +29,7 @@ struct batch *batch__new(size_t cap);
  * Appends one record; returns false (and appends nothing) when it does not
  * fit.  Inline: the poller calls it for every record.
  */
-static inline bool batch__append(struct batch *b, const void *rec, size_t size,
-				 uint64_t now_ns)
+static inline bool batch__append(struct batch *b, const void *rec, size_t size, uint64_t now_ns)
 {
 	if (b->used + size > b->cap)
 		return false;

@@ -24,7 +24,7 @@
 
 struct sort_key {
 	uint64_t ts;
-	uint32_t off;		/* record offset in the batch */
+	uint32_t off; /* record offset in the batch */
 };
 
 struct pipeline;
@@ -34,44 +34,44 @@ struct worker {
 	struct pipeline *p;
 	pthread_t thread;
 	bool started;
-	struct mt_encoder *enc;		/* this thread's frames */
-	struct sort_key *keys;		/* sort scratch */
-	uint64_t busy_ns;		/* time in sort + encode + compress + write */
+	struct mt_encoder *enc; /* this thread's frames */
+	struct sort_key *keys;	/* sort scratch */
+	uint64_t busy_ns;	/* time in sort + encode + compress + write */
 };
 
 struct pipeline {
 	struct pipeline_opts opts;
-	struct mt_writer *writer;	/* used by the worker holding the turn only */
+	struct mt_writer *writer; /* used by the worker holding the turn only */
 	pipeline_hook_fn hook;
 	void *hook_ctx;
 
-	struct queue *full;		/* poller -> workers */
-	struct queue *empty;		/* workers -> poller */
-	struct batch **all;		/* every batch, for freeing */
-	struct batch *cur;		/* poller's current batch */
-	uint64_t seq;			/* poller: sequence number of the next batch */
-	uint8_t min_fields[MT_TYPE_MAX];	/* per type; above MT_MAX_FIELDS: unknown */
+	struct queue *full;		 /* poller -> workers */
+	struct queue *empty;		 /* workers -> poller */
+	struct batch **all;		 /* every batch, for freeing */
+	struct batch *cur;		 /* poller's current batch */
+	uint64_t seq;			 /* poller: sequence number of the next batch */
+	uint8_t min_fields[MT_TYPE_MAX]; /* per type; above MT_MAX_FIELDS: unknown */
 
-	struct worker *workers;		/* opts.writers of them */
-	bool workers_running;		/* until pipeline__stop() joined them */
-	_Atomic int writer_err;		/* first writer error, 0 if none */
-	pthread_mutex_t turn_lock;	/* guards next_seq */
-	pthread_cond_t turn_cond;	/* next_seq moved */
-	uint64_t next_seq;		/* the batch whose frames go to the file next */
+	struct worker *workers;	   /* opts.writers of them */
+	bool workers_running;	   /* until pipeline__stop() joined them */
+	_Atomic int writer_err;	   /* first writer error, 0 if none */
+	pthread_mutex_t turn_lock; /* guards next_seq */
+	pthread_cond_t turn_cond;  /* next_seq moved */
+	uint64_t next_seq;	   /* the batch whose frames go to the file next */
 
 	pthread_t poller_thread;
 	bool poller_started;
-	struct ring_buffer *rb;		/* the events ring */
-	struct ring_buffer *ctl_rb;	/* the control ring (process records), or NULL */
-	int epoll_fd;			/* both rings and stop_fd */
-	int stop_fd;			/* eventfd: wakes the poller to stop */
-	_Atomic int stop_cause;		/* -1 while running */
+	struct ring_buffer *rb;	    /* the events ring */
+	struct ring_buffer *ctl_rb; /* the control ring (process records), or NULL */
+	int epoll_fd;		    /* both rings and stop_fd */
+	int stop_fd;		    /* eventfd: wakes the poller to stop */
+	_Atomic int stop_cause;	    /* -1 while running */
 	int poller_err;
-	int aux_fd;			/* pipeline__watch_fd()'s fd, or -1 */
+	int aux_fd; /* pipeline__watch_fd()'s fd, or -1 */
 	pipeline_fd_fn aux_fn;
 	void *aux_ctx;
 
-	struct pipeline_stats st;	/* poller fields; writer ones merged at stop */
+	struct pipeline_stats st; /* poller fields; writer ones merged at stop */
 };
 
 uint64_t mono_ns(void)
@@ -366,7 +366,7 @@ int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
 	int err;
 
 	if (!rec_valid(p, rec, size))
-		return 0; /* not a record of ours: ignore rather than stop the run */
+		return 0;     /* not a record of ours: ignore rather than stop the run */
 	size = rec_size(rec); /* the ring may pad: keep the record's own bytes */
 	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT))
 		p->hook(p->hook_ctx, h, (const __u64 *)(h + 1));
@@ -483,8 +483,9 @@ static void *poller_main(void *arg)
 	if (err >= 0)
 		err = consume_rings(p);
 	if (err >= 0)
-		err = pipeline_flush(p, atomic_load(&p->stop_cause) < 0 ? FLUSH_SHUTDOWN :
-				     (enum flush_cause)atomic_load(&p->stop_cause));
+		err = pipeline_flush(p, atomic_load(&p->stop_cause) < 0
+						? FLUSH_SHUTDOWN
+						: (enum flush_cause)atomic_load(&p->stop_cause));
 	p->poller_err = err < 0 ? err : 0;
 	return NULL;
 }

@@ -42,11 +42,12 @@ enum flush_cause {
 };
 
 struct pipeline_opts {
-	size_t batch_bytes;	/* bytes of raw records per batch (= per frame) */
-	unsigned batches;	/* batches in existence: bounds memory in flight */
-	unsigned flush_ms;	/* T: a partial batch older than this is flushed */
-	unsigned writers;	/* encoding threads; 0: one per usable CPU, at most PIPELINE_MAX_WRITERS */
-	int zstd_level;		/* 0: the writer's default */
+	size_t batch_bytes; /* bytes of raw records per batch (= per frame) */
+	unsigned batches;   /* batches in existence: bounds memory in flight */
+	unsigned flush_ms;  /* T: a partial batch older than this is flushed */
+	unsigned
+		writers; /* encoding threads; 0: one per usable CPU, at most PIPELINE_MAX_WRITERS */
+	int zstd_level;	 /* 0: the writer's default */
 };
 
 /* Each encoding thread holds ~0.8 MiB (buffers, zstd context); memtrack's RSS stays under 16 MiB. */
@@ -65,13 +66,13 @@ typedef void (*pipeline_hook_fn)(void *ctx, const struct mt_rec_hdr *h, const __
 struct pipeline_stats {
 	uint64_t events;		/* records batched */
 	uint64_t batches;		/* batches handed to the writer */
-	uint64_t flushes[FLUSH_CAUSES];	/* batches handed on, by cause */
+	uint64_t flushes[FLUSH_CAUSES]; /* batches handed on, by cause */
 	uint64_t max_queue;		/* most full batches waiting at once */
 	uint64_t poller_waits;		/* times the poller waited for a free batch */
-	uint64_t encode_ns;		/* encoding threads' time in sort + encode + compress + write, summed */
-	uint64_t frames;		/* frames written */
-	uint64_t file_bytes;		/* artifact bytes written so far */
-	uint64_t raw_bytes;		/* encoded bytes before compression */
+	uint64_t encode_ns; /* encoding threads' time in sort + encode + compress + write, summed */
+	uint64_t frames;    /* frames written */
+	uint64_t file_bytes; /* artifact bytes written so far */
+	uint64_t raw_bytes;  /* encoded bytes before compression */
 };
 
 /*

@@ -9,9 +9,9 @@ struct queue {
 	pthread_mutex_t lock;
 	pthread_cond_t not_empty;
 	pthread_cond_t not_full;
-	void **items;		/* ring of cap slots */
+	void **items; /* ring of cap slots */
 	size_t cap;
-	size_t head;		/* index of the oldest item */
+	size_t head; /* index of the oldest item */
 	size_t len;
 	size_t max_len;
 	bool closed;

@@ -24,16 +24,16 @@
 #include "event.h"
 #include "pipeline.h"
 
-#define CTL_LINE_MAX 512	/* a command line, "\n" included */
+#define CTL_LINE_MAX 512 /* a command line, "\n" included */
 
 struct control {
 	struct control_opts o;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
-	int client_fd;			/* -1 when nobody is connected */
-	pid_t client_pid;		/* SO_PEERCRED: the pid the records carry */
+	int client_fd;	  /* -1 when nobody is connected */
+	pid_t client_pid; /* SO_PEERCRED: the pid the records carry */
 	int epoll_fd;
-	char buf[CTL_LINE_MAX];		/* the client's unanswered bytes */
+	char buf[CTL_LINE_MAX]; /* the client's unanswered bytes */
 	size_t used;
 };
 
@@ -65,26 +65,36 @@ static int make_socket(struct control *c, char *err, size_t errlen)
 		return -errno;
 	}
 	memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
-	old_mask = umask(0177);	/* born 0600: no window where others may connect */
+	old_mask = umask(0177); /* born 0600: no window where others may connect */
 	ret = bind(c->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old_mask);
 	if (ret) {
 		ret = -errno;
 		if (ret == -EADDRINUSE)
-			snprintf(err, errlen, "cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path", c->path);
+			snprintf(
+				err, errlen,
+				"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",
+				c->path);
 		else
-			snprintf(err, errlen, "cannot create control socket '%s': %s; choose a path in a directory you can write", c->path, strerror(-ret));
+			snprintf(
+				err, errlen,
+				"cannot create control socket '%s': %s; choose a path in a directory you can write",
+				c->path, strerror(-ret));
 		return ret;
 	}
 	if (c->o.chown && chown(c->path, c->o.uid, c->o.gid)) {
 		ret = -errno;
-		snprintf(err, errlen, "cannot give control socket '%s' to uid %u: %s; choose a path on a local file system", c->path, (unsigned)c->o.uid, strerror(-ret));
+		snprintf(
+			err, errlen,
+			"cannot give control socket '%s' to uid %u: %s; choose a path on a local file system",
+			c->path, (unsigned)c->o.uid, strerror(-ret));
 		unlink(c->path);
 		return ret;
 	}
 	if (listen(c->listen_fd, 8)) {
 		ret = -errno;
-		snprintf(err, errlen, "cannot listen on control socket '%s': %s", c->path, strerror(-ret));
+		snprintf(err, errlen, "cannot listen on control socket '%s': %s", c->path,
+			 strerror(-ret));
 		unlink(c->path);
 		return ret;
 	}
@@ -104,11 +114,17 @@ struct control *control__new(const struct control_opts *o, char *err, size_t err
 	struct stat st;
 
 	if (strlen(o->path) >= sizeof(c->path)) {
-		snprintf(err, errlen, "control socket path '%s' is too long (%zu bytes, at most %zu); choose a shorter path", o->path, strlen(o->path), sizeof(c->path) - 1);
+		snprintf(
+			err, errlen,
+			"control socket path '%s' is too long (%zu bytes, at most %zu); choose a shorter path",
+			o->path, strlen(o->path), sizeof(c->path) - 1);
 		return NULL;
 	}
 	if (!lstat(o->path, &st)) {
-		snprintf(err, errlen, "cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path", o->path);
+		snprintf(
+			err, errlen,
+			"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",
+			o->path);
 		return NULL;
 	}
 	c = calloc(1, sizeof(*c));
@@ -122,7 +138,8 @@ struct control *control__new(const struct control_opts *o, char *err, size_t err
 	c->listen_fd = -1;
 	c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (c->epoll_fd < 0) {
-		snprintf(err, errlen, "cannot create the control socket's epoll set: %s", strerror(errno));
+		snprintf(err, errlen, "cannot create the control socket's epoll set: %s",
+			 strerror(errno));
 		goto fail;
 	}
 	if (make_socket(c, err, errlen))
@@ -134,7 +151,7 @@ struct control *control__new(const struct control_opts *o, char *err, size_t err
 	}
 	return c;
 fail:
-	c->path[0] = '\0';	/* not ours to remove */
+	c->path[0] = '\0'; /* not ours to remove */
 	control__free(c);
 	return NULL;
 }
@@ -155,7 +172,8 @@ static void reply(struct control *c, const char *line)
 	size_t len = strlen(line);
 
 	if (send(c->client_fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) {
-		notice(c, "control: cannot answer the client (%s); disconnected it", strerror(errno));
+		notice(c, "control: cannot answer the client (%s); disconnected it",
+		       strerror(errno));
 		watch(c, c->client_fd, EPOLL_CTL_DEL);
 		close(c->client_fd);
 		c->client_fd = -1;
@@ -198,7 +216,7 @@ static int set_enabled(struct control *c, bool on)
 	if (!c->o.heap_enabled)
 		return emit(c, on ? MT_ENABLE : MT_DISABLE, c->client_pid, NULL);
 	if (__atomic_load_n(c->o.heap_enabled, __ATOMIC_SEQ_CST) == on)
-		return 0;	/* no change, no record */
+		return 0; /* no change, no record */
 	if (on) {
 		err = emit(c, MT_ENABLE, c->client_pid, NULL);
 		__atomic_store_n(c->o.heap_enabled, 1, __ATOMIC_SEQ_CST);
@@ -230,18 +248,24 @@ static void run_command(struct control *c, char *line)
 			return;
 		}
 		if (strlen(name) > MT_PATH_MAX - 1) {
-			snprintf(ans, sizeof(ans), "error mark name too long (%zu bytes, at most %d); use a shorter name\n", strlen(name), MT_PATH_MAX - 1);
+			snprintf(
+				ans, sizeof(ans),
+				"error mark name too long (%zu bytes, at most %d); use a shorter name\n",
+				strlen(name), MT_PATH_MAX - 1);
 			reply(c, ans);
 			return;
 		}
 		err = emit(c, MT_MARK, c->client_pid, name);
 	} else {
-		snprintf(ans, sizeof(ans), "error unknown command '%.64s'; use enable, disable, ping or mark NAME\n", line);
+		snprintf(ans, sizeof(ans),
+			 "error unknown command '%.64s'; use enable, disable, ping or mark NAME\n",
+			 line);
 		reply(c, ans);
 		return;
 	}
 	if (err) {
-		snprintf(ans, sizeof(ans), "error the artifact cannot be written: %s\n", strerror(-err));
+		snprintf(ans, sizeof(ans), "error the artifact cannot be written: %s\n",
+			 strerror(-err));
 		reply(c, ans);
 		return;
 	}
@@ -268,7 +292,9 @@ static void serve_client(struct control *c)
 	if (n <= 0) {
 		if (c->used) {
 			c->buf[c->used] = '\0';
-			notice(c, "control: the client disconnected in the middle of a command ('%.64s'); it was not run", c->buf);
+			notice(c,
+			       "control: the client disconnected in the middle of a command ('%.64s'); it was not run",
+			       c->buf);
 		}
 		drop_client(c);
 		return;
@@ -305,7 +331,8 @@ static void accept_client(struct control *c)
 	if (fd < 0)
 		return;
 	if (c->client_fd >= 0) {
-		static const char busy[] = "error busy: another client is connected; one client at a time, retry when it has disconnected\n";
+		static const char busy[] =
+			"error busy: another client is connected; one client at a time, retry when it has disconnected\n";
 
 		if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 			/* it is gone already */

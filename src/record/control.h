@@ -28,12 +28,12 @@ struct pipeline;
 struct control;
 
 struct control_opts {
-	const char *path;		/* where the socket is made (must not exist) */
-	bool chown;			/* give the socket to uid:gid (sudo's invoker) */
+	const char *path; /* where the socket is made (must not exist) */
+	bool chown;	  /* give the socket to uid:gid (sudo's invoker) */
 	uid_t uid;
 	gid_t gid;
-	volatile __u32 *heap_enabled;	/* the BPF flag (skeleton .data), NULL for none */
-	struct pipeline *pipe;		/* where records go (borrowed), or set later */
+	volatile __u32 *heap_enabled; /* the BPF flag (skeleton .data), NULL for none */
+	struct pipeline *pipe;	      /* where records go (borrowed), or set later */
 	/* a client went away mid-command, sent garbage...: one line, no "\n" */
 	void (*notice)(void *ctx, const char *msg);
 	void *notice_ctx;

@@ -47,7 +47,7 @@ static int attach_tracepoints(struct memtrack_bpf *skel)
 {
 	struct bpf_program *prog;
 
-	bpf_object__for_each_program(prog, skel->obj) {
+	bpf_object__for_each_program (prog, skel->obj) {
 		enum bpf_prog_type t = bpf_program__type(prog);
 		struct bpf_link *link;
 
@@ -82,7 +82,7 @@ static void heap_prefer_huge_pages(void)
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	mallopt(M_TOP_PAD, pad);
-	p = malloc(256 << 10);	/* more than the top holds: the heap grows by pad */
+	p = malloc(256 << 10); /* more than the top holds: the heap grows by pad */
 	end = (uintptr_t)sbrk(0);
 	free(p);
 	mallopt(M_TOP_PAD, 128 << 10);
@@ -242,7 +242,8 @@ int loader_stop_parking(struct memtrack_bpf *skel)
 		return 0;
 	/* the update is a syscall, a full barrier: see park_process() in common.bpf.h */
 	bpf_map__update_elem(skel->maps.session, &zero, sizeof(zero), &v, sizeof(v), BPF_ANY);
-	while (!bpf_map__get_next_key(skel->maps.parked, first ? NULL : &key, &next, sizeof(next))) {
+	while (!bpf_map__get_next_key(skel->maps.parked, first ? NULL : &key, &next,
+				      sizeof(next))) {
 		kill(next, SIGCONT);
 		key = next;
 		first = false;
@@ -257,8 +258,7 @@ int loader_untrack_all(struct memtrack_bpf *skel)
 	__u32 key;
 
 	/* a fork may add a child while we delete: go on until it is empty */
-	while (n < 1 << 20 &&
-	       !bpf_map__get_next_key(skel->maps.tracked, NULL, &key, sizeof(key))) {
+	while (n < 1 << 20 && !bpf_map__get_next_key(skel->maps.tracked, NULL, &key, sizeof(key))) {
 		if (bpf_map__delete_elem(skel->maps.tracked, &key, sizeof(key), 0))
 			break;
 		kill((pid_t)key, SIGCONT);
@@ -288,7 +288,7 @@ int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS])
 		drops[k] = 0;
 		if (bpf_map__lookup_elem(skel->maps.drops, &k, sizeof(k), vals,
 					 ncpu * sizeof(*vals), 0)) {
-			err = -errno;	/* keep summing the others */
+			err = -errno; /* keep summing the others */
 			continue;
 		}
 		for (int c = 0; c < ncpu; c++)

@@ -16,19 +16,19 @@ struct memtrack_bpf;
 
 /* The step of loader_open() that failed: the command layer words the message. */
 enum loader_step {
-	LOADER_BTF,	/* the kernel has no /sys/kernel/btf/vmlinux */
-	LOADER_OPEN,	/* opening the BPF object */
-	LOADER_LOAD,	/* loading it (permissions, the verifier) */
-	LOADER_ATTACH,	/* attaching the tracepoints */
+	LOADER_BTF,    /* the kernel has no /sys/kernel/btf/vmlinux */
+	LOADER_OPEN,   /* opening the BPF object */
+	LOADER_LOAD,   /* loading it (permissions, the verifier) */
+	LOADER_ATTACH, /* attaching the tracepoints */
 };
 
 struct loader_opts {
-	uint64_t ring_bytes;	/* ring buffer size, a power of two >= page size */
-	uint64_t wakeup_bytes;	/* wake the poller at this much unread data */
-	bool allocators;	/* load the allocator uprobes */
-	bool physical;		/* count the tree's physical pages (may be turned off) */
-	bool verbose;		/* let libbpf's debug output through */
-	bool heap_disabled;	/* start with heap recording off (--start-disabled) */
+	uint64_t ring_bytes;   /* ring buffer size, a power of two >= page size */
+	uint64_t wakeup_bytes; /* wake the poller at this much unread data */
+	bool allocators;       /* load the allocator uprobes */
+	bool physical;	       /* count the tree's physical pages (may be turned off) */
+	bool verbose;	       /* let libbpf's debug output through */
+	bool heap_disabled;    /* start with heap recording off (--start-disabled) */
 	/* out: why physical was turned off (-errno and step), 0 if it was not */
 	int physical_err;
 	enum loader_step physical_step;
@@ -43,7 +43,8 @@ struct loader_opts {
  * are used, so tracefs need not be mounted.  Returns 0, or -errno with
  * *@step saying what failed (*@skel is then NULL).  Prints nothing.
  */
-MT_MUST_CHECK int loader_open(struct loader_opts *o, struct memtrack_bpf **skel, enum loader_step *step);
+MT_MUST_CHECK int loader_open(struct loader_opts *o, struct memtrack_bpf **skel,
+			      enum loader_step *step);
 
 /* Adds @pid (the root of the tree) to the tracked set. */
 MT_MUST_CHECK int loader_track_root(struct memtrack_bpf *skel, pid_t pid);

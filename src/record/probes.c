@@ -56,30 +56,30 @@
 struct file_info {
 	dev_t dev;
 	ino_t ino;
-	struct alloc_syms syms;		/* n == 0: no allocator here */
+	struct alloc_syms syms; /* n == 0: no allocator here */
 };
 
 struct proc_links {
 	pid_t pid;
 	unsigned nfiles;
-	struct file_info *files[MAX_FILES_PER_PROC];	/* borrowed from probes->files */
-	int *links;			/* owned link fds */
+	struct file_info *files[MAX_FILES_PER_PROC]; /* borrowed from probes->files */
+	int *links;				     /* owned link fds */
 	unsigned nlinks;
 	unsigned cap;
 };
 
 struct probes {
-	struct memtrack_bpf *skel;	/* borrowed */
-	pthread_mutex_t lock;		/* guards graveyard and stop */
-	pthread_cond_t wake;		/* graveyard got links, or stop */
-	pthread_cond_t drained;		/* a closer took a link */
-	struct proc_links graveyard;	/* links of exited processes, for the closer */
-	bool stop;			/* the closers end (probes__free closes the rest) */
-	unsigned nclosers;		/* closer threads started */
-	pthread_t closer[CLOSERS];	/* each closes one graveyard link at a time */
-	struct file_info **files;	/* owned, with their elements */
+	struct memtrack_bpf *skel;   /* borrowed */
+	pthread_mutex_t lock;	     /* guards graveyard and stop */
+	pthread_cond_t wake;	     /* graveyard got links, or stop */
+	pthread_cond_t drained;	     /* a closer took a link */
+	struct proc_links graveyard; /* links of exited processes, for the closer */
+	bool stop;		     /* the closers end (probes__free closes the rest) */
+	unsigned nclosers;	     /* closer threads started */
+	pthread_t closer[CLOSERS];   /* each closes one graveyard link at a time */
+	struct file_info **files;    /* owned, with their elements */
 	unsigned nfiles;
-	struct proc_links *procs;	/* owned */
+	struct proc_links *procs; /* owned */
 	unsigned nprocs;
 	struct probes_stats stats;
 };
@@ -131,7 +131,8 @@ static struct file_info *file_lookup(struct probes *p, const char *path, dev_t d
 	if (!fi)
 		return NULL;
 	/* an array of pointers: sizeof(pointer) is meant */
-	grown = realloc(p->files, (p->nfiles + 1) * sizeof(*grown)); // NOLINT(bugprone-sizeof-expression)
+	grown = realloc(p->files,
+			(p->nfiles + 1) * sizeof(*grown)); // NOLINT(bugprone-sizeof-expression)
 	if (!grown) {
 		free(fi);
 		return NULL;
@@ -239,8 +240,9 @@ static bool is_operator_new(unsigned fn)
  * Attaches every site of @fi for @pl's process: entries (free included) to
  * alloc_enter, returns to alloc_exit.  A free-kind site outside libc gets a
  * return probe too (MT_COOKIE_GUARDED) when the process has (or, being
- * dynamically linked, will have) another allocator file: operator delete calling free, or an LD_PRELOAD wrapper's
- * free calling libc's, is then one call, recorded once.  That return probe
+ * dynamically linked, will have) another allocator file: operator delete
+ * calling free, or an LD_PRELOAD wrapper's free calling libc's, is then one
+ * call, recorded once.  That return probe
  * sits at the function's entry, so such a site is probed there too, not
  * past free's NULL check.  Returns the sites attached or -errno.
  */
@@ -253,6 +255,8 @@ static int attach_file(struct probes *p, struct proc_links *pl, struct file_info
 	unsigned n = 0, nr = 0;
 	int err;
 
+	if (!fi)
+		return -EINVAL;
 	for (unsigned i = 0; i < fi->syms.n; i++) {
 		const struct alloc_site *s = &fi->syms.site[i];
 		int kind = mt_fn_kind(s->fn);
@@ -277,7 +281,8 @@ static int attach_file(struct probes *p, struct proc_links *pl, struct file_info
 	}
 	err = link_uprobe_multi(p, pl, p->skel->progs.alloc_enter, path, off, cookie, n, false);
 	if (!err && nr)
-		err = link_uprobe_multi(p, pl, p->skel->progs.alloc_exit, path, roff, rcookie, nr, true);
+		err = link_uprobe_multi(p, pl, p->skel->progs.alloc_exit, path, roff, rcookie, nr,
+					true);
 	return err ? err : (int)(n + nr);
 }
 
@@ -332,7 +337,7 @@ static bool is_dynamic_loader(const char *path)
 /* One allocator file a process maps and has not attached yet. */
 struct pending_file {
 	struct file_info *fi;
-	char path[4096 + 32];	/* through /proc/PID/root */
+	char path[4096 + 32]; /* through /proc/PID/root */
 };
 
 #define MAX_PENDING 8

@@ -87,8 +87,8 @@ static int drop_privileges(void)
 	return 0;
 }
 
-static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool shell,
-		      bool drop, const sigset_t *mask)
+static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool shell, bool drop,
+		      const sigset_t *mask)
 {
 	char c;
 	int err = 0;
@@ -121,8 +121,7 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 	_exit(127);
 }
 
-int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop,
-		 const sigset_t *mask)
+int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop, const sigset_t *mask)
 {
 	int wait_pipe[2] = { -1, -1 }, status_pipe[2] = { -1, -1 };
 	int err;

@@ -15,10 +15,10 @@
 #include "compiler.h"
 
 struct spawn {
-	pid_t pid;		/* the child, -1 when not started */
-	int release_fd;		/* write end of the pipe the child waits on */
-	int status_fd;		/* read end: the child's exec errno, EOF on success */
-	unsigned long nofile;	/* soft RLIMIT_NOFILE the command gets (memtrack
+	pid_t pid;	      /* the child, -1 when not started */
+	int release_fd;	      /* write end of the pipe the child waits on */
+	int status_fd;	      /* read end: the child's exec errno, EOF on success */
+	unsigned long nofile; /* soft RLIMIT_NOFILE the command gets (memtrack
 				 * raised its own), set by the caller; 0: leave it */
 };
 
@@ -37,8 +37,8 @@ MT_MUST_CHECK int spawn_resolve(const char *file, char *path, size_t len);
  * it blocked the signals it handles).  Returns 0 or -errno; on failure
  * nothing is left running.
  */
-MT_MUST_CHECK int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop_to_sudo_user,
-		 const sigset_t *mask);
+MT_MUST_CHECK int spawn_parked(struct spawn *sp, char *const argv[], bool shell,
+			       bool drop_to_sudo_user, const sigset_t *mask);
 
 /*
  * Lets the parked child exec.  Returns 0 when the exec succeeded, or the

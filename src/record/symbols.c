@@ -20,7 +20,7 @@
 static const struct {
 	const char *name;
 	unsigned fn;
-	bool vendor;	/* part of an allocator library's own API */
+	bool vendor; /* part of an allocator library's own API */
 } sym_names[] = {
 	{ "malloc", MT_FN_MALLOC, false },
 	{ "calloc", MT_FN_CALLOC, false },

@@ -12,17 +12,17 @@
 
 /* One probe site: an allocator function of a file, as a file offset. */
 struct alloc_site {
-	unsigned fn;		/* enum mt_fn */
-	uint64_t offset;	/* file offset of the probe */
-	uint64_t entry;		/* file offset of the function itself */
+	unsigned fn;	 /* enum mt_fn */
+	uint64_t offset; /* file offset of the probe */
+	uint64_t entry;	 /* file offset of the function itself */
 };
 
 /* Allocator symbols a file can define (symbols.c lists them). */
 #define MT_MAX_SITES 96
 
 struct alloc_syms {
-	unsigned n;			 /* sites found, 0: not an allocator */
-	bool vendor;			 /* jemalloc, mimalloc or tcmalloc: defines its own API */
+	unsigned n;  /* sites found, 0: not an allocator */
+	bool vendor; /* jemalloc, mimalloc or tcmalloc: defines its own API */
 	struct alloc_site site[MT_MAX_SITES];
 };
 

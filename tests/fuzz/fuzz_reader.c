@@ -41,7 +41,7 @@ static int write_framed(const uint8_t *data, size_t size)
 	if (size < 5 || size - 5 > (1 << 16))
 		return -1;
 	snprintf(hdr.command, sizeof(hdr.command), "fuzz");
-	w = mt_writer__new(memfd, &hdr, 0);	/* writes the header */
+	w = mt_writer__new(memfd, &hdr, 0); /* writes the header */
 	mt_writer__free(w);
 	if (!w)
 		return -1;

@@ -10,8 +10,8 @@
 #include <string.h>
 #include "analysis.h"
 
-static inline void synth(struct analysis *a, uint16_t type, uint32_t pid, uint64_t ts,
-			 uint64_t f0, uint64_t f1, uint64_t f2, const char *str)
+static inline void synth(struct analysis *a, uint16_t type, uint32_t pid, uint64_t ts, uint64_t f0,
+			 uint64_t f1, uint64_t f2, const char *str)
 {
 	struct mt_event ev;
 

@@ -253,7 +253,7 @@ static void test_table_bounded(void)
 static void test_table_random(void)
 {
 	enum { NADDR = 3000 };
-	static uint64_t ref[NADDR];	/* size live at address i, 0: none */
+	static uint64_t ref[NADDR]; /* size live at address i, 0: none */
 	uint64_t rng = 12345, live = 0, unknown = 0, nlive = 0, bad = 0;
 	struct analysis a;
 

@@ -24,8 +24,7 @@ static struct mt_event ev(unsigned type, uint32_t pid, unsigned nfields)
 	return e;
 }
 
-static void add_alloc(struct analysis *a, unsigned type, uint32_t pid, uint64_t addr,
-		      uint64_t size)
+static void add_alloc(struct analysis *a, unsigned type, uint32_t pid, uint64_t addr, uint64_t size)
 {
 	struct mt_event e = ev(type, pid, MALLOC_NFIELDS);
 
@@ -81,8 +80,8 @@ static void add_exit(struct analysis *a, uint32_t pid, int64_t code, unsigned si
 	CHECK_EQ(analysis_add(a, &e), 0);
 }
 
-static void add_rss(struct analysis *a, uint32_t pid, uint64_t anon, uint64_t file,
-		    uint64_t shmem, uint64_t swap)
+static void add_rss(struct analysis *a, uint32_t pid, uint64_t anon, uint64_t file, uint64_t shmem,
+		    uint64_t swap)
 {
 	struct mt_event e = ev(MT_RSS, pid, RSS_NFIELDS);
 
@@ -107,11 +106,11 @@ static void test_heap_totals_and_peak(void)
 
 	analysis_init(&a);
 	add_alloc(&a, MT_MALLOC, 100, 0x1000, 100);
-	add_alloc(&a, MT_CALLOC, 100, 0x2000, 50);	/* live 150 */
-	add_free(&a, 100, 0x1000);			/* live 50 */
+	add_alloc(&a, MT_CALLOC, 100, 0x2000, 50);	  /* live 150 */
+	add_free(&a, 100, 0x1000);			  /* live 50 */
 	add_alloc(&a, MT_ALIGNED_ALLOC, 100, 0x3000, 30); /* live 80 */
-	add_free(&a, 100, 0x9999);			/* never allocated: counted, no effect */
-	add_free(&a, 100, 0x2000);			/* live 30 */
+	add_free(&a, 100, 0x9999);			  /* never allocated: counted, no effect */
+	add_free(&a, 100, 0x2000);			  /* live 30 */
 	analysis_finish(&a);
 	CHECK_U64(a.alloc_count, 3);
 	CHECK_U64(a.total_allocated_bytes, 180);
@@ -134,7 +133,7 @@ static void test_realloc_moves(void)
 
 	analysis_init(&a);
 	add_alloc(&a, MT_MALLOC, 7, 0x1000, 64);
-	add_realloc(&a, 7, 0x1000, 0x5000, 256);	/* live 256 */
+	add_realloc(&a, 7, 0x1000, 0x5000, 256); /* live 256 */
 	add_free(&a, 7, 0x5000);
 	analysis_finish(&a);
 	CHECK_U64(a.alloc_count, 2);
@@ -162,10 +161,10 @@ static void test_leaks_at_exit_and_exec(void)
 	add_exec(&a, 10, "/usr/bin/parent");
 	add_alloc(&a, MT_MALLOC, 10, 0x1000, 11);
 	add_fork(&a, 10, 11, 0);
-	add_alloc(&a, MT_MALLOC, 11, 0x1000, 22);	/* same address, other process */
-	add_exec(&a, 11, "/bin/child");			/* 22 leaked by the old image */
+	add_alloc(&a, MT_MALLOC, 11, 0x1000, 22); /* same address, other process */
+	add_exec(&a, 11, "/bin/child");		  /* 22 leaked by the old image */
 	add_alloc(&a, MT_MALLOC, 11, 0x2000, 33);
-	add_exit(&a, 11, -1, 9);			/* 33 leaked */
+	add_exit(&a, 11, -1, 9); /* 33 leaked */
 	add_free(&a, 10, 0x1000);
 	add_exit(&a, 10, 3, 0);
 	analysis_finish(&a);
@@ -218,12 +217,12 @@ static void test_rss_peaks(void)
 	const struct proc_summary *p;
 
 	analysis_init(&a);
-	add_rss(&a, 30, 1000, 200, 30, 5000);		/* 30: 1230, tree 1230 */
+	add_rss(&a, 30, 1000, 200, 30, 5000); /* 30: 1230, tree 1230 */
 	add_fork(&a, 30, 31, 0);
-	add_rss(&a, 31, 500, 0, 0, 0);			/* tree 1730 */
-	add_rss(&a, 30, 100, 0, 0, 0);			/* 30: 100, tree 600 */
-	add_exit(&a, 31, 0, 0);				/* tree 100 */
-	add_rss(&a, 31, 9999, 0, 0, 0);			/* after exit: ignored */
+	add_rss(&a, 31, 500, 0, 0, 0);	/* tree 1730 */
+	add_rss(&a, 30, 100, 0, 0, 0);	/* 30: 100, tree 600 */
+	add_exit(&a, 31, 0, 0);		/* tree 100 */
+	add_rss(&a, 31, 9999, 0, 0, 0); /* after exit: ignored */
 	analysis_finish(&a);
 	CHECK(a.has_rss);
 	CHECK_U64(a.peak_rss_bytes, 1730);
@@ -247,7 +246,7 @@ static void test_physical_and_unknown(void)
 		e.f[PHYSICAL_BYTES] = bytes[i];
 		CHECK_EQ(analysis_add(&a, &e), 0);
 	}
-	e = ev(MT_TYPE_MAX, 1, 0);			/* a type from a newer writer */
+	e = ev(MT_TYPE_MAX, 1, 0); /* a type from a newer writer */
 	CHECK_EQ(analysis_add(&a, &e), 0);
 	e = ev(0, 1, 0);
 	CHECK_EQ(analysis_add(&a, &e), 0);
@@ -257,7 +256,7 @@ static void test_physical_and_unknown(void)
 	CHECK_U64(a.peak_physical_bytes, 65536);
 	CHECK_U64(a.unknown_events, 2);
 	CHECK_U64(a.events[MT_PHYSICAL], 3);
-	CHECK_EQ(a.nprocs, 0);				/* physical records are tree-wide */
+	CHECK_EQ(a.nprocs, 0); /* physical records are tree-wide */
 	analysis_release(&a);
 }
 

@@ -52,8 +52,7 @@ static void fill_header(struct mt_header *h)
 	h->flags = MT_HDR_ALLOCATORS | MT_HDR_PHYSICAL;
 }
 
-static struct trec rec(unsigned type, unsigned fn, uint64_t ts,
-		       const uint64_t *f, unsigned nf)
+static struct trec rec(unsigned type, unsigned fn, uint64_t ts, const uint64_t *f, unsigned nf)
 {
 	struct trec r;
 
@@ -70,8 +69,8 @@ static struct trec rec(unsigned type, unsigned fn, uint64_t ts,
 }
 
 /* R(type, fn, ts, fields...) */
-#define R(type, fn, ts, ...)                                                   \
-	rec(type, fn, ts, (const uint64_t[]){ __VA_ARGS__ },                   \
+#define R(type, fn, ts, ...)                                 \
+	rec(type, fn, ts, (const uint64_t[]){ __VA_ARGS__ }, \
 	    sizeof((const uint64_t[]){ __VA_ARGS__ }) / sizeof(uint64_t))
 
 /* Checks that @ev is exactly @r: every header field, field and the string. */
@@ -103,9 +102,8 @@ static void check_event(const struct mt_event *ev, const struct trec *r)
  * finishing unless @no_finish.  Frame end offsets go to @ends when non-NULL
  * (ends[0] = end of the file header).
  */
-static void write_recs(char *path, const struct trec *r, size_t n,
-		       const int *flush_after, bool no_finish, uint64_t *ends,
-		       struct mt_writer_stats *st_out)
+static void write_recs(char *path, const struct trec *r, size_t n, const int *flush_after,
+		       bool no_finish, uint64_t *ends, struct mt_writer_stats *st_out)
 {
 	struct mt_header h;
 	struct mt_writer_stats st;
@@ -148,8 +146,8 @@ out:
  * Returns the last mt_reader__next() result; the count read goes to *@got,
  * the error message to @msg.
  */
-static int read_recs(const char *path, const struct trec *want, size_t nwant,
-		     size_t *got, char *msg, size_t msglen)
+static int read_recs(const char *path, const struct trec *want, size_t nwant, size_t *got,
+		     char *msg, size_t msglen)
 {
 	char err[256];
 	struct mt_reader *r;
@@ -211,7 +209,7 @@ static size_t all_types(struct trec *r)
 	r[n] = R(MT_EXEC, 0, T + 1801, 4251);
 	r[n++].str = long_path; /* 2-byte body length; cut at MT_PATH_MAX - 1 */
 	r[n] = R(MT_EXEC, 0, T + 1802, 4252);
-	r[n++].str = NULL;	/* read back as "" */
+	r[n++].str = NULL; /* read back as "" */
 	r[n] = R(MT_EXEC, 0, T + 1803, 4253);
 	r[n++].str = "";
 	r[n++] = R(MT_EXIT, 0, T + 1900, (uint64_t)-1, 9);
@@ -432,7 +430,8 @@ static size_t small_file(char *path, struct trec *r, uint64_t *ends, size_t *per
 		if (i % 2)
 			r[n++] = R(MT_FREE, MT_FN_FREE, ts, 0x55d3a0e4c000ULL + 64 * (uint64_t)i);
 		else
-			r[n++] = R(MT_MALLOC, MT_FN_MALLOC, ts, 0x55d3a0e4c040ULL + 64 * (uint64_t)i, 24);
+			r[n++] = R(MT_MALLOC, MT_FN_MALLOC, ts,
+				   0x55d3a0e4c040ULL + 64 * (uint64_t)i, 24);
 	}
 	r[3] = R(MT_EXEC, 0, ts, 77);
 	r[3].str = "/bin/true";
@@ -514,12 +513,12 @@ static void test_truncation(void)
 			for (int f = 0; f < 4; f++)
 				if (ends[f] <= l)
 					start = ends[f];
-			where = l == start ? "no trailer"
+			where = l == start		       ? "no trailer"
 				: l - start < MT_FRAME_HDR_LEN ? "inside a frame header"
 							       : "inside a frame payload";
 			snprintf(expect, sizeof(expect),
-				 "file truncated at offset %zu (%s): %zu events read",
-				 l, where, want);
+				 "file truncated at offset %zu (%s): %zu events read", l, where,
+				 want);
 			CHECK_STR(err, expect);
 		}
 		if (harness_failed_checks) {
@@ -547,8 +546,8 @@ static void test_bitflip_payload(void)
 	spill(path, file, len);
 	CHECK_EQ(read_recs(path, r, n, &got, err, sizeof(err)), -EBADMSG);
 	CHECK_EQ(got, per_frame[0]);
-	snprintf(expect, sizeof(expect),
-		 "corrupt frame at offset %zu: payload checksum mismatch", (size_t)ends[1]);
+	snprintf(expect, sizeof(expect), "corrupt frame at offset %zu: payload checksum mismatch",
+		 (size_t)ends[1]);
 	CHECK_STR(err, expect);
 
 	/* a flipped frame header bit */
@@ -558,8 +557,7 @@ static void test_bitflip_payload(void)
 	CHECK_EQ(read_recs(path, r, n, &got, err, sizeof(err)), -EBADMSG);
 	CHECK_EQ(got, per_frame[0] + per_frame[1]);
 	snprintf(expect, sizeof(expect),
-		 "corrupt frame at offset %zu: frame header checksum mismatch",
-		 (size_t)ends[2]);
+		 "corrupt frame at offset %zu: frame header checksum mismatch", (size_t)ends[2]);
 	CHECK_STR(err, expect);
 	free(file);
 	unlink(path);
@@ -609,8 +607,8 @@ static void test_bitflip_everywhere(void)
 			}
 			CHECK_EQ(pwrite(fd, &file[i], 1, (off_t)i), 1);
 			if (harness_failed_checks) {
-				fprintf(stderr, "  flip of bit %d at offset %zu: %d %s\n",
-					bit, i, rc, err);
+				fprintf(stderr, "  flip of bit %d at offset %zu: %d %s\n", bit, i,
+					rc, err);
 				goto out;
 			}
 		}
@@ -690,7 +688,7 @@ static void test_trailer_roundtrip(void)
 	}
 	CHECK_EQ(mt_writer__flush(w), 0);
 	CHECK_EQ(mt_writer__flush(w), 0); /* empty: no frame */
-	memset(&t, 0xa5, sizeof(t));	   /* events and frames are the writer's */
+	memset(&t, 0xa5, sizeof(t));	  /* events and frames are the writer's */
 	memset(t.dropped, 0, sizeof(t.dropped));
 	t.dropped[0] = 7;
 	t.dropped[MT_FREE] = UINT64_MAX;
@@ -858,11 +856,12 @@ static void craft_file_header(struct buf *f, const struct buf *body)
 }
 
 /* An events frame (zstd at level 5, to show any level reads) or a stored one. */
-static void craft_frame(struct buf *f, uint8_t kind, const struct buf *payload,
-			uint32_t count, uint64_t first_ts, uint64_t last_ts)
+static void craft_frame(struct buf *f, uint8_t kind, const struct buf *payload, uint32_t count,
+			uint64_t first_ts, uint64_t last_ts)
 {
-	struct mt_frame_hdr fh = { .kind = kind, .event_count = count,
-				   .first_ts = first_ts, .last_ts = last_ts };
+	struct mt_frame_hdr fh = {
+		.kind = kind, .event_count = count, .first_ts = first_ts, .last_ts = last_ts
+	};
 	uint8_t hdr[MT_FRAME_HDR_LEN];
 	struct buf z = { NULL, 0, 0 };
 
@@ -912,8 +911,8 @@ static void write_buf(const char *path, const struct buf *f)
 	close(fd);
 }
 
-static void craft_trailer(struct buf *f, uint64_t frames, uint64_t mallocs,
-			  uint64_t frees, uint64_t execs)
+static void craft_trailer(struct buf *f, uint64_t frames, uint64_t mallocs, uint64_t frees,
+			  uint64_t execs)
 {
 	struct buf tb = { NULL, 0, 0 };
 	char num[32];
@@ -924,7 +923,7 @@ static void craft_trailer(struct buf *f, uint64_t frames, uint64_t mallocs,
 	b_kv(&tb, "events.free", num);
 	snprintf(num, sizeof(num), "%" PRIu64, execs);
 	b_kv(&tb, "events.exec", num);
-	b_kv(&tb, "events.teleport", "3");	/* a type this reader lacks */
+	b_kv(&tb, "events.teleport", "3"); /* a type this reader lacks */
 	b_kv(&tb, "dropped.unknown", "5");
 	b_kv(&tb, "dropped.free", "2");
 	b_kv(&tb, "dropped.teleport", "11");
@@ -1088,8 +1087,8 @@ out:
 }
 
 /* Builds a one-frame file around @raw (@count records) and reads it. */
-static int read_crafted(const struct buf *raw, uint32_t count, uint64_t mallocs,
-			uint64_t frames, char *err, size_t errlen)
+static int read_crafted(const struct buf *raw, uint32_t count, uint64_t mallocs, uint64_t frames,
+			char *err, size_t errlen)
 {
 	struct buf f = { NULL, 0, 0 };
 	char path[64];
@@ -1214,8 +1213,9 @@ static void test_corrupt_records(void)
 static void test_corrupt_frames(void)
 {
 	struct buf f = { NULL, 0, 0 }, raw = { NULL, 0, 0 };
-	struct mt_frame_hdr fh = { .kind = MT_FRAME_EVENTS, .comp_len = UINT32_MAX,
-				   .raw_len = 100, .event_count = 1 };
+	struct mt_frame_hdr fh = {
+		.kind = MT_FRAME_EVENTS, .comp_len = UINT32_MAX, .raw_len = 100, .event_count = 1
+	};
 	uint8_t hdr[MT_FRAME_HDR_LEN];
 	char path[64], err[256];
 	size_t got;

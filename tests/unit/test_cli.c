@@ -31,8 +31,8 @@ static void test_parse_size_accepts(void)
 
 static void test_parse_size_rejects(void)
 {
-	const char *bad[] = { "", "K", "16i", "16iB", "16x", "16KK", "16 K", " 16", "+16",
-			      "-1", "-16M", "16Mb", "0x10", "16MiBB" };
+	const char *bad[] = { "",    "K",   "16i", "16iB", "16x",  "16KK", "16 K",
+			      " 16", "+16", "-1",  "-16M", "16Mb", "0x10", "16MiBB" };
 	uint64_t v = 7;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

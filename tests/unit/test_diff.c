@@ -20,21 +20,21 @@ static void test_threshold(void)
 {
 	struct diff_value v = { .known = false };
 
-	CHECK(!exceeds(100, 105, 5));		/* exactly 5%: not beyond */
+	CHECK(!exceeds(100, 105, 5)); /* exactly 5%: not beyond */
 	CHECK(exceeds(100, 106, 5));
-	CHECK(exceeds(1000, 1051, 5));		/* 5.1% */
+	CHECK(exceeds(1000, 1051, 5)); /* 5.1% */
 	CHECK(!exceeds(1000, 1050, 5));
-	CHECK(!exceeds(100, 90, 0));		/* a shrink never fails */
-	CHECK(!exceeds(100, 100, 0));		/* no change never fails */
-	CHECK(exceeds(100, 101, 0));		/* any growth beyond 0% */
-	CHECK(exceeds(0, 1, 1000));		/* from nothing: beyond every threshold */
+	CHECK(!exceeds(100, 90, 0));  /* a shrink never fails */
+	CHECK(!exceeds(100, 100, 0)); /* no change never fails */
+	CHECK(exceeds(100, 101, 0));  /* any growth beyond 0% */
+	CHECK(exceeds(0, 1, 1000));   /* from nothing: beyond every threshold */
 	CHECK(!exceeds(0, 0, 0));
-	CHECK(!exceeds(200, 201, 0.5));		/* 0.5% exactly */
+	CHECK(!exceeds(200, 201, 0.5)); /* 0.5% exactly */
 	CHECK(exceeds(200, 202, 0.5));
 	/* large byte counts: 2^62 growing by one byte is 2.2e-17 %, above 0 only */
 	CHECK(exceeds(1ull << 62, (1ull << 62) + 1, 0));
 	CHECK(!exceeds(1ull << 62, (1ull << 62) + 1, 1e-10));
-	CHECK(!diff_exceeds(&v, 0));		/* not recorded in both: never */
+	CHECK(!diff_exceeds(&v, 0)); /* not recorded in both: never */
 
 	diff_value_set(&v, 200, 150);
 	CHECK_EQ(v.change, -50);
@@ -74,8 +74,10 @@ static void build(struct analysis *a, uint32_t root, const char *const *cmds, in
  */
 static void test_match(void)
 {
-	static const char *const b[] = { "/bin/sh", "/usr/bin/make", "/usr/bin/cc", "/usr/bin/cc", "/usr/bin/ld" };
-	static const char *const n[] = { "/bin/sh", "/usr/bin/cc", "/usr/bin/make", "/usr/bin/cc", "/usr/bin/as" };
+	static const char *const b[] = { "/bin/sh", "/usr/bin/make", "/usr/bin/cc", "/usr/bin/cc",
+					 "/usr/bin/ld" };
+	static const char *const n[] = { "/bin/sh", "/usr/bin/cc", "/usr/bin/make", "/usr/bin/cc",
+					 "/usr/bin/as" };
 	struct analysis ab, an;
 	int match[5];
 	bool matched[5];
@@ -87,9 +89,9 @@ static void test_match(void)
 	CHECK_EQ(match[1], 2);	/* make */
 	CHECK_EQ(match[2], 1);	/* first cc -> first cc */
 	CHECK_EQ(match[3], 3);	/* second cc -> second cc */
-	CHECK_EQ(match[4], -1);	/* ld: only in BASE */
+	CHECK_EQ(match[4], -1); /* ld: only in BASE */
 	CHECK(matched[0] && matched[1] && matched[2] && matched[3]);
-	CHECK(!matched[4]);	/* as: only in NEW */
+	CHECK(!matched[4]); /* as: only in NEW */
 	analysis_release(&ab);
 	analysis_release(&an);
 }

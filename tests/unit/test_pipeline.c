@@ -50,8 +50,8 @@ static uint64_t rnd(void)
 }
 
 /* A record of @type carrying @n fields (taken from @f), as BPF emits it. */
-static struct mt_rec mk(unsigned type, unsigned fn, uint32_t pid, uint32_t tid,
-			uint64_t ts, unsigned n, const uint64_t *f)
+static struct mt_rec mk(unsigned type, unsigned fn, uint32_t pid, uint32_t tid, uint64_t ts,
+			unsigned n, const uint64_t *f)
 {
 	struct mt_rec r;
 
@@ -81,8 +81,8 @@ static struct mt_rec mk_free(uint64_t ts, uint64_t addr)
 	return mk(MT_FREE, MT_FN_FREE, 100, 101, ts, 1, f);
 }
 
-static struct mt_rec_exec mk_exec(unsigned fn, uint64_t ts, uint32_t pid,
-				  uint64_t old_pid, const char *path)
+static struct mt_rec_exec mk_exec(unsigned fn, uint64_t ts, uint32_t pid, uint64_t old_pid,
+				  const char *path)
 {
 	struct mt_rec_exec r;
 
@@ -102,15 +102,14 @@ static struct mt_rec_exec mk_exec(unsigned fn, uint64_t ts, uint32_t pid,
 static struct mt_rec mk_random(uint64_t ts)
 {
 	static const unsigned types[] = {
-		MT_MALLOC, MT_CALLOC, MT_REALLOC, MT_ALIGNED_ALLOC, MT_FREE,
-		MT_MMAP, MT_MUNMAP, MT_MREMAP, MT_BRK, MT_FORK, MT_EXIT,
-		MT_RSS, MT_PHYSICAL,
+		MT_MALLOC, MT_CALLOC, MT_REALLOC, MT_ALIGNED_ALLOC, MT_FREE, MT_MMAP,	  MT_MUNMAP,
+		MT_MREMAP, MT_BRK,    MT_FORK,	  MT_EXIT,	    MT_RSS,  MT_PHYSICAL,
 	};
 	static const unsigned nf[MT_TYPE_MAX] = {
-		[MT_MALLOC] = 2, [MT_CALLOC] = 2, [MT_REALLOC] = 3,
-		[MT_ALIGNED_ALLOC] = 3, [MT_FREE] = 1, [MT_MMAP] = 6,
-		[MT_MUNMAP] = 2, [MT_MREMAP] = 5, [MT_BRK] = 1, [MT_FORK] = 3,
-		[MT_EXIT] = 2, [MT_RSS] = 4, [MT_PHYSICAL] = 1,
+		[MT_MALLOC] = 2,   [MT_CALLOC] = 2, [MT_REALLOC] = 3, [MT_ALIGNED_ALLOC] = 3,
+		[MT_FREE] = 1,	   [MT_MMAP] = 6,   [MT_MUNMAP] = 2,  [MT_MREMAP] = 5,
+		[MT_BRK] = 1,	   [MT_FORK] = 3,   [MT_EXIT] = 2,    [MT_RSS] = 4,
+		[MT_PHYSICAL] = 1,
 	};
 	unsigned type = types[rnd() % ARRAY_SIZE(types)];
 	uint64_t f[MT_MAX_FIELDS];
@@ -123,8 +122,8 @@ static struct mt_rec mk_random(uint64_t ts)
 		default: f[i] = rnd(); break;
 		}
 	}
-	return mk(type, (unsigned)(rnd() % MT_FN_MAX), 1 + (uint32_t)(rnd() % 4),
-		  (uint32_t)rnd(), ts, nf[type], f);
+	return mk(type, (unsigned)(rnd() % MT_FN_MAX), 1 + (uint32_t)(rnd() % 4), (uint32_t)rnd(),
+		  ts, nf[type], f);
 }
 
 /* ---- artifact files ---------------------------------------------------- */
@@ -241,8 +240,7 @@ bad:
  * Reads every record of @path into @ev (at most @max); returns how many, or
  * -1 when the file does not read to a clean end.  *@t gets the trailer.
  */
-static long read_events(const char *path, struct mt_event *ev, long max,
-			struct mt_trailer *t)
+static long read_events(const char *path, struct mt_event *ev, long max, struct mt_trailer *t)
 {
 	char err[256];
 	struct mt_reader *r = mt_reader__open(path, err, sizeof(err));
@@ -292,18 +290,18 @@ static int event_diff(const struct mt_event *ev, const void *rec)
 }
 
 /* CHECKs that @ev[0..n) are exactly the records at @recs[0..n), in order. */
-#define CHECK_EVENTS(ev, recs, n)                                              \
-	do {                                                                   \
-		long _bad = 0, _first = -1;                                    \
-		for (long _i = 0; _i < (long)(n); _i++) {                      \
-			if (event_diff(&(ev)[_i], (recs)[_i])) {               \
-				_bad++;                                        \
-				if (_first < 0)                                \
-					_first = _i;                           \
-			}                                                      \
-		}                                                              \
-		CHECK_EQ(_bad, 0);                                             \
-		if (_bad)                                                      \
+#define CHECK_EVENTS(ev, recs, n)                                                   \
+	do {                                                                        \
+		long _bad = 0, _first = -1;                                         \
+		for (long _i = 0; _i < (long)(n); _i++) {                           \
+			if (event_diff(&(ev)[_i], (recs)[_i])) {                    \
+				_bad++;                                             \
+				if (_first < 0)                                     \
+					_first = _i;                                \
+			}                                                           \
+		}                                                                   \
+		CHECK_EQ(_bad, 0);                                                  \
+		if (_bad)                                                           \
 			fprintf(stderr, "  first mismatch at event %ld\n", _first); \
 	} while (0)
 
@@ -324,7 +322,9 @@ static struct pipeline *new_pipe(struct art *a, size_t batch_bytes, unsigned bat
 				 unsigned flush_ms, pipeline_hook_fn hook, void *ctx)
 {
 	struct pipeline_opts o = {
-		.batch_bytes = batch_bytes, .batches = batches, .flush_ms = flush_ms,
+		.batch_bytes = batch_bytes,
+		.batches = batches,
+		.flush_ms = flush_ms,
 	};
 	struct pipeline *p = pipeline__new(&o, a->w, hook, ctx);
 
@@ -437,8 +437,8 @@ static void test_full_batch_mixed_sizes(void)
 	p = new_pipe(&a, B, 2, 1000, NULL, NULL);
 	CHECK(p != NULL);
 	for (unsigned i = 0; p && i < 2000; i++) {
-		struct mt_rec r = rnd() % 3 ? mk_malloc(i, 0x1000 + 16 * i, 32)
-					    : mk_free(i, 0x1000 + 16 * i);
+		struct mt_rec r =
+			rnd() % 3 ? mk_malloc(i, 0x1000 + 16 * i, 32) : mk_free(i, 0x1000 + 16 * i);
 		size_t s = rec_size(&r);
 
 		if (used + s > B) {
@@ -838,18 +838,18 @@ static void test_roundtrip_every_type(void)
 	memset(longpath, 'p', MT_PATH_MAX - 1);
 	longpath[0] = '/';
 	longpath[MT_PATH_MAX - 1] = '\0';
-#define R(type, fn, pid, tid, ts, ...)                                        \
-	do {                                                                   \
-		uint64_t _f[] = { __VA_ARGS__ };                               \
-		in[n].exec = false;                                            \
-		in[n].r = mk(type, fn, pid, tid, ts, ARRAY_SIZE(_f), _f);      \
-		n++;                                                           \
+#define R(type, fn, pid, tid, ts, ...)                                    \
+	do {                                                              \
+		uint64_t _f[] = { __VA_ARGS__ };                          \
+		in[n].exec = false;                                       \
+		in[n].r = mk(type, fn, pid, tid, ts, ARRAY_SIZE(_f), _f); \
+		n++;                                                      \
 	} while (0)
-#define X(fn, ts, pid, old, path)                                              \
-	do {                                                                   \
-		in[n].exec = true;                                             \
-		in[n].x = mk_exec(fn, ts, pid, old, path);                     \
-		n++;                                                           \
+#define X(fn, ts, pid, old, path)                          \
+	do {                                               \
+		in[n].exec = true;                         \
+		in[n].x = mk_exec(fn, ts, pid, old, path); \
+		n++;                                       \
 	} while (0)
 	R(MT_MALLOC, MT_FN_MALLOC, 1, 1, 1000, 0x55555555a2a0, 24);
 	R(MT_CALLOC, MT_FN_CALLOC, 1, 2, 1000, 0x55555555a000, 4096);
@@ -857,8 +857,8 @@ static void test_roundtrip_every_type(void)
 	R(MT_ALIGNED_ALLOC, MT_FN_POSIX_MEMALIGN, 1, 3, 1002, 0x1000, 4096, 4096);
 	R(MT_FREE, MT_FN_FREE, 1, 3, 1003, 0);
 	R(MT_FREE, MT_FN_FREE, 1, 3, 1004, M);
-	R(MT_MMAP, MT_REC_PARKED, 4294967295u, 4294967295u, 1005,
-	  0x7ffff7fc0000, 8192, 3, 0x22, (uint64_t)-1, 0);
+	R(MT_MMAP, MT_REC_PARKED, 4294967295u, 4294967295u, 1005, 0x7ffff7fc0000, 8192, 3, 0x22,
+	  (uint64_t)-1, 0);
 	R(MT_MMAP, 0, 1, 1, 1006, 0, M, 7, 0x802, 3, M - 4095);
 	R(MT_MUNMAP, 0, 1, 1, 1007, 0x7ffff7fc0000, 8192);
 	R(MT_MREMAP, 0, 1, 1, 1008, 0x7ffff0000000, 1 << 24, 0x7ffff7fc0000, 8192, 1);
@@ -874,7 +874,7 @@ static void test_roundtrip_every_type(void)
 	R(MT_RSS, 0, 1, 1, 1018, 1 << 20, 2 << 20, 0, M);
 	R(MT_PHYSICAL, 0, 1, 1, 1019, 123456789);
 	R(MT_MALLOC, MT_FN_VALLOC, 1, 1, 1020, 0x1000, 4096, 42); /* extra field */
-	R(MT_MALLOC, MT_FN_MALLOC, 1, 1, M, M, M);		   /* ts at the top */
+	R(MT_MALLOC, MT_FN_MALLOC, 1, 1, M, M, M);		  /* ts at the top */
 #undef R
 #undef X
 	for (unsigned i = 0; i < n; i++) {
@@ -985,8 +985,9 @@ static void test_roundtrip_many(void)
 	CHECK_U64(st.flushes[FLUSH_TIMEOUT], N / 1000);
 	CHECK_U64(st.flushes[FLUSH_DRAIN], (N - 2500) / 4000 + 1);
 	CHECK_U64(st.flushes[FLUSH_SHUTDOWN], 0); /* the last feed ended a tick */
-	CHECK_U64(st.flushes[FLUSH_FULL] + st.flushes[FLUSH_TIMEOUT] +
-		  st.flushes[FLUSH_DRAIN] + st.flushes[FLUSH_SHUTDOWN], st.batches);
+	CHECK_U64(st.flushes[FLUSH_FULL] + st.flushes[FLUSH_TIMEOUT] + st.flushes[FLUSH_DRAIN] +
+			  st.flushes[FLUSH_SHUTDOWN],
+		  st.batches);
 	CHECK_U64(st.frames, st.batches);
 	CHECK_EQ(art_finish(&a, NULL), 0);
 	CHECK_EQ(read_events(a.path, ev, N + 1, NULL), N);
@@ -1016,10 +1017,10 @@ static void test_ignores_malformed(void)
 	CHECK(p != NULL);
 	if (p) {
 		CHECK_EQ(pipeline_feed(p, &r, sizeof(struct mt_rec_hdr) - 1), 0); /* short */
-		CHECK_EQ(pipeline_feed(p, &r, rec_size(&r) - 1), 0); /* fields cut */
-		CHECK_EQ(pipeline_feed(p, &x, rec_size(&x)), 0);     /* > batch_bytes */
+		CHECK_EQ(pipeline_feed(p, &r, rec_size(&r) - 1), 0);		  /* fields cut */
+		CHECK_EQ(pipeline_feed(p, &x, rec_size(&x)), 0); /* > batch_bytes */
 		CHECK_U64(stats(p).events, 0);
-		CHECK_EQ(pipeline_feed(p, &r, sizeof(r)), 0);	      /* padded: fine */
+		CHECK_EQ(pipeline_feed(p, &r, sizeof(r)), 0); /* padded: fine */
 		CHECK_U64(stats(p).events, 1);
 		CHECK_EQ(pipeline__stop(p, FLUSH_DRAIN), 0);
 		CHECK_U64(stats(p).frames, 1);
@@ -1069,7 +1070,7 @@ static void test_hook(void)
 		{ MT_FREE, MT_FN_FREE, false },
 		{ MT_EXIT, MT_REC_PARKED, true }, /* once, not twice */
 		{ MT_RSS, 0, false },
-		{ MT_MUNMAP, 0x7fff, false },	  /* every bit but PARKED */
+		{ MT_MUNMAP, 0x7fff, false }, /* every bit but PARKED */
 	};
 	unsigned want = 0;
 
@@ -1085,8 +1086,10 @@ static void test_hook(void)
 	log.p = p;
 	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
 		uint64_t f[MT_MAX_FIELDS] = { 1000 + i, 1, 2, 3, 4, 5 };
-		unsigned nf = cases[i].type == MT_MMAP ? 6 : cases[i].type == MT_FORK ? 3 :
-			      cases[i].type == MT_RSS ? 4 : 2;
+		unsigned nf = cases[i].type == MT_MMAP	 ? 6
+			      : cases[i].type == MT_FORK ? 3
+			      : cases[i].type == MT_RSS	 ? 4
+							 : 2;
 		struct mt_rec r = mk(cases[i].type, cases[i].fn, 1, 1, 100 + i, nf, f);
 		struct mt_rec_exec x = mk_exec(cases[i].fn, 100 + i, 1, 1000 + i, "/x");
 
@@ -1172,7 +1175,7 @@ struct bm {
 	_Atomic bool done;
 	int feed_err;
 
-	int rfd;		/* pipe read end, drained into out_fd */
+	int rfd; /* pipe read end, drained into out_fd */
 	int out_fd;
 	long drained;
 };
@@ -1329,7 +1332,9 @@ out_mem:
 static void writers_case(unsigned writers, size_t batch_bytes, unsigned N)
 {
 	struct pipeline_opts o = {
-		.batch_bytes = batch_bytes, .batches = 6, .flush_ms = 1000,
+		.batch_bytes = batch_bytes,
+		.batches = 6,
+		.flush_ms = 1000,
 		.writers = writers,
 	};
 	struct mt_rec *recs = calloc(N, sizeof(*recs));

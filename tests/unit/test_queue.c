@@ -38,13 +38,13 @@ static uint64_t now_ns(void)
 /* One blocking call made by a helper thread. */
 struct op {
 	struct queue *q;
-	bool push;		/* push item, else pop */
+	bool push; /* push item, else pop */
 	void *item;
 	pthread_t th;
 	_Atomic pid_t tid;
 	_Atomic bool done;
-	int ret;		/* push's return */
-	void *got;		/* pop's return */
+	int ret;   /* push's return */
+	void *got; /* pop's return */
 };
 
 static void *op_main(void *arg)

@@ -20,13 +20,13 @@
 
 /* What FORMAT.md §8 says about one type. */
 struct doc_type {
-	char name[64];			/* from the summary table */
-	unsigned nfields;		/* from the summary table */
-	char string[64];		/* "" when the table says "no" */
+	char name[64];	  /* from the summary table */
+	unsigned nfields; /* from the summary table */
+	char string[64];  /* "" when the table says "no" */
 	bool in_table;
-	bool in_list;			/* has a "* **N `name`**" paragraph */
+	bool in_list; /* has a "* **N `name`**" paragraph */
 	char list_name[64];
-	unsigned nlisted;		/* "i: `key` KIND" entries found */
+	unsigned nlisted; /* "i: `key` KIND" entries found */
 	char key[MT_MAX_FIELDS][64];
 	char kind[MT_MAX_FIELDS][8];
 };

@@ -13,8 +13,8 @@
 
 #define SPIKE 10000000ull
 #define N 1000000ull
-#define STEP_NS 7919ull		/* 1M events over ~7.9 s */
-#define SPIKE_AT (N * 3 / 7)	/* event index of the spike: 428571, odd */
+#define STEP_NS 7919ull	     /* 1M events over ~7.9 s */
+#define SPIKE_AT (N * 3 / 7) /* event index of the spike: 428571, odd */
 /*
  * At the spike the steady block is the one event 428570 malloc'd (its free,
  * the odd event, is replaced by the spike): 100 + 428570 % 64 = 126 bytes.
@@ -111,8 +111,8 @@ static void test_per_process(void)
 	timeline_finish(tl, 1000000);
 	CHECK_EQ(timeline_columns(tl, 1, TL_RSS, 10, cols), 0);
 	CHECK(cols[5].valid && cols[5].hi == 8192);
-	CHECK(!cols[8].valid);		/* after the exit */
-	CHECK(!cols[0].valid);		/* before its first value */
+	CHECK(!cols[8].valid); /* after the exit */
+	CHECK(!cols[0].valid); /* before its first value */
 	CHECK_EQ(timeline_columns(tl, -1, TL_RSS, 10, cols), 0);
 	CHECK(cols[5].hi == 12288 && cols[9].last == 8192);
 	CHECK_EQ(timeline_columns(tl, 1, TL_ANON, 10, cols), -2);

@@ -31,9 +31,24 @@ static void roundtrip(uint64_t v)
 static void test_roundtrip(void)
 {
 	static const uint64_t vals[] = {
-		0, 1, 127, 128, 129, 255, 256, 300, 16383, 16384, 2097151,
-		2097152, UINT32_MAX, (uint64_t)UINT32_MAX + 1, INT64_MAX,
-		(uint64_t)INT64_MAX + 1, UINT64_MAX - 1, UINT64_MAX,
+		0,
+		1,
+		127,
+		128,
+		129,
+		255,
+		256,
+		300,
+		16383,
+		16384,
+		2097151,
+		2097152,
+		UINT32_MAX,
+		(uint64_t)UINT32_MAX + 1,
+		INT64_MAX,
+		(uint64_t)INT64_MAX + 1,
+		UINT64_MAX - 1,
+		UINT64_MAX,
 	};
 
 	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
@@ -64,8 +79,9 @@ static void test_lengths(void)
 static void test_known_bytes(void)
 {
 	uint8_t buf[MT_VARINT_MAX];
-	static const uint8_t max[10] = { 0xff, 0xff, 0xff, 0xff, 0xff,
-					 0xff, 0xff, 0xff, 0xff, 0x01 };
+	static const uint8_t max[10] = {
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01
+	};
 
 	CHECK_EQ(mt_varint_encode(buf, 0), 1);
 	CHECK_EQ(buf[0], 0x00);
@@ -121,13 +137,13 @@ static void test_malformed(void)
 	static const uint8_t pad_max[] = { 0xff, 0xff, 0xff, 0xff, 0xff,
 					   0xff, 0xff, 0xff, 0xff, 0x00 };
 	/* more than 64 bits */
-	static const uint8_t over[] = { 0xff, 0xff, 0xff, 0xff, 0xff,
-					0xff, 0xff, 0xff, 0xff, 0x02 };
+	static const uint8_t over[] = {
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02
+	};
 	static const uint8_t eleven[] = { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
 					  0x80, 0x80, 0x80, 0x81, 0x01 };
 	/* bit 63 alone is fine */
-	static const uint8_t top[] = { 0x80, 0x80, 0x80, 0x80, 0x80,
-				       0x80, 0x80, 0x80, 0x80, 0x01 };
+	static const uint8_t top[] = { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 };
 	uint64_t v = 0;
 
 	CHECK_EQ(decode_bytes(pad1, sizeof(pad1), &v), -EBADMSG);
@@ -164,9 +180,9 @@ static void test_sequence(void)
 
 static void test_zigzag(void)
 {
-	static const int64_t vals[] = { 0, -1, 1, -2, 2, 63, -64, 64, -65,
-					INT32_MAX, INT32_MIN, INT64_MAX,
-					INT64_MIN, INT64_MIN + 1 };
+	static const int64_t vals[] = { 0,	   -1,	      1,	 -2,	       2,
+					63,	   -64,	      64,	 -65,	       INT32_MAX,
+					INT32_MIN, INT64_MAX, INT64_MIN, INT64_MIN + 1 };
 
 	CHECK_U64(mt_zigzag_encode(0), 0);
 	CHECK_U64(mt_zigzag_encode(-1), 1);
