@@ -44,11 +44,16 @@ struct {
  * thrown by operator new) sits below the new call's stack pointer: stale,
  * it is dropped so it cannot swallow the thread's later calls.
  */
-static __always_inline struct call_args *outer_call(__u32 tid, __u64 sp)
+static __always_inline struct call_args *outer_call(__u32 tid, __u64 sp, bool has_ret)
 {
 	struct call_args *cur = bpf_map_lookup_elem(&inflight, &tid);
 
-	if (cur && sp > cur->sp) {
+	/*
+	 * A call without a return probe (operator new) hands its result to a
+	 * call it makes, never to one it jumps to: a call with a return probe
+	 * at its very stack level finds it stale (it returned without one).
+	 */
+	if (cur && (sp > cur->sp || (has_ret && cur->noret && sp == cur->sp))) {
 		bpf_map_delete_elem(&inflight, &tid);
 		return NULL;
 	}
@@ -71,7 +76,7 @@ static __always_inline int call_enter(__u32 fn, __u32 kind, bool noret, __u64 sp
 
 	if (!is_tracked(id >> 32))
 		return 0;
-	cur = outer_call(tid, sp);
+	cur = outer_call(tid, sp, !noret);
 	if (cur) {
 		if (!noret)
 			cur->depth++;
@@ -156,7 +161,7 @@ static __always_inline int free_enter(__u32 fn, bool guarded, __u64 sp, __u64 pt
 
 	if (!is_tracked(id >> 32))
 		return 0;
-	cur = outer_call(tid, sp);
+	cur = outer_call(tid, sp, guarded);
 	if (cur) {
 		if (guarded)
 			cur->depth++;

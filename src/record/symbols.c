@@ -227,11 +227,12 @@ int alloc_syms_read(const char *path, struct alloc_syms *out)
 
 		if (!addr[i] || vaddr_to_offset(elf, addr[i], &off))
 			continue;
+		/* tcmalloc's tc_* are all aliases of standard names: still its own API */
+		out->vendor |= sym_names[i].vendor;
 		for (unsigned j = 0; j < out->n; j++)
 			alias |= out->site[j].entry == off;
 		if (alias)
 			continue;
-		out->vendor |= sym_names[i].vendor;
 		out->site[out->n].fn = fn;
 		out->site[out->n].entry = off;
 		out->site[out->n].offset = fn == MT_FN_FREE ? skip_null_check(fd, off) : off;
