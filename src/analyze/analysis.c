@@ -7,8 +7,9 @@
 #include "analysis.h"
 
 struct live_slot {
-	uint64_t addr; /* 0: empty */
-	uint64_t size; /* bytes */
+	uint64_t addr;	/* 0: empty */
+	uint64_t size;	/* bytes */
+	uint64_t stack; /* call site: stack id, 0 = none */
 };
 
 void analysis_init(struct analysis *a)
@@ -53,7 +54,7 @@ static struct live_slot *live_find(const struct live_table *t, uint64_t addr)
 }
 
 /* Inserts without growing; the caller made room.  @addr is not live. */
-static void live_put(struct live_table *t, uint64_t addr, uint64_t size)
+static void live_put(struct live_table *t, uint64_t addr, uint64_t size, uint64_t stack)
 {
 	uint64_t mask = t->nslots - 1, i;
 
@@ -61,6 +62,7 @@ static void live_put(struct live_table *t, uint64_t addr, uint64_t size)
 		;
 	t->slots[i].addr = addr;
 	t->slots[i].size = size;
+	t->slots[i].stack = stack;
 	t->nlive++;
 }
 
@@ -95,7 +97,7 @@ static int live_grow(struct live_table *t)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < t->nslots; i++)
 		if (t->slots[i].addr)
-			live_put(&n, t->slots[i].addr, t->slots[i].size);
+			live_put(&n, t->slots[i].addr, t->slots[i].size, t->slots[i].stack);
 	free(t->slots);
 	*t = n;
 	return 0;
@@ -195,6 +197,17 @@ static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 
 /* ---- heap --------------------------------------------------------------- */
 
+/* The block @s leaves its call site's live bytes (freed, replaced or leaked). */
+static struct site *site_release(struct analysis *a, const struct live_slot *s)
+{
+	struct site *site = site_get(&a->sites, s->stack);
+
+	/* a new site is the only allocation here; it fails only out of memory */
+	if (site)
+		site_live_add(&a->sites, site, -(int64_t)s->size);
+	return site;
+}
+
 /* Removes the block at @addr of @p; returns whether it was live. */
 static bool heap_release(struct analysis *a, struct proc_summary *p, uint64_t addr)
 {
@@ -204,17 +217,19 @@ static bool heap_release(struct analysis *a, struct proc_summary *p, uint64_t ad
 		a->unknown_free_count++;
 		return false;
 	}
+	site_release(a, s);
 	a->live_bytes -= s->size;
 	p->live_bytes -= s->size;
 	live_drop(&p->live, s);
 	return true;
 }
 
-static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts, uint64_t addr,
-		      uint64_t size)
+static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct mt_event *ev,
+		      uint64_t addr, uint64_t size)
 {
 	struct live_table *t = &p->live;
 	struct live_slot *s;
+	struct site *site;
 
 	a->alloc_count++;
 	a->total_allocated_bytes += size;
@@ -225,6 +240,7 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts, u
 	/* one probe finds the block at @addr or the empty slot it goes to */
 	s = live_slot_for(t, addr);
 	if (s->addr) { /* a free we never saw: the old block is gone */
+		site_release(a, s);
 		a->live_bytes -= s->size;
 		p->live_bytes -= s->size;
 	} else {
@@ -232,10 +248,18 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts, u
 		t->nlive++;
 	}
 	s->size = size;
+	s->stack = ev->stack;
+	site = site_get(&a->sites, ev->stack);
+	if (!site)
+		return -ENOMEM;
+	site->allocs++;
+	site->allocated_bytes += size;
+	site_live_add(&a->sites, site, (int64_t)size);
 	a->live_bytes += size;
 	if (a->live_bytes > a->peak_live_bytes) {
 		a->peak_live_bytes = a->live_bytes;
-		a->peak_live_ts = ts;
+		a->peak_live_ts = ev->h.ts;
+		site_table_new_peak(&a->sites);
 	}
 	p->live_bytes += size;
 	if (p->live_bytes > p->peak_heap_bytes)
@@ -246,11 +270,18 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, uint64_t ts, u
 /* Everything @p still holds is leaked: its image is gone (exit, exec, end). */
 static void sweep_proc(struct analysis *a, struct proc_summary *p)
 {
+	struct site *site;
+
 	for (uint64_t i = 0; i < p->live.nslots; i++) {
 		struct live_slot *s = &p->live.slots[i];
 
 		if (!s->addr)
 			continue;
+		site = site_release(a, s);
+		if (site) {
+			site->leaked_count++;
+			site->leaked_bytes += s->size;
+		}
 		p->leaked_count++;
 		p->leaked_bytes += s->size;
 		a->leaked_count++;
@@ -366,11 +397,11 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 	switch (ev->h.type) {
 	case MT_MALLOC:
 	case MT_CALLOC:
-	case MT_ALIGNED_ALLOC: return heap_alloc(a, p, ev->h.ts, f[0], f[1]);
+	case MT_ALIGNED_ALLOC: return heap_alloc(a, p, ev, f[0], f[1]);
 	case MT_REALLOC:
 		/* one allocation of the new size; the old block goes without a free */
 		heap_release(a, p, f[2]);
-		return heap_alloc(a, p, ev->h.ts, f[0], f[1]);
+		return heap_alloc(a, p, ev, f[0], f[1]);
 	case MT_FREE:
 		a->free_count++;
 		p->frees++;
@@ -433,6 +464,7 @@ void analysis_finish(struct analysis *a)
 {
 	for (unsigned i = 0; i < a->nprocs; i++)
 		sweep_proc(a, &a->procs[i]);
+	site_table_settle(&a->sites);
 	if (!a->heap_off && add_window(a, a->on_since, 0))
 		a->heap_off = true; /* out of memory: the open window is left out */
 }
@@ -445,6 +477,7 @@ void analysis_release(struct analysis *a)
 	free(a->procs);
 	free(a->marks);
 	free(a->windows);
+	site_table_release(&a->sites);
 	memset(a, 0, sizeof(*a));
 }
 

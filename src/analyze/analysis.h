@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "artifact.h"
+#include "sites.h"
 
 /*
  * Live heap blocks of one process: open addressing on the address, at most
@@ -101,6 +102,8 @@ struct analysis {
 	unsigned nmarks;
 	struct enabled_window *windows; /* owned; the open one is added by finish */
 	unsigned nwindows;
+
+	struct site_table sites; /* per call site (stack id); settled by analysis_finish */
 
 	analysis_observer *observer; /* NULL: none */
 	void *observer_ctx;

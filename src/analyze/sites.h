@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sites.h - heap statistics per call site (a distinct stack id): how many
+ * allocations and bytes each made, what it leaked, and what it held when the
+ * whole tree's heap peaked.  analysis.c updates them as it folds heap
+ * records in; docs/METRICS.md ("Call sites") defines each number.
+ *
+ * Peak at constant cost: the table counts the tree's new heap peaks
+ * (epoch).  A site remembers the epoch of its last change; before its live
+ * bytes change again in a later epoch, what it held is what it held at the
+ * latest peak, so it is copied to peak_bytes then (and, for sites untouched
+ * since, by site_table_settle() at the end).  Sites' peak_bytes so sum to
+ * the tree's peak_live_bytes.
+ *
+ * Ownership: the table owns its arrays.  A struct site pointer is valid
+ * until the next site_get() (the array may move).
+ */
+#ifndef MEMTRACK_SITES_H
+#define MEMTRACK_SITES_H
+
+#include <stdint.h>
+
+struct site {
+	uint64_t stack;		  /* stack id; 0: allocations recorded without a stack */
+	uint64_t allocs;	  /* allocations (malloc, calloc, realloc, aligned) */
+	uint64_t allocated_bytes; /* bytes they requested */
+	uint64_t live_bytes;	  /* bytes allocated here and not freed yet */
+	uint64_t peak_bytes;	  /* live_bytes at the tree's heap peak (settled at the end) */
+	uint64_t leaked_count;	  /* blocks never freed before exit/exec/end */
+	uint64_t leaked_bytes;
+	uint64_t epoch; /* the table's epoch at the last change of live_bytes */
+};
+
+struct site_table {
+	struct site *sites; /* owned, nsites of them, in first-seen order */
+	uint64_t nsites, cap;
+	uint64_t *index;      /* owned: open addressing on stack, sites index + 1, 0 = empty */
+	uint64_t index_slots; /* power of two, or 0 */
+	uint64_t last;	      /* sites index + 1 of the last lookup, 0 = none */
+	uint64_t epoch;	      /* new tree-wide heap peaks so far */
+};
+
+void site_table_init(struct site_table *t);
+
+/* The site of @stack, added when new; NULL on -ENOMEM.  May move t->sites. */
+struct site *site_get(struct site_table *t, uint64_t stack);
+
+/* Adds @delta (may be negative) to @s's live bytes, snapshotting its peak first. */
+static inline void site_live_add(const struct site_table *t, struct site *s, int64_t delta)
+{
+	if (s->epoch != t->epoch) {
+		s->peak_bytes = s->live_bytes;
+		s->epoch = t->epoch;
+	}
+	s->live_bytes += (uint64_t)delta;
+}
+
+/* The tree reached a new heap peak: what every site holds now is its peak. */
+static inline void site_table_new_peak(struct site_table *t)
+{
+	t->epoch++;
+}
+
+/* Brings every site's peak_bytes up to date (after the last event). */
+void site_table_settle(struct site_table *t);
+
+void site_table_release(struct site_table *t);
+
+#endif /* MEMTRACK_SITES_H */
