@@ -14,7 +14,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror=undef -Wmissing-field-initializers \
 	    -Wno-unused-parameter -D_GNU_SOURCE -DMT_VERSION='"$(VERSION)"' \
 	    -I$(OUT) $(SRC_INCLUDES) -Iinclude -MMD -MP
-LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -lz -lzstd -lpthread -lm -lstdc++
 BPF_CFLAGS := -g -O2 -Wall
 # CI builds (make check) turn every warning into an error.
 ifeq ($(WERROR),1)

@@ -137,8 +137,8 @@ static int add_object(struct stack_table *t, const struct mt_event *ev)
 	memset(o, 0, sizeof(*o));
 	o->id = id;
 	o->path = path;
-	o->build_id_len = ev->build_id_len > sizeof(o->build_id) ? sizeof(o->build_id) :
-								   ev->build_id_len;
+	o->build_id_len =
+		ev->build_id_len > sizeof(o->build_id) ? sizeof(o->build_id) : ev->build_id_len;
 	memcpy(o->build_id, ev->build_id, o->build_id_len);
 	return 0;
 }

@@ -26,17 +26,17 @@ struct mt_frame {
 };
 
 struct mt_stack {
-	uint64_t id;		/* > 0, as the records name it */
-	uint32_t nframes;	/* 1..127 */
-	bool truncated;		/* unwinding stopped before the outermost frame */
+	uint64_t id;		 /* > 0, as the records name it */
+	uint32_t nframes;	 /* 1..127 */
+	bool truncated;		 /* unwinding stopped before the outermost frame */
 	struct mt_frame *frames; /* owned by the table; innermost first */
 };
 
 struct mt_object {
-	uint32_t id;		/* > 0 */
-	char *path;		/* owned by the table */
-	uint8_t build_id[20];	/* GNU build-id */
-	uint8_t build_id_len;	/* 0: the file has none */
+	uint32_t id;	      /* > 0 */
+	char *path;	      /* owned by the table */
+	uint8_t build_id[20]; /* GNU build-id */
+	uint8_t build_id_len; /* 0: the file has none */
 };
 
 /* One executable mapping of one process. */
@@ -52,8 +52,8 @@ struct mt_mapping {
 struct stack_table {
 	struct mt_stack *stacks; /* owned, nstacks of them, in record order */
 	uint64_t nstacks, stacks_cap;
-	uint64_t *index;	/* owned: open addressing on id, stacks index + 1, 0 = empty */
-	uint64_t index_slots;	/* power of two, or 0 */
+	uint64_t *index;	   /* owned: open addressing on id, stacks index + 1, 0 = empty */
+	uint64_t index_slots;	   /* power of two, or 0 */
 	struct mt_object *objects; /* owned, nobjects of them, in record order */
 	uint32_t nobjects, objects_cap;
 	struct mt_mapping *mappings; /* owned, nmappings of them, in record order */

@@ -278,8 +278,8 @@ static void test_sites_sum(void)
 		if (x & 0x100000)
 			S_FREE(&a, 10 + (x >> 40) % 3, i, addr);
 		else
-			alloc_at(&a, MT_MALLOC, 10 + (x >> 40) % 3, i, addr, 1 + (x >> 20) % 5000, 0,
-				 (x >> 30) % 300);
+			alloc_at(&a, MT_MALLOC, 10 + (x >> 40) % 3, i, addr, 1 + (x >> 20) % 5000,
+				 0, (x >> 30) % 300);
 	}
 	analysis_finish(&a);
 	for (uint64_t i = 0; i < a.sites.nsites; i++) {

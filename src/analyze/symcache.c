@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+/* symcache.c - the on-disk cache of resolved addresses; see symcache.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "symcache.h"
+
+#define SYMCACHE_MAGIC "memtrack-symcache 1"
+#define SYMCACHE_MAX_BYTES (256u << 20) /* a bigger file is not ours */
+#define SYMCACHE_MAX_FRAMES 64		/* inlined frames of one address */
+
+static void hex(char *out, const uint8_t *b, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+	out[2 * n] = 0;
+}
+
+static int cache_path(char *buf, size_t len, const char *dir, const uint8_t *bid,
+		      unsigned bid_len)
+{
+	char h[41];
+
+	if (!bid_len || bid_len > 20)
+		return -EINVAL;
+	hex(h, bid, bid_len);
+	return snprintf(buf, len, "%s/%s.syms", dir, h) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+static uint64_t fnv(uint64_t h, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* The next \t- or \n-ended field of *@p, NUL-terminated in place; NULL at the line's end. */
+static char *field(char **p, char *end, char *stop)
+{
+	char *s = *p, *q = s;
+
+	while (q < end && *q != '\t' && *q != '\n')
+		q++;
+	if (q == end)
+		return NULL;
+	*stop = *q;
+	*q = 0;
+	*p = q + 1;
+	return s;
+}
+
+static int parse_u64(const char *s, int base, uint64_t *v)
+{
+	char *e;
+
+	if (!*s || *s == '-' || *s == ' ')
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, &e, base);
+	return *e || errno ? -EINVAL : 0;
+}
+
+/*
+ * Parses one entry line at *@p (advanced past it) into @fr; NUL-terminates
+ * its fields in place, so a buffer is parsed once.  Returns 0 or -EINVAL.
+ */
+static int parse_entry(char **p, char *end, uint64_t *addr, struct sym_frame *fr, uint32_t *n)
+{
+	char stop = 0, *f;
+	uint64_t v;
+
+	f = field(p, end, &stop);
+	if (!f || stop != '\t' || parse_u64(f, 16, addr))
+		return -EINVAL;
+	f = field(p, end, &stop);
+	if (!f || parse_u64(f, 10, &v) || !v || v > SYMCACHE_MAX_FRAMES)
+		return -EINVAL;
+	*n = v;
+	for (uint32_t i = 0; i < *n; i++) {
+		char *fn, *file, *line;
+
+		if (stop != '\t')
+			return -EINVAL;
+		fn = field(p, end, &stop);
+		if (!fn || stop != '\t')
+			return -EINVAL;
+		file = field(p, end, &stop);
+		if (!file || stop != '\t')
+			return -EINVAL;
+		line = field(p, end, &stop);
+		if (!line || parse_u64(line, 10, &v) || v > UINT32_MAX)
+			return -EINVAL;
+		fr[i] = (struct sym_frame){ *fn ? fn : NULL, *file ? file : NULL, (uint32_t)v };
+	}
+	return stop == '\n' ? 0 : -EINVAL;
+}
+
+/* Reads the whole file at @path (bounded); NULL if absent or unreadable. */
+static char *read_all(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf = NULL;
+	struct stat st;
+	size_t got = 0;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > SYMCACHE_MAX_BYTES)
+		goto out;
+	buf = malloc(st.st_size + 1);
+	while (buf && got < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + got, st.st_size - got);
+
+		if (r <= 0) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		got += r;
+	}
+	if (buf) {
+		buf[got] = 0;
+		*len = got;
+	}
+out:
+	close(fd);
+	return buf;
+}
+
+/*
+ * Checks the header, every entry and the end line of @buf (@feed false), or
+ * feeds the entries to @add (@feed true: only after a check passed, on a
+ * fresh copy).  Returns the entry count or -EINVAL.
+ */
+static int64_t walk(char *buf, size_t len, const char *want, bool feed, symcache_add_fn *add,
+		    void *ctx)
+{
+	char *p = buf, *end = buf + len, *nl = memchr(buf, '\n', len);
+	struct sym_frame fr[SYMCACHE_MAX_FRAMES];
+	uint64_t h = 0xcbf29ce484222325ull, count = 0, want_count, want_h;
+	char tail[64];
+
+	if (!nl || (size_t)(nl - buf) != strlen(want) || memcmp(buf, want, nl - buf))
+		return -EINVAL;
+	p = nl + 1;
+	while (p < end && strncmp(p, "end ", 4)) {
+		char *start = p;
+		uint64_t addr;
+		uint32_t n;
+		int err;
+
+		nl = memchr(p, '\n', end - p);
+		if (!nl)
+			return -EINVAL;
+		h = fnv(h, start, nl + 1 - start);
+		if (parse_entry(&p, end, &addr, fr, &n))
+			return -EINVAL;
+		count++;
+		if (feed && (err = add(ctx, addr, fr, n)) < 0)
+			return err;
+	}
+	if (end - p >= (ptrdiff_t)sizeof(tail))
+		return -EINVAL;
+	memcpy(tail, p, end - p);
+	tail[end - p] = 0;
+	if (sscanf(tail, "end %" SCNu64 " %" SCNx64 "\n", &want_count, &want_h) != 2 ||
+	    want_count != count || want_h != h || tail[end - p - 1] != '\n')
+		return -EINVAL;
+	return (int64_t)count;
+}
+
+int symcache_load(const char *dir, const uint8_t *bid, unsigned bid_len, symcache_add_fn *add,
+		  void *ctx)
+{
+	char path[4096], want[64], h[41];
+	char *buf = NULL, *copy = NULL;
+	size_t len = 0;
+	int64_t n = 0;
+
+	if (!dir || !*dir || cache_path(path, sizeof(path), dir, bid, bid_len))
+		return 0;
+	hex(h, bid, bid_len);
+	snprintf(want, sizeof(want), SYMCACHE_MAGIC " %s", h);
+	buf = read_all(path, &len);
+	if (!buf)
+		return 0;
+	copy = malloc(len + 1);
+	if (!copy)
+		goto out;
+	memcpy(copy, buf, len + 1);
+	/* the first walk cuts fields in place: the second one parses the copy */
+	n = walk(buf, len, want, false, NULL, NULL);
+	if (n > 0)
+		n = walk(copy, len, want, true, add, ctx);
+	else
+		n = 0;
+out:
+	free(buf);
+	free(copy);
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* Writes @s with tabs and newlines (which would break a line) as spaces. */
+static void put_clean(FILE *f, const char *s, uint64_t *h)
+{
+	for (; s && *s; s++) {
+		char c = *s == '\t' || *s == '\n' ? ' ' : *s;
+
+		*h = fnv(*h, &c, 1);
+		fputc(c, f);
+	}
+}
+
+static void put_str(FILE *f, const char *s, uint64_t *h)
+{
+	*h = fnv(*h, s, strlen(s));
+	fputs(s, f);
+}
+
+static void put_entry(FILE *f, const struct symcache_entry *e, uint64_t *h)
+{
+	char num[64];
+
+	snprintf(num, sizeof(num), "%" PRIx64 "\t%" PRIu32, e->addr, e->nframes);
+	put_str(f, num, h);
+	for (uint32_t i = 0; i < e->nframes; i++) {
+		put_str(f, "\t", h);
+		put_clean(f, e->frames[i].function, h);
+		put_str(f, "\t", h);
+		put_clean(f, e->frames[i].file, h);
+		snprintf(num, sizeof(num), "\t%" PRIu32, e->frames[i].line);
+		put_str(f, num, h);
+	}
+	put_str(f, "\n", h);
+}
+
+void symcache_save(const char *dir, const uint8_t *bid, unsigned bid_len,
+		   const struct symcache_entry *e, uint64_t n)
+{
+	char path[4096], tmp[4200], h[41];
+	uint64_t sum = 0xcbf29ce484222325ull, count = 0;
+	FILE *f = NULL;
+	int fd;
+
+	if (!dir || !*dir || cache_path(path, sizeof(path), dir, bid, bid_len))
+		return;
+	/* the cache's parent (~/.cache) may not exist yet either */
+	snprintf(tmp, sizeof(tmp), "%s", dir);
+	for (char *s = strchr(tmp + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = 0;
+		mkdir(tmp, 0700);
+		*s = '/';
+	}
+	mkdir(dir, 0700);
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return;
+	f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		goto fail;
+	}
+	hex(h, bid, bid_len);
+	fprintf(f, SYMCACHE_MAGIC " %s\n", h);
+	for (uint64_t i = 0; i < n; i++)
+		if (e[i].nframes && e[i].nframes <= SYMCACHE_MAX_FRAMES) {
+			put_entry(f, &e[i], &sum);
+			count++;
+		}
+	fprintf(f, "end %" PRIu64 " %" PRIx64 "\n", count, sum);
+	if (fflush(f) || ferror(f) || fsync(fileno(f))) {
+		fclose(f);
+		goto fail;
+	}
+	if (fclose(f) || rename(tmp, path))
+		goto fail;
+	return;
+fail:
+	unlink(tmp);
+}
