@@ -80,7 +80,7 @@ static int add_stack(struct stack_table *t, const struct mt_event *ev)
 	struct mt_stack *st;
 	struct mt_frame *fr;
 
-	if (!id || !ev->nframes || ev->nframes > MT_STACK_MAX_FRAMES)
+	if (!id || !ev->nframes || ev->nframes > MT_STACK_MAX)
 		return -EINVAL;
 	if (stack_table_get(t, id))
 		return 0;

@@ -26,7 +26,7 @@
  * PROVISIONAL (branch symbolize, until branch stacks lands): the call-stack
  * members of the shared contract, so the analysis side builds against them.
  */
-#define MT_STACK_MAX_FRAMES 127
+#define MT_STACK_MAX 127
 struct mt_ev_frame {
 	__u32 object; /* object id, 0: no known file */
 	__u64 addr;   /* ELF virtual address (absolute when object is 0) */
@@ -42,7 +42,7 @@ struct mt_event {
 	bool truncated;		/* MT_STACK: unwinding stopped early */
 	__u8 build_id_len;	/* MT_OBJECT: bytes of build_id, 0 = none */
 	__u8 build_id[20];	/* MT_OBJECT */
-	struct mt_ev_frame frames[MT_STACK_MAX_FRAMES]; /* MT_STACK, innermost first */
+	struct mt_ev_frame frames[MT_STACK_MAX]; /* MT_STACK, innermost first */
 };
 
 struct mt_header {

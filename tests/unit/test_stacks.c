@@ -20,7 +20,7 @@ static struct mt_event *stack_event(uint64_t id, bool truncated, uint32_t n)
 	ev->f[STACK_ID] = id;
 	ev->truncated = truncated;
 	ev->nframes = n;
-	for (uint32_t i = 0; i < n && i < MT_STACK_MAX_FRAMES; i++) {
+	for (uint32_t i = 0; i < n && i < MT_STACK_MAX; i++) {
 		ev->frames[i].object = 1 + i % 2;
 		ev->frames[i].addr = 0x1000 * id + i;
 	}
@@ -92,7 +92,7 @@ static void test_table_invalid(void)
 	ev->f[STACK_ID] = 9;
 	ev->nframes = 0;
 	CHECK_EQ(stack_table_add_event(&t, ev), -EINVAL); /* no frames */
-	ev->nframes = MT_STACK_MAX_FRAMES + 1;
+	ev->nframes = MT_STACK_MAX + 1;
 	CHECK_EQ(stack_table_add_event(&t, ev), -EINVAL); /* too many */
 	CHECK_U64(t.nstacks, 0);
 	ev->h.type = MT_MALLOC; /* other types are not the table's */
@@ -110,7 +110,7 @@ static void test_table_many(void)
 
 	stack_table_init(&t);
 	for (uint64_t id = 1; id <= 10000; id++) {
-		struct mt_event *ev = stack_event(id * 7919, false, 1 + id % MT_STACK_MAX_FRAMES);
+		struct mt_event *ev = stack_event(id * 7919, false, 1 + id % MT_STACK_MAX);
 
 		bad += stack_table_add_event(&t, ev) != 0;
 		free(ev);
@@ -126,7 +126,7 @@ static void test_table_many(void)
 	for (uint64_t id = 1; id <= 10000; id++) {
 		const struct mt_stack *st = stack_table_get(&t, id * 7919);
 
-		bad += !st || st->nframes != 1 + id % MT_STACK_MAX_FRAMES ||
+		bad += !st || st->nframes != 1 + id % MT_STACK_MAX ||
 		       st->frames[0].addr != 0x1000 * id * 7919;
 	}
 	CHECK_EQ(bad, 0);
