@@ -11,9 +11,9 @@
 #include <stdint.h>
 
 struct intern {
-	char **slots;	/* owned: open addressing on the string's hash, NULL = empty */
+	char **slots;	 /* owned: open addressing on the string's hash, NULL = empty */
 	uint64_t nslots; /* power of two */
-	uint64_t n;	/* strings held */
+	uint64_t n;	 /* strings held */
 };
 
 /* 0 or -ENOMEM. */

@@ -8,6 +8,7 @@
 
 #include "analysis.h"
 #include "artifact.h"
+#include "stacks.h"
 
 struct loaded {
 	struct analysis a;	   /* finished: leaks counted */
@@ -34,6 +35,12 @@ struct load_hooks {
  * The caller releases l->a with analysis_release() in every case.
  */
 int load_artifact(const char *path, struct loaded *l, const struct load_hooks *hooks);
+
+/*
+ * load_artifact() that also fills @st (initialised by the caller, released
+ * by the caller in every case) from the object, mapping and stack records.
+ */
+int load_artifact_stacks(const char *path, struct loaded *l, struct stack_table *st);
 
 /* End of the recording in ns after header start_ns. */
 uint64_t loaded_duration_ns(const struct loaded *l);

@@ -258,7 +258,8 @@ static struct sym_object *object_get(struct symbolizer *s, const struct mt_objec
 	if (s->cache_dir && obj->build_id_len) {
 		struct cache_ctx c = { s, o };
 
-		if (symcache_load(s->cache_dir, obj->build_id, obj->build_id_len, cache_add, &c) < 0)
+		if (symcache_load(s->cache_dir, obj->build_id, obj->build_id_len, cache_add, &c) <
+		    0)
 			return NULL;
 	}
 	return o;

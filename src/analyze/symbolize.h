@@ -35,12 +35,13 @@ struct sym_frame {
 
 /* What an address is: inlined frames first, the function it lies in last. */
 struct sym_result {
-	uint32_t nframes;	       /* >= 1 */
+	uint32_t nframes;		/* >= 1 */
 	const struct sym_frame *frames; /* owned by the symbolizer */
 };
 
 struct symbolizer_opts {
-	const char *cache_dir;	/* NULL: $XDG_CACHE_HOME/memtrack or ~/.cache/memtrack; "": no cache */
+	const char
+		*cache_dir; /* NULL: $XDG_CACHE_HOME/memtrack or ~/.cache/memtrack; "": no cache */
 	const char *debug_path; /* NULL: ":.debug:/usr/lib/debug" (libdwfl's debuginfo_path) */
 };
 

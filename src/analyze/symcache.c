@@ -21,8 +21,7 @@ static void hex(char *out, const uint8_t *b, unsigned n)
 	out[2 * n] = 0;
 }
 
-static int cache_path(char *buf, size_t len, const char *dir, const uint8_t *bid,
-		      unsigned bid_len)
+static int cache_path(char *buf, size_t len, const char *dir, const uint8_t *bid, unsigned bid_len)
 {
 	char h[41];
 

@@ -6,11 +6,13 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "analysis.h"
 #include "artifact.h"
 #include "cli.h"
 #include "json.h"
+#include "report_top.h"
 #include "schema.h"
 #include "timeline.h"
 
@@ -22,6 +24,9 @@ struct report {
 	bool physical; /* physical was recorded (maybe no change seen) */
 	uint64_t dropped;
 	const char *error; /* reader's message, "" if none */
+	size_t top;	   /* --top N: call sites per ranking, 0 = no rankings */
+	struct stack_table stacks;
+	struct symbolizer *sym; /* owned; only with --top */
 };
 
 static const char *human(uint64_t bytes, char *buf, size_t len)
@@ -87,7 +92,7 @@ static void print_control_text(const struct report *r)
 	}
 }
 
-static void print_text(const struct report *r)
+static int print_text(struct report *r)
 {
 	const struct analysis *a = &r->a;
 	char b1[32], b2[32], b3[32];
@@ -135,6 +140,7 @@ static void print_text(const struct report *r)
 	}
 	if (r->truncated)
 		printf("warning:      %s\n", r->error);
+	return r->top ? report_top_print(&r->a, &r->stacks, r->sym, r->top, false) : 0;
 }
 
 /* Prints ,"key":value, or ,"key":null when the run did not record it. */
@@ -146,7 +152,7 @@ static void print_opt_u64(const char *key, bool recorded, uint64_t value)
 		printf(",\"%s\":null", key);
 }
 
-static void print_json(const struct report *r)
+static int print_json(struct report *r)
 {
 	const struct analysis *a = &r->a;
 	uint64_t total = 0;
@@ -209,7 +215,14 @@ static void print_json(const struct report *r)
 			       p->exit_signal);
 		printf("}");
 	}
-	printf("]}\n");
+	printf("]");
+	if (r->top) {
+		printf(",\"top\":");
+		if (report_top_print(&r->a, &r->stacks, r->sym, r->top, true))
+			return -ENOMEM;
+	}
+	printf("}\n");
+	return 0;
 }
 
 /* `--between`: the section's numbers only. */
@@ -301,9 +314,29 @@ static int write_picture(const struct report *r, const struct timeline *tl, cons
 	return 0;
 }
 
+/* --top N: a count of call sites, 1 or more. */
+static int parse_top(const char *arg, size_t *n)
+{
+	char *end;
+	unsigned long v;
+
+	if (!arg) {
+		die_msg("--top needs a number of call sites, e.g. --top 10");
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (*end || end == arg || arg[0] == '-' || !v || errno || v > 1000000) {
+		die_msg("--top takes a number of call sites from 1 to 1000000, not '%s'", arg);
+		return -EINVAL;
+	}
+	*n = v;
+	return 0;
+}
+
 #define REPORT_USAGE                                                                              \
 	"usage: memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process] " \
-	"[--between MARK_A MARK_B]"
+	"[--between MARK_A MARK_B] [--top N]"
 
 int cmd_report(int argc, char **argv)
 {
@@ -332,7 +365,11 @@ int cmd_report(int argc, char **argv)
 			to = argv[++i];
 		} else if (!strcmp(argv[i], "--per-process"))
 			per_process = true;
-		else if (!strcmp(argv[i], "--html") || !strcmp(argv[i], "--svg")) {
+		else if (!strcmp(argv[i], "--top")) {
+			if (parse_top(i + 1 < argc ? argv[i + 1] : NULL, &r.top))
+				return 2;
+			i++;
+		} else if (!strcmp(argv[i], "--html") || !strcmp(argv[i], "--svg")) {
 			if (i + 1 == argc) {
 				die_msg("%s needs an output file; " REPORT_USAGE, argv[i]);
 				return 2;
@@ -360,7 +397,13 @@ int cmd_report(int argc, char **argv)
 		die_msg("cannot read '%s': %s", path, err);
 		return 1;
 	}
+	if (r.top && from) {
+		die_msg("--top ranks the call sites of the whole run; drop --between or --top");
+		mt_reader__free(rd);
+		return 2;
+	}
 	analysis_init(&r.a);
+	stack_table_init(&r.stacks);
 	r.a.heap_off = mt_reader__header(rd)->flags & MT_HDR_START_DISABLED;
 	section_init(&sec, from, to);
 	if (html || svg) {
@@ -373,10 +416,13 @@ int cmd_report(int argc, char **argv)
 		timeline_attach(tl, &r.a);
 	}
 	while ((ret = mt_reader__next(rd, &ev)) == 1)
-		if ((from && section_add(&sec, &ev, r.a.heap_off)) || analysis_add(&r.a, &ev)) {
+		if ((from && section_add(&sec, &ev, r.a.heap_off)) || analysis_add(&r.a, &ev) ||
+		    (r.top && stack_table_add_event(&r.stacks, &ev) == -ENOMEM)) {
 			ret = -ENOMEM;
 			break;
 		}
+	if (r.top && ret >= 0 && !(r.sym = symbolizer__new(NULL)))
+		ret = -ENOMEM;
 	analysis_finish(&r.a);
 	r.hdr = mt_reader__header(rd);
 	r.trailer = mt_reader__trailer(rd);
@@ -393,13 +439,19 @@ int cmd_report(int argc, char **argv)
 		ret = section_missing(path, &r, &sec);
 	} else {
 		/* --between summarises the section; a picture still shows the whole run */
+		int perr = 0;
+
 		if (from)
 			print_section(&r, &sec, json);
-		else if (json)
-			print_json(&r);
 		else
-			print_text(&r);
+			perr = json ? print_json(&r) : print_text(&r);
 		ret = close_stdout("report");
+		if (perr) {
+			die_msg("out of memory while printing the call sites");
+			ret = 1;
+		}
+		if (r.sym)
+			symbolizer__save(r.sym);
 		if (tl)
 			timeline_finish(tl, r.hdr->start_ns + duration_ns(&r));
 		if (html && !ret)
@@ -408,6 +460,8 @@ int cmd_report(int argc, char **argv)
 			ret = write_picture(&r, tl, svg, false, per_process);
 	}
 	timeline__free(tl);
+	symbolizer__free(r.sym);
+	stack_table_release(&r.stacks);
 	analysis_release(&r.a);
 	section_release(&sec);
 	mt_reader__free(rd);

@@ -11,9 +11,10 @@ static void usage(FILE *out)
 		"       memtrack track [options] [-o FILE] \"SHELL COMMAND\"\n"
 		"       memtrack dump FILE\n"
 		"       memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process]\n"
-		"                            [--between MARK_A MARK_B]\n"
+		"                            [--between MARK_A MARK_B] [--top N]\n"
+		"       memtrack flamegraph FILE -o OUT.svg [--metric peak|allocations|allocated|leaked] [--folded]\n"
 		"       memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]...\n"
-		"       memtrack export --format=perfetto|csv FILE -o OUT\n"
+		"       memtrack export --format=perfetto|csv|pprof FILE -o OUT\n"
 		"       memtrack ctl PATH enable|disable|ping|mark NAME\n"
 		"       memtrack --version\n"
 		"Run `memtrack track --help` for the options of track.\n");
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
 		return cmd_diff(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "export"))
 		return cmd_export(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "flamegraph"))
+		return cmd_flamegraph(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "ctl"))
 		return cmd_ctl(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--version")) {
@@ -45,7 +48,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	die_msg("unknown command '%s'; use track, dump, report, diff, export or ctl (see memtrack --help)",
+	die_msg("unknown command '%s'; use track, dump, report, flamegraph, diff, export or ctl (see memtrack --help)",
 		argv[1]);
 	return 2;
 }

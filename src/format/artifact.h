@@ -34,14 +34,14 @@ struct mt_ev_frame {
 
 /* One decoded record, as the reader hands it out. */
 struct mt_event {
-	struct mt_rec_hdr h;	/* type, fn, pid, tid, nfields, ts */
-	__u64 f[MT_MAX_FIELDS]; /* h.nfields of them are meaningful */
-	char str[MT_PATH_MAX];	/* string field (EXEC path), "" if none */
-	__u64 stack;		/* heap and mmap records: stack id, 0 = none */
-	__u32 nframes;		/* MT_STACK: frames[] used */
-	bool truncated;		/* MT_STACK: unwinding stopped early */
-	__u8 build_id_len;	/* MT_OBJECT: bytes of build_id, 0 = none */
-	__u8 build_id[20];	/* MT_OBJECT */
+	struct mt_rec_hdr h;			 /* type, fn, pid, tid, nfields, ts */
+	__u64 f[MT_MAX_FIELDS];			 /* h.nfields of them are meaningful */
+	char str[MT_PATH_MAX];			 /* string field (EXEC path), "" if none */
+	__u64 stack;				 /* heap and mmap records: stack id, 0 = none */
+	__u32 nframes;				 /* MT_STACK: frames[] used */
+	bool truncated;				 /* MT_STACK: unwinding stopped early */
+	__u8 build_id_len;			 /* MT_OBJECT: bytes of build_id, 0 = none */
+	__u8 build_id[20];			 /* MT_OBJECT */
 	struct mt_ev_frame frames[MT_STACK_MAX]; /* MT_STACK, innermost first */
 };
 

@@ -14,11 +14,12 @@
 #include "symbolize.h"
 
 /* line numbers matter: leaf is on line 2, inl on 3, outer on 4, main on 5 */
-static const char c_src[] = "#include <stdlib.h>\n"
-			    "__attribute__((noinline)) void *leaf(unsigned n) { return malloc(n); }\n"
-			    "static inline __attribute__((always_inline)) void *inl(unsigned n) { return leaf(n); }\n"
-			    "__attribute__((noinline)) void *outer(unsigned n) { return inl(n + 1); }\n"
-			    "int main(void) { return outer(3) == 0; }\n";
+static const char c_src[] =
+	"#include <stdlib.h>\n"
+	"__attribute__((noinline)) void *leaf(unsigned n) { return malloc(n); }\n"
+	"static inline __attribute__((always_inline)) void *inl(unsigned n) { return leaf(n); }\n"
+	"__attribute__((noinline)) void *outer(unsigned n) { return inl(n + 1); }\n"
+	"int main(void) { return outer(3) == 0; }\n";
 static const char cc_src[] = "namespace ns {\n"
 			     "__attribute__((noinline)) int twice(int x) { return 2 * x; }\n"
 			     "}\n"
@@ -117,11 +118,12 @@ static int build_fixtures(void)
 	if (run("cd %s && gcc -g -O0 -Wl,--build-id -o fx fx.c && g++ -g -O0 -o fxx fxx.cc", dir))
 		return -1;
 	/* Debian's layout: the stripped file, its debug file under .build-id/xx/rest.debug */
-	return run("cd %s && B=$(readelf -n fx | sed -n 's/.*Build ID: //p') && "
-		   "mkdir -p debug/.build-id/$(echo $B | cut -c1-2) && "
-		   "objcopy --only-keep-debug fx debug/.build-id/$(echo $B | cut -c1-2)/$(echo $B | cut -c3-).debug && "
-		   "strip --strip-all -o fx.stripped fx",
-		   dir);
+	return run(
+		"cd %s && B=$(readelf -n fx | sed -n 's/.*Build ID: //p') && "
+		"mkdir -p debug/.build-id/$(echo $B | cut -c1-2) && "
+		"objcopy --only-keep-debug fx debug/.build-id/$(echo $B | cut -c1-2)/$(echo $B | cut -c3-).debug && "
+		"strip --strip-all -o fx.stripped fx",
+		dir);
 }
 
 static struct symbolizer *new_sym(const char *cachedir)
@@ -219,7 +221,8 @@ static void test_separate_debug_file(void)
 static void test_changed_file(void)
 {
 	struct symbolizer *s = new_sym("");
-	struct mt_object obj = { .id = 1, .path = fx }, missing = { .id = 2, .path = "/nonexistent/x" };
+	struct mt_object obj = { .id = 1, .path = fx },
+			 missing = { .id = 2, .path = "/nonexistent/x" };
 	uint64_t leaf = nm_addr(fx, "leaf", NULL);
 	struct sym_result r;
 
@@ -251,7 +254,8 @@ static void flip_middle_byte(const char *dirpath)
  */
 static void test_cache(void)
 {
-	struct mt_object obj = { .id = 1, .path = fx }, gone = { .id = 1, .path = "/nonexistent/fx" };
+	struct mt_object obj = { .id = 1, .path = fx },
+			 gone = { .id = 1, .path = "/nonexistent/fx" };
 	uint64_t leaf = nm_addr(fx, "leaf", NULL);
 	struct symbolizer *s = new_sym(cache);
 	struct sym_result r;

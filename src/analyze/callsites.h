@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * callsites.h - what report --top, flamegraph and export --format=pprof
+ * share: the call sites of a finished analysis ranked by a metric, each
+ * stack expanded into symbolized source frames, and the count of truncated
+ * stacks by object.  docs/METRICS.md ("Call sites") defines the metrics.
+ *
+ * Ownership: everything returned borrows from the analysis, the stack
+ * table and the symbolizer given, unless a comment says otherwise.
+ */
+#ifndef MEMTRACK_CALLSITES_H
+#define MEMTRACK_CALLSITES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "analysis.h"
+#include "stacks.h"
+#include "symbolize.h"
+
+/* The metrics a site is ranked by (their names: `--metric NAME`). */
+enum site_metric {
+	SITE_PEAK,	  /* "peak": bytes live from the site at the tree's heap peak */
+	SITE_ALLOCATIONS, /* "allocations": heap allocations */
+	SITE_ALLOCATED,	  /* "allocated": bytes those requested */
+	SITE_LEAKED,	  /* "leaked": bytes never freed */
+	SITE_NMETRICS,
+};
+
+const char *site_metric_name(enum site_metric m);
+
+/* 0 and *@m set, or -EINVAL for a name that is no metric. */
+int site_metric_parse(const char *name, enum site_metric *m);
+
+uint64_t site_value(const struct site *s, enum site_metric m);
+
+/*
+ * The sites of @a with a non-zero value for @m, the largest first (ties:
+ * lower stack id first), at most @max (0: all).  Returns a malloc'd array
+ * of pointers into a->sites (the caller frees the array), *@n its length;
+ * NULL with *@n 0 when there is none or on -ENOMEM (errno says which).
+ */
+const struct site **callsites_ranked(const struct analysis *a, enum site_metric m, size_t max,
+				     size_t *n);
+
+/* One source-level frame of a stack. */
+struct site_frame {
+	const char *function;	    /* NULL: unknown (see site_frame_name) */
+	const char *file;	    /* NULL: unknown */
+	uint32_t line;		    /* 0: unknown */
+	bool inlined;		    /* inlined into the next frame */
+	const struct mt_object *obj; /* NULL: the pc lay in no known file */
+	uint64_t addr;		    /* the recorded frame's address */
+};
+
+/*
+ * Expands stack @id into @out (innermost first, inlined frames included),
+ * at most @max frames.  Returns the count (0 for an unknown stack: id 0 or
+ * never recorded) or -ENOMEM.
+ */
+int callsite_expand(struct symbolizer *sym, const struct stack_table *st, uint64_t id,
+		    struct site_frame *out, size_t max);
+
+/* Most frames callsite_expand() can give for one stack. */
+#define SITE_MAX_FRAMES (MT_STACK_MAX * 8)
+
+/* The frame's function, or "OBJECT+0xADDR" / "0xADDR" when unknown, in @buf if needed. */
+const char *site_frame_name(const struct site_frame *f, char *buf, size_t len);
+
+/* The basename of a path (borrowed). */
+const char *path_base(const char *path);
+
+/* Truncated stacks, grouped by the object of their outermost frame. */
+struct truncated_by_object {
+	uint32_t object; /* 0: a pc in no known file */
+	uint64_t stacks;
+};
+
+/*
+ * Fills a malloc'd array (the caller frees it) of the objects truncated
+ * stacks of @st end in, the most first; *@n its length.  NULL with *@n 0
+ * when no stack is truncated or on -ENOMEM.
+ */
+struct truncated_by_object *callsites_truncated(const struct stack_table *st, size_t *n);
+
+#endif /* MEMTRACK_CALLSITES_H */

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+/* report_top.c - the call-site rankings of `report --top N`; see report_top.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "callsites.h"
+#include "json.h"
+#include "report_top.h"
+
+static const char *const titles[SITE_NMETRICS] = {
+	"peak heap (bytes live at the tree's heap peak)",
+	"allocations",
+	"allocated bytes",
+	"leaked bytes",
+};
+
+static const char *human(uint64_t bytes, char *buf, size_t len)
+{
+	const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = bytes;
+	int i = 0;
+
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, unit[i]);
+	return buf;
+}
+
+static void print_frames_text(const struct site_frame *f, int n)
+{
+	char name[128];
+
+	if (n <= 0) {
+		printf("      (no stack recorded)\n");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		printf("      %s", site_frame_name(&f[i], name, sizeof(name)));
+		if (f[i].file)
+			printf("  %s:%u", f[i].file, f[i].line);
+		printf("  [%s]%s\n", f[i].obj ? path_base(f[i].obj->path) : "?",
+		       f[i].inlined ? " (inlined)" : "");
+	}
+}
+
+static void print_site_text(int rank, const struct site *s, const struct site_frame *f, int n)
+{
+	char b1[32], b2[32], b3[32];
+
+	printf("  #%d  %s at peak, %llu allocations, %s allocated, %llu leaked (%s)  stack %llu\n",
+	       rank, human(s->peak_bytes, b1, sizeof(b1)), (unsigned long long)s->allocs,
+	       human(s->allocated_bytes, b2, sizeof(b2)), (unsigned long long)s->leaked_count,
+	       human(s->leaked_bytes, b3, sizeof(b3)), (unsigned long long)s->stack);
+	print_frames_text(f, n);
+}
+
+static void print_site_json(const struct site *s, const struct site_frame *f, int n,
+			    const struct stack_table *st)
+{
+	const struct mt_stack *stack = stack_table_get(st, s->stack);
+	char name[128];
+
+	printf("{\"stack\":%llu,\"peak_bytes\":%llu,\"alloc_count\":%llu,\"allocated_bytes\":%llu"
+	       ",\"leaked_count\":%llu,\"leaked_bytes\":%llu,\"truncated\":%s,\"frames\":[",
+	       (unsigned long long)s->stack, (unsigned long long)s->peak_bytes,
+	       (unsigned long long)s->allocs, (unsigned long long)s->allocated_bytes,
+	       (unsigned long long)s->leaked_count, (unsigned long long)s->leaked_bytes,
+	       stack && stack->truncated ? "true" : "false");
+	for (int i = 0; i < n; i++) {
+		printf("%s{\"function\":", i ? "," : "");
+		json_print_string(stdout, site_frame_name(&f[i], name, sizeof(name)));
+		printf(",\"file\":");
+		if (f[i].file)
+			json_print_string(stdout, f[i].file);
+		else
+			printf("null");
+		printf(",\"line\":%u,\"inlined\":%s,\"object\":", f[i].line,
+		       f[i].inlined ? "true" : "false");
+		if (f[i].obj)
+			json_print_string(stdout, f[i].obj->path);
+		else
+			printf("null");
+		printf(",\"addr\":%llu}", (unsigned long long)f[i].addr);
+	}
+	printf("]}");
+}
+
+/* One ranking; @f is scratch space for SITE_MAX_FRAMES frames. */
+static int print_ranking(const struct analysis *a, const struct stack_table *st,
+			 struct symbolizer *sym, enum site_metric m, size_t n, bool json,
+			 struct site_frame *f)
+{
+	size_t k = 0;
+	const struct site **v = callsites_ranked(a, m, n, &k);
+
+	if (!v && errno == ENOMEM)
+		return -ENOMEM;
+	if (json)
+		printf("%s\"%s\":[", m ? "," : "", site_metric_name(m));
+	else
+		printf("\ntop %zu call site%s by %s:\n", k, k == 1 ? "" : "s", titles[m]);
+	for (size_t i = 0; i < k; i++) {
+		int nf = callsite_expand(sym, st, v[i]->stack, f, SITE_MAX_FRAMES);
+
+		if (nf < 0) {
+			free(v);
+			return -ENOMEM;
+		}
+		if (json) {
+			printf("%s", i ? "," : "");
+			print_site_json(v[i], f, nf, st);
+		} else {
+			print_site_text((int)i + 1, v[i], f, nf);
+		}
+	}
+	if (json)
+		printf("]");
+	else if (!k)
+		printf("  (none)\n");
+	free(v);
+	return 0;
+}
+
+static int print_truncated(const struct stack_table *st, bool json)
+{
+	size_t n = 0;
+	struct truncated_by_object *t = callsites_truncated(st, &n);
+
+	if (!t && st->truncated)
+		return -ENOMEM;
+	if (json)
+		printf(",\"truncated_stacks\":{\"count\":%llu,\"stacks\":%llu,\"objects\":[",
+		       (unsigned long long)st->truncated, (unsigned long long)st->nstacks);
+	else
+		printf("\ntruncated stacks: %llu of %llu\n", (unsigned long long)st->truncated,
+		       (unsigned long long)st->nstacks);
+	for (size_t i = 0; i < n; i++) {
+		const struct mt_object *o = stack_table_object(st, t[i].object);
+
+		if (json) {
+			printf("%s{\"object\":", i ? "," : "");
+			if (o)
+				json_print_string(stdout, o->path);
+			else
+				printf("null");
+			printf(",\"count\":%llu}", (unsigned long long)t[i].stacks);
+		} else {
+			printf("  %8llu  ending in %s\n", (unsigned long long)t[i].stacks,
+			       o ? o->path : "no known file (JIT, vdso or anonymous memory)");
+		}
+	}
+	if (json)
+		printf("]}");
+	free(t);
+	return 0;
+}
+
+int report_top_print(const struct analysis *a, const struct stack_table *st,
+		     struct symbolizer *sym, size_t n, bool json)
+{
+	struct site_frame *f = calloc(SITE_MAX_FRAMES, sizeof(*f));
+	int err = 0;
+
+	if (!f)
+		return -ENOMEM;
+	if (json)
+		printf("{");
+	for (int m = 0; m < SITE_NMETRICS && !err; m++)
+		err = print_ranking(a, st, sym, m, n, json, f);
+	if (json && !err)
+		printf("}");
+	if (!err)
+		err = print_truncated(st, json);
+	free(f);
+	return err;
+}

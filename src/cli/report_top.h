@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * report_top.h - `memtrack report --top N`: the N call sites with the most
+ * peak-heap bytes, allocations, allocated bytes and leaked bytes, each with
+ * its symbolized stack, and the truncated stacks by object.
+ */
+#ifndef MEMTRACK_REPORT_TOP_H
+#define MEMTRACK_REPORT_TOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "analysis.h"
+#include "stacks.h"
+#include "symbolize.h"
+
+/*
+ * Prints the four rankings to stdout: text, or (@json) the value of the
+ * report's "top" key followed by ,"truncated_stacks":{...}.  Returns 0 or
+ * -ENOMEM.
+ */
+int report_top_print(const struct analysis *a, const struct stack_table *st,
+		     struct symbolizer *sym, size_t n, bool json);
+
+#endif /* MEMTRACK_REPORT_TOP_H */
