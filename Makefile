@@ -14,7 +14,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror=undef -Wmissing-field-initializers \
 	    -Wno-unused-parameter -D_GNU_SOURCE -DMT_VERSION='"$(VERSION)"' \
 	    -I$(OUT) $(SRC_INCLUDES) -Iinclude -MMD -MP
-LDLIBS   := -lbpf -lelf -lz -lzstd -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -lz -lzstd -lpthread -lm
 BPF_CFLAGS := -g -O2 -Wall
 # CI builds (make check) turn every warning into an error.
 ifeq ($(WERROR),1)
@@ -39,7 +39,7 @@ SRC_DIRS  := format pipeline analyze record cli
 SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
 # unit-tested without the skeleton)
-PURE_SRCS := src/cli/cli_util.c src/record/symbols.c
+PURE_SRCS := src/cli/cli_util.c src/record/symbols.c src/record/unwind_table.c
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c $(PURE_SRCS),$(wildcard src/record/*.c src/cli/*.c))

@@ -2,7 +2,7 @@
 # bootstrap.sh - installs the Debian packages memtrack needs to build, test
 # and benchmark.  As root it runs apt-get; otherwise it prints the line to run.
 set -e
-PKGS="clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev pkg-config make gcc \
+PKGS="clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev pkg-config make gcc \
       libmsgpack-dev hyperfine heaptrack valgrind time python3 python3-pytest \
       clang-format clang-tidy cppcheck shellcheck git \
       g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev chromium"
