@@ -85,4 +85,60 @@ struct mt_uprobe_multi_attr {
 	__u32 pad[5];  /* zero: the rest of union bpf_attr's link_create */
 };
 
+/*
+ * Call stacks (--stacks): userspace turns each object's .eh_frame into
+ * unwind rows (src/record/unwind_table.c), all objects' rows in one array
+ * (`unwind_rows`, mmaped by userspace, each object a sorted slice of it),
+ * and gives each address space its executable mappings (`proc_maps`, key:
+ * the tgid owning the mm); src/bpf/unwind.bpf.h walks the user stack with
+ * them.  See docs/DESIGN.md, "Call stacks".
+ */
+#define MT_UNWIND_ROWS_DEFAULT (1u << 20) /* 1M rows of 16 bytes: 16 MiB */
+#define MT_MAX_UMAPS 256		  /* executable mappings of one process */
+#define MT_UMAPS_LOG2 8
+#define MT_STACKS_SEEN 65536 /* stack ids already written (LRU) */
+
+/* How a row finds the CFA (the caller's rsp: the return address is at CFA-8). */
+enum mt_cfa_rule {
+	MT_CFA_NONE = 0, /* unknown here (no FDE, unsupported rule): stop, truncated */
+	MT_CFA_RSP = 1,	 /* rsp + off */
+	MT_CFA_RBP = 2,	 /* rbp + off */
+	MT_CFA_DEREF_RBP =
+		3,	/* *(rbp + off): gcc's stack realignment (DW_OP_breg6 off; DW_OP_deref) */
+	MT_CFA_END = 4, /* return address undefined: the outermost frame (_start, clone3) */
+};
+
+/* How a row restores the caller's rbp. */
+enum mt_rbp_rule {
+	MT_RBP_SAME = 0,   /* unchanged */
+	MT_RBP_AT_CFA = 1, /* saved at CFA + off */
+	MT_RBP_LOST = 2,   /* any other rule: rbp is unknown from here on */
+};
+
+struct mt_unwind_row {
+	__u32 pc;      /* ELF virtual address where the row starts */
+	__s32 cfa_off; /* enum mt_cfa_rule's off */
+	__s16 rbp_off; /* MT_RBP_AT_CFA's off */
+	__u8 cfa;      /* enum mt_cfa_rule */
+	__u8 rbp;      /* enum mt_rbp_rule */
+	__u32 pad;     /* an array map's elements are 8-byte aligned anyway (mmaped) */
+};
+
+/* One executable file mapping of a process. */
+struct mt_umap {
+	__u64 start, end; /* [start, end) in the process */
+	__u64 bias;	  /* ELF vaddr = pc - bias */
+	__u32 object;	  /* OBJECT id */
+	__u32 row_start;  /* its rows: unwind_rows[row_start, row_start + nrows) */
+	__u32 nrows;	  /* 0: no CFI (a stack through it is truncated) */
+	__u32 pad;
+};
+
+/* The executable mappings of an address space, sorted by start. */
+struct mt_umaps {
+	__u32 n;
+	__u32 pad;
+	struct mt_umap m[MT_MAX_UMAPS];
+};
+
 #endif /* MEMTRACK_BPF_ABI_H */

@@ -16,7 +16,7 @@
 #ifndef MEMTRACK_EVENT_H
 #define MEMTRACK_EVENT_H
 
-#define MT_FORMAT_VERSION 1
+#define MT_FORMAT_VERSION 2
 
 /*
  * Every record type, defined once.  Each line of MT_RECORD_TYPES is
@@ -51,23 +51,31 @@
 	/* written by userspace (control socket, src/record/control.c) */   \
 	X(MARK, 15, "mark", "name", 0)         /* `mark NAME` */            \
 	X(ENABLE, 16, "enable", NULL, 0)       /* heap recording on */      \
-	X(DISABLE, 17, "disable", NULL, 0)     /* heap recording off */
+	X(DISABLE, 17, "disable", NULL, 0)     /* heap recording off */     \
+	/* call stacks (--stacks): objects and mappings by userspace */     \
+	X(OBJECT, 18, "object", "path", 0)     /* an ELF file mapped exec */ \
+	X(MAPPING, 19, "mapping", NULL, 0)     /* one exec mapping */       \
+	X(STACK, 20, "stack", NULL, 0)         /* one deduplicated stack */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
 	F(MALLOC_ADDR, "addr", ADDR)           /* returned pointer */       \
-	F(MALLOC_SIZE, "size", UINT)           /* requested bytes */
+	F(MALLOC_SIZE, "size", UINT)           /* requested bytes */        \
+	F(MALLOC_STACK, "stack", UINT)         /* stack id, 0: none */
 #define MT_FIELDS_CALLOC(F)                                                 \
 	F(CALLOC_ADDR, "addr", ADDR)           /* returned pointer */       \
-	F(CALLOC_SIZE, "size", UINT)           /* nmemb * size */
+	F(CALLOC_SIZE, "size", UINT)           /* nmemb * size */           \
+	F(CALLOC_STACK, "stack", UINT)         /* stack id, 0: none */
 #define MT_FIELDS_REALLOC(F)                                                \
 	F(REALLOC_ADDR, "addr", ADDR)          /* new pointer */            \
 	F(REALLOC_SIZE, "size", UINT)          /* requested bytes */        \
-	F(REALLOC_OLD_ADDR, "old_addr", ADDR)  /* the pointer passed in */
+	F(REALLOC_OLD_ADDR, "old_addr", ADDR)  /* the pointer passed in */  \
+	F(REALLOC_STACK, "stack", UINT)        /* stack id, 0: none */
 #define MT_FIELDS_ALIGNED_ALLOC(F)                                          \
 	F(ALIGNED_ALLOC_ADDR, "addr", ADDR)    /* returned pointer */       \
 	F(ALIGNED_ALLOC_SIZE, "size", UINT)    /* requested bytes */        \
-	F(ALIGNED_ALLOC_ALIGN, "align", UINT)  /* alignment, bytes */
+	F(ALIGNED_ALLOC_ALIGN, "align", UINT)  /* alignment, bytes */       \
+	F(ALIGNED_ALLOC_STACK, "stack", UINT)  /* stack id, 0: none */
 #define MT_FIELDS_FREE(F)                                                   \
 	F(FREE_ADDR, "addr", ADDR)             /* pointer freed */
 #define MT_FIELDS_MMAP(F)                                                   \
@@ -76,7 +84,8 @@
 	F(MMAP_PROT, "prot", UINT)                                          \
 	F(MMAP_FLAGS, "flags", UINT)                                        \
 	F(MMAP_FD, "fd", SINT)                 /* -1: anonymous */          \
-	F(MMAP_OFFSET, "offset", UINT)
+	F(MMAP_OFFSET, "offset", UINT)                                      \
+	F(MMAP_STACK, "stack", UINT)           /* stack id, 0: none */
 #define MT_FIELDS_MUNMAP(F)                                                 \
 	F(MUNMAP_ADDR, "addr", ADDR)                                        \
 	F(MUNMAP_LEN, "len", UINT)
@@ -107,6 +116,17 @@
 #define MT_FIELDS_MARK(F)                      /* the name follows the header */
 #define MT_FIELDS_ENABLE(F)
 #define MT_FIELDS_DISABLE(F)
+#define MT_FIELDS_OBJECT(F)                    /* build-id and path follow */ \
+	F(OBJECT_ID, "id", UINT)               /* > 0, unique in the file */
+#define MT_FIELDS_MAPPING(F)                                                \
+	F(MAPPING_START, "start", ADDR)                                     \
+	F(MAPPING_END, "end", ADDR)                                         \
+	F(MAPPING_OFFSET, "offset", UINT)      /* file offset of start */   \
+	F(MAPPING_OBJECT, "object", UINT)      /* OBJECT id */              \
+	F(MAPPING_BIAS, "bias", ADDR)          /* ELF vaddr = pc - bias */
+#define MT_FIELDS_STACK(F)                     /* the frames follow */      \
+	F(STACK_ID, "id", UINT)                /* > 0 */                    \
+	F(STACK_TRUNCATED, "truncated", UINT)  /* 1: not unwound to the end */
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
@@ -220,7 +240,7 @@ enum mt_fn {
 #define MT_COOKIE_KIND_SHIFT 20 /* the enum mt_fn_kind, so BPF needs no table */
 #define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
 
-#define MT_MAX_FIELDS 6
+#define MT_MAX_FIELDS 7
 
 #define MT_X_TYPE_FITS(NAME, num, name, str, fn) \
 	_Static_assert(NAME##_NFIELDS <= MT_MAX_FIELDS, #NAME " has more than MT_MAX_FIELDS fields");
@@ -266,7 +286,46 @@ struct mt_rec_mark {
 
 _Static_assert(sizeof(struct mt_rec_hdr) == 24, "mt_rec_hdr layout");
 _Static_assert(sizeof(struct mt_rec) == 24 + 8 * MT_MAX_FIELDS, "mt_rec layout");
+/*
+ * Call stacks (--stacks, docs/FORMAT.md §8.2).  A frame is an object id
+ * (0: the pc lay in no known file mapping) and the ELF virtual address of
+ * a return address in it (the absolute pc for object 0).
+ */
+#define MT_STACK_MAX 127   /* frames of one stack */
+#define MT_BUILD_ID_MAX 20 /* bytes of a GNU build-id we keep */
+
+struct mt_rec_frame {
+	__u32 object;
+	__u32 pad;
+	__u64 addr;
+};
+
+/* A STACK record as BPF writes it: nframes frames, innermost first. */
+struct mt_rec_stack {
+	struct mt_rec_hdr h;
+	__u64 f[STACK_NFIELDS]; /* STACK_ID, STACK_TRUNCATED */
+	__u32 nframes;		/* 1 to MT_STACK_MAX */
+	__u32 pad;
+	struct mt_rec_frame frames[MT_STACK_MAX];
+};
+
+/* An OBJECT record as userspace makes it (src/record/stacks.c). */
+struct mt_rec_object {
+	struct mt_rec_hdr h;
+	__u64 f[OBJECT_NFIELDS]; /* OBJECT_ID */
+	__u8 build_id_len;	 /* 0: the file has no GNU build-id note */
+	__u8 build_id[MT_BUILD_ID_MAX];
+	char path[MT_PATH_MAX]; /* NUL-terminated */
+	__u8 pad[3];
+};
+
 _Static_assert(sizeof(struct mt_rec_exec) == 24 + 8 + MT_PATH_MAX, "mt_rec_exec layout");
+_Static_assert(sizeof(struct mt_rec_stack) == 24 + 16 + 8 + 16 * MT_STACK_MAX,
+	       "mt_rec_stack layout");
+_Static_assert(sizeof(struct mt_rec_object) == 24 + 8 + 24 + MT_PATH_MAX, "mt_rec_object layout");
+_Static_assert(MALLOC_STACK == 2 && CALLOC_STACK == 2 && REALLOC_STACK == 3 &&
+		       ALIGNED_ALLOC_STACK == 3 && MMAP_STACK == 6,
+	       "the stack id is each heap record's last field");
 _Static_assert(sizeof(struct mt_rec_mark) == 24 + MT_PATH_MAX, "mt_rec_mark layout");
 /* alloc.bpf.c fills every heap record through one layout */
 _Static_assert(MALLOC_ADDR == 0 && CALLOC_ADDR == 0 && REALLOC_ADDR == 0 &&

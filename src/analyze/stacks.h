@@ -17,7 +17,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "artifact.h"
-#include "stack_records.h"
 
 /* One frame: a return address inside an object. */
 struct mt_frame {

@@ -15,12 +15,14 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
+#include "unwind.bpf.h"
 
 struct call_args {
 	__u64 size;   /* bytes requested (nmemb * size for calloc) */
 	__u64 arg;    /* realloc: old pointer; aligned: alignment; mallocx: flags */
 	__u64 memptr; /* posix_memalign: where the result is stored */
 	__u64 sp;     /* stack pointer at the outermost entry */
+	__u64 stack;  /* its call stack's id (--stacks), 0: none */
 	__u16 fn;     /* enum mt_fn of the outermost call */
 	__u8 kind;    /* its enum mt_fn_kind */
 	__u8 noret;   /* no return probe: the first nested call's result is its own */
@@ -67,8 +69,8 @@ static __always_inline struct call_args *outer_call(__u32 tid, __u64 sp, bool ha
  * program).  Such a call takes its result from the first allocator call
  * nested in it that returns (libstdc++'s operator new calls malloc).
  */
-static __always_inline int call_enter(__u32 fn, __u32 kind, bool noret, __u64 sp, __u64 size,
-				      __u64 arg, __u64 memptr)
+static __always_inline int call_enter(struct pt_regs *ctx, __u32 fn, __u32 kind, bool noret,
+				      __u64 sp, __u64 size, __u64 arg, __u64 memptr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
@@ -89,6 +91,7 @@ static __always_inline int call_enter(__u32 fn, __u32 kind, bool noret, __u64 sp
 	args.fn = fn;
 	args.kind = kind;
 	args.noret = noret;
+	args.stack = take_stack(0, sp, PT_REGS_FP(ctx), false);
 	bpf_map_update_elem(&inflight, &tid, &args, BPF_ANY);
 	return 0;
 }
@@ -117,7 +120,8 @@ static __always_inline bool call_exit(struct call_args *out)
 	return true;
 }
 
-static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 size, __u64 third)
+static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 size, __u64 third,
+				      __u64 stack)
 {
 	struct mt_rec *r;
 	__u32 n = type == MT_FREE			   ? FREE_NFIELDS
@@ -137,8 +141,12 @@ static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 si
 	r->f[MALLOC_ADDR] = addr;
 	if (n > MALLOC_SIZE)
 		r->f[MALLOC_SIZE] = size;
-	if (n > REALLOC_OLD_ADDR)
+	if (n == MALLOC_NFIELDS)
+		r->f[MALLOC_STACK] = stack; /* or CALLOC_STACK */
+	if (n == REALLOC_NFIELDS) {
 		r->f[REALLOC_OLD_ADDR] = third; /* or ALIGNED_ALLOC_ALIGN */
+		r->f[REALLOC_STACK] = stack;	/* or ALIGNED_ALLOC_STACK */
+	}
 	rec_submit(r, false);
 }
 
@@ -168,7 +176,7 @@ static __always_inline int free_enter(__u32 fn, bool guarded, __u64 sp, __u64 pt
 		return 0;
 	}
 	if (ptr)
-		emit_heap(MT_FREE, fn, ptr, 0, 0);
+		emit_heap(MT_FREE, fn, ptr, 0, 0, 0);
 	if (guarded) {
 		args.sp = sp;
 		args.fn = fn;
@@ -197,16 +205,16 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 	switch (kind) {
 	case MT_K_FREE: return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
 	case MT_K_MALLOC:
-	case MT_K_ZALLOC: return call_enter(fn, kind, noret, sp, a0, 0, 0);
-	case MT_K_CALLOC: return call_enter(fn, kind, noret, sp, a0 * a1, 0, 0);
+	case MT_K_ZALLOC: return call_enter(ctx, fn, kind, noret, sp, a0, 0, 0);
+	case MT_K_CALLOC: return call_enter(ctx, fn, kind, noret, sp, a0 * a1, 0, 0);
 	case MT_K_REALLOC:
-	case MT_K_XALLOCX: return call_enter(fn, kind, noret, sp, a1, a0, 0);
-	case MT_K_REALLOCARRAY: return call_enter(fn, kind, noret, sp, a1 * a2, a0, 0);
-	case MT_K_ALIGN_SIZE: return call_enter(fn, kind, noret, sp, a1, a0, 0);
+	case MT_K_XALLOCX: return call_enter(ctx, fn, kind, noret, sp, a1, a0, 0);
+	case MT_K_REALLOCARRAY: return call_enter(ctx, fn, kind, noret, sp, a1 * a2, a0, 0);
+	case MT_K_ALIGN_SIZE: return call_enter(ctx, fn, kind, noret, sp, a1, a0, 0);
 	case MT_K_SIZE_ALIGN:
-	case MT_K_MALLOCX: return call_enter(fn, kind, noret, sp, a0, a1, 0);
-	case MT_K_POSIX_MEMALIGN: return call_enter(fn, kind, noret, sp, a2, a1, a0);
-	case MT_K_PAGE_ALIGNED: return call_enter(fn, kind, noret, sp, a0, page_size, 0);
+	case MT_K_MALLOCX: return call_enter(ctx, fn, kind, noret, sp, a0, a1, 0);
+	case MT_K_POSIX_MEMALIGN: return call_enter(ctx, fn, kind, noret, sp, a2, a1, a0);
+	case MT_K_PAGE_ALIGNED: return call_enter(ctx, fn, kind, noret, sp, a0, page_size, 0);
 	default: return 0;
 	}
 }
@@ -216,11 +224,11 @@ static __always_inline void realloc_exit(const struct call_args *a, __u64 ret)
 {
 	if (!a->arg) {
 		if (ret)
-			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0);
+			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack);
 	} else if (ret) {
-		emit_heap(MT_REALLOC, a->fn, ret, a->size, a->arg);
+		emit_heap(MT_REALLOC, a->fn, ret, a->size, a->arg, a->stack);
 	} else if (!a->size) {
-		emit_heap(MT_FREE, a->fn, a->arg, 0, 0);
+		emit_heap(MT_FREE, a->fn, a->arg, 0, 0, 0);
 	}
 }
 
@@ -230,11 +238,11 @@ static __always_inline void mallocx_exit(const struct call_args *a, __u64 ret)
 	__u32 lg_align = a->arg & 0x3f;
 
 	if (lg_align)
-		emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, 1ull << lg_align);
+		emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, 1ull << lg_align, a->stack);
 	else if (a->arg & 0x40)
-		emit_heap(MT_CALLOC, a->fn, ret, a->size, 0);
+		emit_heap(MT_CALLOC, a->fn, ret, a->size, 0, a->stack);
 	else
-		emit_heap(MT_MALLOC, a->fn, ret, a->size, 0);
+		emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack);
 }
 
 /* Records the outermost call @a, which returned @ret. */
@@ -246,12 +254,12 @@ static __always_inline void emit_result(const struct call_args *a, __u64 ret)
 	case MT_K_FREE: /* recorded at entry */ break;
 	case MT_K_MALLOC:
 		if (ret)
-			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0);
+			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack);
 		break;
 	case MT_K_CALLOC:
 	case MT_K_ZALLOC:
 		if (ret)
-			emit_heap(MT_CALLOC, a->fn, ret, a->size, 0);
+			emit_heap(MT_CALLOC, a->fn, ret, a->size, 0, a->stack);
 		break;
 	case MT_K_REALLOC:
 	case MT_K_REALLOCARRAY: realloc_exit(a, ret); break;
@@ -262,17 +270,17 @@ static __always_inline void emit_result(const struct call_args *a, __u64 ret)
 	case MT_K_XALLOCX:
 		/* returns the block's new usable size; it never moves */
 		if (ret >= a->size)
-			emit_heap(MT_REALLOC, a->fn, a->arg, a->size, a->arg);
+			emit_heap(MT_REALLOC, a->fn, a->arg, a->size, a->arg, a->stack);
 		break;
 	case MT_K_POSIX_MEMALIGN:
 		/* returns 0 or an errno; the pointer is in *memptr */
 		if (ret || bpf_probe_read_user(&addr, sizeof(addr), (void *)a->memptr))
 			break;
-		emit_heap(MT_ALIGNED_ALLOC, a->fn, addr, a->size, a->arg);
+		emit_heap(MT_ALIGNED_ALLOC, a->fn, addr, a->size, a->arg, a->stack);
 		break;
 	default:
 		if (ret)
-			emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, a->arg);
+			emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, a->arg, a->stack);
 		break;
 	}
 }

@@ -111,4 +111,42 @@ struct {
 	__type(value, struct session_state);
 } session SEC(".maps");
 
+/*
+ * Call stacks (--stacks; unwind.bpf.h walks them).  Userspace sizes the
+ * maps before load (1 entry each without --stacks) and writes the rows
+ * through its own mmap of `unwind_rows`.
+ */
+const volatile __u32 stacks_on = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct mt_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_MMS);
+	__type(key, __u32); /* tgid owning the address space */
+	__type(value, struct mt_umaps);
+} proc_maps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MT_STACKS_SEEN);
+	__type(key, __u64); /* stack id */
+	__type(value, __u8);
+} stacks_seen SEC(".maps");
+
+/* The stack being unwound, per CPU (too big for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_rec_stack);
+} stack_scratch SEC(".maps");
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -22,12 +22,14 @@
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
 #include "syscalls.bpf.h"
+#include "unwind.bpf.h"
 
 
 struct sys_args {
 	__u64 a[6]; /* the syscall's arguments */
 	__u32 nr;   /* enum mt_type it will produce */
 	__u32 pad;
+	__u64 stack; /* mmap: the caller's stack id (--stacks), 0: none */
 };
 
 struct {
@@ -71,6 +73,8 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 	args.a[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
 	args.a[4] = PT_REGS_PARM5_CORE_SYSCALL(regs);
 	args.a[5] = SYSCALL_PARM6(regs);
+	if (type == MT_MMAP)
+		args.stack = take_stack(regs->ip, regs->sp, regs->bp, true);
 	bpf_map_update_elem(&sys_inflight, &tid, &args, BPF_ANY);
 	return 0;
 }
@@ -104,6 +108,7 @@ static __always_inline void mmap_exit(const struct sys_args *a, long ret)
 	r->f[MMAP_FLAGS] = a->a[3];
 	r->f[MMAP_FD] = (__u64)(__s64)(int)a->a[4];
 	r->f[MMAP_OFFSET] = a->a[5];
+	r->f[MMAP_STACK] = a->stack;
 	if (park && park_process(NULL, r->h.pid))
 		r->h.fn = MT_REC_PARKED;
 	rec_submit(r, park);

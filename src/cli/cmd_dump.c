@@ -27,6 +27,19 @@ static void print_event(FILE *out, const struct mt_event *ev)
 			fprintf(out, ",\"%s\":%llu", def->fields[i].name,
 				(unsigned long long)ev->f[i]);
 	}
+	if (ev->h.type == MT_OBJECT) {
+		fputs(",\"build_id\":\"", out);
+		for (unsigned i = 0; i < ev->build_id_len && i < MT_BUILD_ID_MAX; i++)
+			fprintf(out, "%02x", ev->build_id[i]);
+		fputc('"', out);
+	}
+	if (ev->h.type == MT_STACK) {
+		fputs(",\"frames\":[", out);
+		for (unsigned i = 0; i < ev->nframes && i < MT_STACK_MAX; i++)
+			fprintf(out, "%s[%u,%llu]", i ? "," : "", ev->frames[i].object,
+				(unsigned long long)ev->frames[i].addr);
+		fputc(']', out);
+	}
 	if (def->has_string) {
 		fprintf(out, ",\"%s\":", def->string_name);
 		json_print_string(out, ev->str);

@@ -38,17 +38,20 @@
 #include "pipeline.h"
 #include "probes.h"
 #include "spawn.h"
+#include "record/stacks.h" /* not analyze/stacks.h: both dirs are on the include path */
 
 struct track_opts {
-	const char *output;  /* artifact path */
-	bool allocators;     /* attach heap probes */
-	bool physical;	     /* --physical: count the tree's physical pages */
-	bool allow_drops;    /* keep the command's status despite drops */
-	bool verbose;	     /* -v: libbpf output and statistics */
-	bool quiet;	     /* -q: no summary line */
-	bool shell;	     /* run argv[0] through /bin/sh -c */
-	const char *control; /* --control: the control socket's path, or NULL */
-	bool start_disabled; /* --start-disabled: heap recording off until `enable` */
+	const char *output;   /* artifact path */
+	bool allocators;      /* attach heap probes */
+	bool physical;	      /* --physical: count the tree's physical pages */
+	bool allow_drops;     /* keep the command's status despite drops */
+	bool verbose;	      /* -v: libbpf output and statistics */
+	bool quiet;	      /* -q: no summary line */
+	bool shell;	      /* run argv[0] through /bin/sh -c */
+	const char *control;  /* --control: the control socket's path, or NULL */
+	bool start_disabled;  /* --start-disabled: heap recording off until `enable` */
+	bool stacks;	      /* --stacks: a call stack for each allocation and mmap */
+	uint64_t unwind_rows; /* --unwind-rows: size of the kernel's unwind table */
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;
@@ -59,6 +62,7 @@ struct track_run {
 	struct track_opts *o;
 	struct memtrack_bpf *skel;
 	struct probes *probes;
+	struct stacks *stacks; /* NULL without --stacks */
 	struct pipeline *pipe;
 	struct control *ctl; /* NULL without --control (or when it failed) */
 	struct mt_writer *writer;
@@ -87,7 +91,9 @@ enum {
 	OPT_FLUSH,
 	OPT_WAKEUP,
 	OPT_CONTROL,
-	OPT_START_DISABLED
+	OPT_START_DISABLED,
+	OPT_STACKS,
+	OPT_UNWIND_ROWS,
 };
 
 static const struct option track_options[] = {
@@ -101,6 +107,8 @@ static const struct option track_options[] = {
 	{ "wakeup-bytes", required_argument, NULL, OPT_WAKEUP },
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "start-disabled", no_argument, NULL, OPT_START_DISABLED },
+	{ "stacks", no_argument, NULL, OPT_STACKS },
+	{ "unwind-rows", required_argument, NULL, OPT_UNWIND_ROWS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -123,6 +131,8 @@ static void track_usage(FILE *out)
 		"      --control PATH    control socket (enable, disable, ping, mark NAME; see\n"
 		"                        memtrack ctl); the command finds PATH in $MEMTRACK_CONTROL\n"
 		"      --start-disabled  heap recording off until `enable` (needs --control)\n"
+		"      --stacks          record the call stack of every allocation and mmap\n"
+		"      --unwind-rows N   --stacks: unwind table rows in the kernel (default 1M, 16 bytes each)\n"
 		"  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 		"  -q, --quiet           no summary line\n");
 }
@@ -163,6 +173,15 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			o->control = optarg;
 			break;
 		case OPT_START_DISABLED: o->start_disabled = true; break;
+		case OPT_STACKS: o->stacks = true; break;
+		case OPT_UNWIND_ROWS:
+			if (parse_size(optarg, &v) || v < 1024 || v > (64u << 20)) {
+				die_msg("invalid --unwind-rows '%s'; give a row count from 1K to 64M, e.g. 4M",
+					optarg);
+				return 2;
+			}
+			o->unwind_rows = v;
+			break;
 		case OPT_RING:
 			/* the kernel takes a map size in 32 bits: 2G at most */
 			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096 || v > (1ull << 31)) {
@@ -208,6 +227,10 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	if (optind >= argc) {
 		die_msg("no command given; usage: memtrack track [-o FILE] -- CMD [ARGS...]");
+		return 2;
+	}
+	if (o->stacks && !o->allocators) {
+		die_msg("--stacks needs the allocator probes (it learns each process's code while they are attached); drop --no-allocators");
 		return 2;
 	}
 	if (o->start_disabled && !o->control) {
@@ -304,7 +327,8 @@ static void fill_header(struct mt_header *h, const struct track_opts *o)
 		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", u.release);
 	join_argv(h->command, sizeof(h->command), o->argv);
 	h->flags = (o->allocators ? MT_HDR_ALLOCATORS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
-		   (o->start_disabled ? MT_HDR_START_DISABLED : 0);
+		   (o->start_disabled ? MT_HDR_START_DISABLED : 0) |
+		   (o->stacks ? MT_HDR_STACKS : 0);
 }
 
 /* Whether an exec'd path is a memtrack (see MT_PROC_NO_CHILDREN). */
@@ -349,15 +373,22 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	 */
 	if (h->type == MT_EXIT) {
 		probes_forget(run->probes, pid, false);
+		if (run->stacks)
+			stacks_forget(run->stacks, pid);
 		return;
 	}
 	if (h->type == MT_EXEC && f[EXEC_OLD_PID] != h->pid)
 		probes_forget(run->probes, pid, true);
+	if (h->type == MT_EXEC && run->stacks)
+		stacks_forget(run->stacks, pid);
 	if (h->type == MT_EXEC && is_memtrack((const char *)(f + EXEC_NFIELDS)))
 		hook_result(run, pid, loader_untrack_children(run->skel, pid));
 	if (h->type == MT_FORK)
 		pid = f[FORK_CHILD];
 	hook_result(run, pid, probes_sync(run->probes, pid));
+	/* right after the record that parked it: before any stack through it */
+	if (run->stacks)
+		hook_result(run, pid, stacks_sync(run->stacks, pid, h->ts + 1));
 	loader_resume(run->skel, pid);
 }
 
@@ -525,6 +556,17 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 		"memtrack: probes: %llu syncs, %llu uprobes attached, %llu failures, %llu processes unprobed, %.1f ms attaching\n",
 		(unsigned long long)pr.syncs, (unsigned long long)pr.links,
 		(unsigned long long)pr.failures, (unsigned long long)pr.lost, pr.sync_ns / 1e6);
+	if (run->stacks) {
+		struct stacks_stats ss;
+
+		stacks__stats(run->stacks, &ss);
+		fprintf(stderr,
+			"memtrack: stacks: %llu objects, %llu unwind rows of %llu (%llu KiB table), %llu without CFI, %llu without room, %.1f ms building tables, %llu syncs %.1f ms\n",
+			(unsigned long long)ss.objects, (unsigned long long)ss.rows,
+			(unsigned long long)ss.rows_cap, (unsigned long long)ss.table_bytes >> 10,
+			(unsigned long long)ss.no_cfi, (unsigned long long)ss.no_room,
+			ss.build_ns / 1e6, (unsigned long long)ss.syncs, ss.sync_ns / 1e6);
+	}
 }
 
 /* Drains the pipeline and writes the trailer; returns 0 or -errno. */
@@ -704,6 +746,9 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.physical = run->o->physical,
 		.verbose = run->o->verbose,
 		.heap_disabled = run->o->start_disabled,
+		.stacks = run->o->stacks,
+		.unwind_rows = run->o->unwind_rows ? (uint32_t)run->o->unwind_rows
+						   : MT_UNWIND_ROWS_DEFAULT,
 	};
 	enum loader_step step;
 	int ret;
@@ -735,6 +780,15 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		}
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
+	if (run->pipe && run->o->stacks) {
+		run->stacks = stacks__new(run->skel, run->pipe);
+		if (!run->stacks) {
+			ret = -errno;
+			snprintf(err, errlen, "cannot map the kernel's unwind table: %s",
+				 strerror(-ret));
+			return ret;
+		}
+	}
 	if (run->pipe && run->ctl)
 		start_control(run);
 	ret = !run->pipe ? -errno
@@ -888,6 +942,7 @@ static void teardown(struct track_run *run)
 		forked = fork_closer();
 	}
 	probes__free(run->probes);
+	stacks__free(run->stacks);
 	t1 = mono_ns();
 	loader_close(run->skel);
 	if (run->o->verbose)

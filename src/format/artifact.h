@@ -22,27 +22,22 @@
 
 #define MT_CMDLINE_MAX 4096
 
-/*
- * PROVISIONAL (branch symbolize, until branch stacks lands): the call-stack
- * members of the shared contract, so the analysis side builds against them.
- */
-#define MT_STACK_MAX 127
-struct mt_ev_frame {
-	__u32 object; /* object id, 0: no known file */
-	__u64 addr;   /* ELF virtual address (absolute when object is 0) */
-};
-
 /* One decoded record, as the reader hands it out. */
 struct mt_event {
-	struct mt_rec_hdr h;			 /* type, fn, pid, tid, nfields, ts */
-	__u64 f[MT_MAX_FIELDS];			 /* h.nfields of them are meaningful */
-	char str[MT_PATH_MAX];			 /* string field (EXEC path), "" if none */
-	__u64 stack;				 /* heap and mmap records: stack id, 0 = none */
-	__u32 nframes;				 /* MT_STACK: frames[] used */
-	bool truncated;				 /* MT_STACK: unwinding stopped early */
-	__u8 build_id_len;			 /* MT_OBJECT: bytes of build_id, 0 = none */
-	__u8 build_id[20];			 /* MT_OBJECT */
-	struct mt_ev_frame frames[MT_STACK_MAX]; /* MT_STACK, innermost first */
+	struct mt_rec_hdr h;	/* type, fn, pid, tid, nfields, ts */
+	__u64 f[MT_MAX_FIELDS]; /* h.nfields of them are meaningful */
+	char str[MT_PATH_MAX];	/* string field (EXEC path, OBJECT path), "" if none */
+	__u64 stack;		/* heap and mmap records: stack id, 0 = none (or a v1 file) */
+	/* STACK records (also in f[STACK_ID], f[STACK_TRUNCATED]) */
+	__u32 nframes; /* frames[0..nframes): innermost first */
+	bool truncated;
+	struct {
+		__u32 object; /* OBJECT id, 0: no known file (addr is the pc) */
+		__u64 addr;   /* ELF virtual address of a return address */
+	} frames[MT_STACK_MAX];
+	/* OBJECT records */
+	__u8 build_id[MT_BUILD_ID_MAX];
+	__u8 build_id_len; /* 0: none */
 };
 
 struct mt_header {
@@ -61,6 +56,7 @@ struct mt_header {
 #define MT_HDR_ALLOCATORS 1u	 /* heap probes were attached */
 #define MT_HDR_PHYSICAL 2u	 /* PHYSICAL records were requested */
 #define MT_HDR_START_DISABLED 4u /* heap recording was off at start (--start-disabled) */
+#define MT_HDR_STACKS 8u	 /* call stacks were recorded (--stacks) */
 
 struct mt_trailer {
 	uint64_t events[MT_TYPE_MAX];  /* records written, per type */
@@ -92,11 +88,12 @@ struct mt_writer *mt_writer__new(int fd, const struct mt_header *hdr, int zstd_l
 
 /*
  * Appends one record to the current frame.  @f holds hdr->nfields values,
- * @str is the string field or NULL.  Errors are sticky: they are returned by
+ * @str is the string field or NULL; for OBJECT and STACK records it is the
+ * whole struct mt_rec_object / mt_rec_stack (build-id, path, frames).  Errors are sticky: they are returned by
  * this and every later call, and by mt_writer__finish().
  */
 int mt_writer__add(struct mt_writer *w, const struct mt_rec_hdr *hdr, const __u64 *f,
-		   const char *str);
+		   const void *str);
 
 /* Compresses and writes the current frame; no-op when it is empty. */
 int mt_writer__flush(struct mt_writer *w);
@@ -135,7 +132,7 @@ struct mt_encoder *mt_encoder__new(int zstd_level);
  * sticky and returned again by mt_encoder__seal() and mt_writer__put().
  */
 int mt_encoder__add(struct mt_encoder *e, const struct mt_rec_hdr *hdr, const __u64 *f,
-		    const char *str);
+		    const void *str);
 
 /* True once the frame's raw records reach MT_FRAME_RAW_TARGET: seal and put it. */
 bool mt_encoder__full(const struct mt_encoder *e);

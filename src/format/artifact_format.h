@@ -48,10 +48,11 @@
 
 /*
  * Upper bound of one encoded record: type (1) + body length (2) + ts (10) +
- * pid (5) + tid (5) + fn (3) + nfields (1) + 6 fields (60) + string length (2)
- * + string (255) = 344.
+ * pid (5) + tid (5) + fn (3) + nfields (1) + 7 fields (70) + string length (2)
+ * + string (255) = 354; a STACK record: the same 107 up to its fields, then
+ * nframes (1) + 127 frames of object (5) + addr (10) = 2013.
  */
-#define MT_REC_MAX 512
+#define MT_REC_MAX 2304
 
 /* Default zstd level of the writer (FORMAT.md, rationale). */
 #define MT_ZSTD_LEVEL_DEFAULT 1

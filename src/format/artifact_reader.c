@@ -53,6 +53,8 @@ struct mt_reader {
 	bool known[MT_TYPE_MAX];
 	bool has_string[MT_TYPE_MAX];
 	uint8_t nfields[MT_TYPE_MAX];
+	uint8_t min_fields[MT_TYPE_MAX]; /* nfields, less the stack id in version 1 files */
+	int8_t stack_field[MT_TYPE_MAX]; /* index of the `stack` field, -1: none */
 	uint8_t kind[MT_TYPE_MAX][MT_MAX_FIELDS];
 
 	char err[256];
@@ -425,6 +427,38 @@ static int bad_record(struct mt_reader *r, const char *why)
 }
 
 /*
+ * Decodes the part of an OBJECT or STACK record between its fields and its
+ * string (FORMAT.md §8.2) into @ev.  Returns 0 or -EBADMSG.
+ */
+static int decode_tail(const uint8_t **p, const uint8_t *bend, unsigned type, struct mt_event *ev)
+{
+	uint64_t n, obj, addr;
+
+	if (type == MT_OBJECT) {
+		if (mt_varint_get(p, bend, &n) || n > MT_BUILD_ID_MAX || n > (uint64_t)(bend - *p))
+			return -EBADMSG;
+		memcpy(ev->build_id, *p, n);
+		ev->build_id_len = (__u8)n;
+		*p += n;
+		return 0;
+	}
+	if (type != MT_STACK)
+		return 0;
+	if (mt_varint_get(p, bend, &n) || !n || n > MT_STACK_MAX)
+		return -EBADMSG;
+	for (unsigned i = 0; i < n; i++) {
+		if (mt_varint_get(p, bend, &obj) || mt_varint_get(p, bend, &addr) ||
+		    obj > UINT32_MAX)
+			return -EBADMSG;
+		ev->frames[i].object = (__u32)obj;
+		ev->frames[i].addr = addr;
+	}
+	ev->nframes = (__u32)n;
+	ev->truncated = ev->f[STACK_TRUNCATED] != 0;
+	return 0;
+}
+
+/*
  * Decodes the record at r->p.  Returns 1 when @ev holds it, 0 when it was of
  * an unknown type and skipped, or -EBADMSG.
  */
@@ -460,7 +494,7 @@ static int decode_record(struct mt_reader *r, struct mt_event *ev)
 	if (pid > UINT32_MAX || tid > UINT32_MAX || fn > UINT16_MAX)
 		return bad_record(r, "has an out-of-range pid, tid or fn");
 	schema_n = r->nfields[type];
-	if (nf < schema_n)
+	if (nf < r->min_fields[type])
 		return bad_record(r, "has fewer fields than its type");
 	kept = nf < MT_MAX_FIELDS ? (unsigned)nf : MT_MAX_FIELDS;
 	for (uint64_t i = 0; i < nf; i++) {
@@ -483,6 +517,10 @@ static int decode_record(struct mt_reader *r, struct mt_event *ev)
 	for (unsigned i = kept; i < MT_MAX_FIELDS; i++)
 		ev->f[i] = 0;
 	ev->str[0] = '\0';
+	ev->stack = r->stack_field[type] >= 0 ? ev->f[r->stack_field[type]] : 0;
+	if (type >= MT_OBJECT && decode_tail(&p, bend, type, ev))
+		return bad_record(r, type == MT_STACK ? "has malformed frames"
+						      : "has a malformed build-id");
 	if (r->has_string[type]) {
 		uint64_t sl;
 		size_t n;
@@ -669,6 +707,12 @@ struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen)
 	rc = read_header(r, err, errlen);
 	if (rc)
 		goto fail;
+	for (unsigned t = 0; t < MT_TYPE_MAX; t++) {
+		r->stack_field[t] = (int8_t)mt_stack_field(t);
+		/* version 1 heap and mmap records end before the stack id */
+		r->min_fields[t] = (uint8_t)(r->nfields[t] -
+					     (r->hdr.format_version < 2 && r->stack_field[t] >= 0));
+	}
 	r->dctx = ZSTD_createDCtx();
 	if (!r->dctx) {
 		rc = -ENOMEM;

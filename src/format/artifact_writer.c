@@ -276,8 +276,41 @@ bool mt_encoder__full(const struct mt_encoder *e)
 	return e->raw_len >= MT_FRAME_RAW_TARGET;
 }
 
+/*
+ * The part of an OBJECT or STACK record between its fields and its string
+ * (FORMAT.md §8.2): an OBJECT's build-id, a STACK's frames.  @tail is the
+ * whole record as userspace or BPF made it.  Returns the end of what was
+ * written, or NULL for a record the format cannot describe.
+ */
+static uint8_t *encode_tail(uint8_t *q, unsigned type, const void *tail)
+{
+	if (type == MT_OBJECT) {
+		const struct mt_rec_object *o = tail;
+		unsigned n = o ? o->build_id_len : 0;
+
+		if (n > MT_BUILD_ID_MAX)
+			return NULL;
+		q += mt_varint_encode(q, n);
+		if (n)
+			memcpy(q, o->build_id, n);
+		return q + n;
+	}
+	if (type == MT_STACK) {
+		const struct mt_rec_stack *s = tail;
+
+		if (!s || !s->nframes || s->nframes > MT_STACK_MAX)
+			return NULL;
+		q += mt_varint_encode(q, s->nframes);
+		for (unsigned i = 0; i < s->nframes; i++) {
+			q += mt_varint_encode(q, s->frames[i].object);
+			q += mt_varint_encode(q, s->frames[i].addr);
+		}
+	}
+	return q;
+}
+
 static inline __attribute__((always_inline)) int
-encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f, const char *str)
+encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f, const void *tail)
 {
 	unsigned type = h->type, n = h->nfields;
 	uint8_t *p, *b, *q;
@@ -325,7 +358,15 @@ encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f, const c
 		}
 		q += mt_varint_encode(q, v);
 	}
+	if (__builtin_expect(type >= MT_OBJECT, 0)) {
+		q = encode_tail(q, type, tail);
+		if (!q)
+			return enc_fail(e, -EINVAL);
+	}
 	if (e->has_string[type]) {
+		const char *str = type == MT_OBJECT && tail
+					  ? ((const struct mt_rec_object *)tail)->path
+					  : tail;
 		/* at most MT_PATH_MAX - 1 bytes: the BPF buffer may lack its NUL */
 		size_t sl = str ? strnlen(str, MT_PATH_MAX - 1) : 0;
 
@@ -353,7 +394,7 @@ encode(struct mt_encoder *e, const struct mt_rec_hdr *h, const __u64 *f, const c
 }
 
 int mt_encoder__add(struct mt_encoder *e, const struct mt_rec_hdr *hdr, const __u64 *f,
-		    const char *str)
+		    const void *str)
 {
 	uint64_t t0;
 	int err;
@@ -408,7 +449,7 @@ int mt_writer__put(struct mt_writer *w, struct mt_encoder *e)
 }
 
 int mt_writer__add(struct mt_writer *w, const struct mt_rec_hdr *hdr, const __u64 *f,
-		   const char *str)
+		   const void *str)
 {
 	int err;
 

@@ -63,3 +63,15 @@ unsigned mt_type_from_name(const char *name)
 			return t;
 	return 0;
 }
+
+int mt_stack_field(unsigned type)
+{
+	const struct mt_type_def *d = mt_type_def(type);
+
+	if (!d)
+		return -1;
+	for (unsigned i = 0; i < d->nfields; i++)
+		if (!strcmp(d->fields[i].name, "stack"))
+			return (int)i;
+	return -1;
+}

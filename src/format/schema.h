@@ -53,6 +53,12 @@ unsigned mt_fn_from_name(const char *name);
  */
 unsigned mt_natural_fn(unsigned type);
 
+/*
+ * Index of the `stack` field of @type (heap and mmap records), or -1 when
+ * it has none.  Format version 1 files lack it (FORMAT.md §10).
+ */
+int mt_stack_field(unsigned type);
+
 /* Parses a type name; returns 0 when unknown. */
 unsigned mt_type_from_name(const char *name);
 

@@ -45,7 +45,10 @@ void batch__reset(struct batch *b);
 
 void batch__free(struct batch *b);
 
-/* Size in bytes of the record at @rec (header + fields [+ exec path or mark name]). */
+/*
+ * Size in bytes of the record at @rec (header + fields [+ exec path, mark
+ * name, object build-id and path, or stack frames]).
+ */
 static inline size_t rec_size(const void *rec)
 {
 	const struct mt_rec_hdr *h = rec;
@@ -54,6 +57,15 @@ static inline size_t rec_size(const void *rec)
 		return sizeof(struct mt_rec_exec);
 	if (h->type == MT_MARK)
 		return sizeof(struct mt_rec_mark);
+	if (h->type == MT_OBJECT)
+		return sizeof(struct mt_rec_object);
+	if (h->type == MT_STACK) {
+		const struct mt_rec_stack *s = rec;
+		__u32 n = s->nframes <= MT_STACK_MAX ? s->nframes : MT_STACK_MAX;
+
+		return __builtin_offsetof(struct mt_rec_stack, frames) +
+		       (size_t)n * sizeof(struct mt_rec_frame);
+	}
 	return sizeof(*h) + (size_t)h->nfields * sizeof(__u64);
 }
 

@@ -135,7 +135,7 @@ static int write_batch(struct worker *wk, const struct batch *b)
 		const unsigned char *rec = b->buf + wk->keys[i].off;
 		const struct mt_rec_hdr *h = (const void *)rec;
 		const __u64 *f = (const void *)(rec + sizeof(*h));
-		const char *str = NULL;
+		const void *str = NULL;
 
 		if (__builtin_expect(mt_encoder__full(wk->enc), 0)) {
 			wait_turn(p, b->seq);
@@ -147,6 +147,8 @@ static int write_batch(struct worker *wk, const struct batch *b)
 			str = ((const struct mt_rec_exec *)rec)->path;
 		else if (h->type == MT_MARK)
 			str = ((const struct mt_rec_mark *)rec)->name;
+		else if (h->type == MT_OBJECT || h->type == MT_STACK)
+			str = rec; /* build-id and path, or frames */
 		err = mt_encoder__add(wk->enc, h, f, str);
 	}
 	if (!err)

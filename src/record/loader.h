@@ -29,6 +29,8 @@ struct loader_opts {
 	bool physical;	       /* count the tree's physical pages (may be turned off) */
 	bool verbose;	       /* let libbpf's debug output through */
 	bool heap_disabled;    /* start with heap recording off (--start-disabled) */
+	bool stacks;	       /* unwind call stacks (--stacks) */
+	uint32_t unwind_rows;  /* --stacks: rows of the unwind table (MT_UNWIND_ROWS_DEFAULT) */
 	/* out: why physical was turned off (-errno and step), 0 if it was not */
 	int physical_err;
 	enum loader_step physical_step;

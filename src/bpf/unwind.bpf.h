@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * unwind.bpf.h - the user call stack at an allocator's entry (or at an
+ * mmap syscall), unwound in the kernel from .eh_frame rows and written once
+ * per distinct stack as a STACK record (--stacks).
+ *
+ * Userspace loads, before the process runs code in a new object (it is
+ * parked then), the object's rows into `unwind_rows` and the process's
+ * executable mappings into `proc_maps` (src/record/stacks.c).  Each frame is
+ * a binary search in the mappings and one in the object's rows; the CFA is
+ * rsp+N, rbp+N or *(rbp+N), the return address is at CFA-8 (x86-64), rbp
+ * is restored from CFA+N where the row says so.  A stack is hashed over its
+ * (object, address) frames, so the id does not depend on ASLR; an LRU set
+ * remembers which ids were written.  Maps are defined in ring.bpf.c.
+ */
+#ifndef MEMTRACK_UNWIND_BPF_H
+#define MEMTRACK_UNWIND_BPF_H
+
+#include "common.bpf.h"
+
+extern const volatile __u32 stacks_on; /* --stacks */
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct mt_unwind_row);
+} unwind_rows SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_MMS);
+	__type(key, __u32);
+	__type(value, struct mt_umaps);
+} proc_maps SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MT_STACKS_SEEN);
+	__type(key, __u64);
+	__type(value, __u8);
+} stacks_seen SEC(".maps");
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_rec_stack);
+} stack_scratch SEC(".maps");
+
+enum { UNWIND_RUNNING = 0, UNWIND_COMPLETE = 1, UNWIND_TRUNCATED = 2 };
+
+struct mt_unwind {
+	__u64 pc; /* a return address, or the exact pc when @exact */
+	__u64 sp; /* the caller's rsp at pc */
+	__u64 bp;
+	__u64 hash;
+	__u32 owner; /* proc_maps key */
+	__u32 n;     /* frames recorded */
+	__u32 status;
+	__u32 exact; /* pc is where the task is (a syscall), not a frame to record */
+};
+
+/*
+ * Binary searches are branch-free: with a branch on the data per step the
+ * verifier walks every path (2^steps states); without, one.  @a <= @b for
+ * user addresses (< 2^63) is the sign of b - a.
+ */
+static __always_inline __u64 le_mask(__u64 a, __u64 b)
+{
+	return ((b - a) >> 63) - 1; /* all ones when a <= b, else 0 */
+}
+
+/* The mapping of @um holding @pc, or NULL. */
+static __always_inline const struct mt_umap *find_umap(const struct mt_umaps *um, __u64 pc)
+{
+	__u64 lo = 0, hi = um->n, mid, take;
+
+	if (hi > MT_MAX_UMAPS)
+		hi = MT_MAX_UMAPS;
+	if (!hi)
+		return NULL;
+	/* the last mapping starting at or below pc: a[lo] <= pc < a[hi] */
+	for (int k = 0; k <= MT_UMAPS_LOG2; k++) {
+		mid = ((lo + hi) / 2) & (MT_MAX_UMAPS - 1);
+		take = le_mask(um->m[mid].start, pc);
+		lo = (mid & take) | (lo & ~take);
+		hi = (hi & take) | (mid & ~take);
+	}
+	lo &= MT_MAX_UMAPS - 1;
+	if (pc < um->m[lo].start || pc >= um->m[lo].end)
+		return NULL;
+	return &um->m[lo];
+}
+
+/* The row of @m's object covering ELF address @addr, or NULL. */
+static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap *m, __u64 addr)
+{
+	__u64 lo = m->row_start, hi = (__u64)m->row_start + m->nrows, take;
+	const struct mt_unwind_row *row;
+	__u32 idx;
+
+	if (!m->nrows || addr > 0xffffffffull)
+		return NULL;
+	for (int k = 0; k < 24; k++) {
+		idx = (__u32)((lo + hi) / 2);
+		row = bpf_map_lookup_elem(&unwind_rows, &idx);
+		if (!row)
+			return NULL;
+		take = le_mask(row->pc, addr);
+		lo = (idx & take) | (lo & ~take);
+		hi = (hi & take) | (idx & ~take);
+	}
+	idx = (__u32)lo;
+	row = bpf_map_lookup_elem(&unwind_rows, &idx);
+	return row && row->pc <= addr ? row : NULL;
+}
+
+static __always_inline void add_frame(struct mt_unwind *st, __u32 object, __u64 addr)
+{
+	__u32 zero = 0;
+	struct mt_rec_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
+	__u32 i = st->n;
+
+	if (!s || i >= MT_STACK_MAX)
+		return;
+	s->frames[i].object = object;
+	s->frames[i].pad = 0;
+	s->frames[i].addr = addr;
+	st->n = i + 1;
+	/* FNV-1a over 64-bit words */
+	st->hash = (st->hash ^ object) * 0x100000001b3ull;
+	st->hash = (st->hash ^ addr) * 0x100000001b3ull;
+}
+
+/* One frame: record where we are, then find the caller.  1 stops bpf_loop. */
+static long unwind_step(__u64 i, void *ctx)
+{
+	struct mt_unwind *st = ctx;
+	const struct mt_unwind_row *row;
+	const struct mt_umap *m;
+	struct mt_umaps *um;
+	__u64 addr, cfa, ra;
+
+	if (!st->exact && st->n >= MT_STACK_MAX)
+		goto truncated; /* more frames than a stack may hold */
+	um = bpf_map_lookup_elem(&proc_maps, &st->owner);
+	m = um ? find_umap(um, st->pc) : NULL;
+	addr = m ? st->pc - m->bias : st->pc;
+	if (!st->exact)
+		add_frame(st, m ? m->object : 0, addr);
+	if (!m)
+		goto truncated;
+	/* a return address may be the first byte after a noreturn call's function */
+	row = find_row(m, st->exact ? addr : addr - 1);
+	if (!row)
+		goto truncated;
+	switch (row->cfa) {
+	case MT_CFA_END: st->status = UNWIND_COMPLETE; return 1;
+	case MT_CFA_RSP: cfa = st->sp + row->cfa_off; break;
+	case MT_CFA_RBP: cfa = st->bp + row->cfa_off; break;
+	case MT_CFA_DEREF_RBP:
+		if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(st->bp + row->cfa_off)))
+			goto truncated;
+		break;
+	default: goto truncated;
+	}
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+		goto truncated;
+	if (row->rbp == MT_RBP_AT_CFA) {
+		if (bpf_probe_read_user(&st->bp, sizeof(st->bp), (void *)(cfa + row->rbp_off)))
+			goto truncated;
+	} else if (row->rbp == MT_RBP_LOST) {
+		st->bp = 0;
+	}
+	if (!ra) { /* a zeroed return address ends some hand-written chains */
+		st->status = UNWIND_COMPLETE;
+		return 1;
+	}
+	st->sp = cfa;
+	st->pc = ra;
+	st->exact = 0;
+	return 0;
+truncated:
+	st->status = UNWIND_TRUNCATED;
+	return 1;
+}
+
+/* The tgid whose executable mappings describe the current task's mm. */
+static __always_inline __u32 mm_owner_tgid(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u64 mm = (__u64)t->mm;
+	struct mm_owner *o = bpf_map_lookup_elem(&mm_owners, &mm);
+
+	return o ? o->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32);
+}
+
+/*
+ * Writes the unwound stack in stack_scratch as a STACK record unless its id
+ * was written already.  Returns the id.
+ */
+static __always_inline __u64 emit_stack(struct mt_unwind *st)
+{
+	__u32 zero = 0, n = st->n;
+	struct mt_rec_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
+	__u64 id, size;
+	__u8 one = 1;
+
+	if (!s || !n || n > MT_STACK_MAX)
+		return 0;
+	id = (st->hash ^ (st->status == UNWIND_COMPLETE ? 0 : 0x9e3779b97f4a7c15ull)) | 1;
+	if (bpf_map_lookup_elem(&stacks_seen, &id))
+		return id;
+	fill_hdr((struct mt_rec *)s, MT_STACK, 0, STACK_NFIELDS);
+	s->f[STACK_ID] = id;
+	s->f[STACK_TRUNCATED] = st->status != UNWIND_COMPLETE;
+	s->nframes = n;
+	s->pad = 0;
+	size = __builtin_offsetof(struct mt_rec_stack, frames) + (__u64)n * sizeof(s->frames[0]);
+	if (size > sizeof(*s))
+		return 0;
+	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP)) {
+		count_drop(MT_STACK);
+		return id; /* the heap record still names it; a later call writes it */
+	}
+	bpf_map_update_elem(&stacks_seen, &id, &one, BPF_ANY);
+	return id;
+}
+
+/*
+ * The current task's user stack: at an allocator's entry (@exact false: @sp
+ * points at the return address) or at a syscall (@exact: @pc is where the
+ * task is).  Returns its stack id, 0 when none was taken.
+ */
+static __always_inline __u64 take_stack(__u64 pc, __u64 sp, __u64 bp, bool exact)
+{
+	struct mt_unwind st = {};
+
+	if (!stacks_on)
+		return 0;
+	st.owner = mm_owner_tgid();
+	st.bp = bp;
+	st.hash = 0xcbf29ce484222325ull;
+	if (exact) {
+		st.pc = pc;
+		st.sp = sp;
+		st.exact = 1;
+	} else {
+		if (bpf_probe_read_user(&st.pc, sizeof(st.pc), (void *)sp))
+			return 0;
+		st.sp = sp + 8;
+	}
+	bpf_loop(MT_STACK_MAX + 1, unwind_step, &st, 0);
+	if (st.status == UNWIND_RUNNING)
+		st.status = UNWIND_TRUNCATED;
+	return emit_stack(&st);
+}
+
+#endif /* MEMTRACK_UNWIND_BPF_H */

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stacks.h - what the kernel unwinder needs from userspace (--stacks): the
+ * unwind rows of every executable object the tree maps, and each process's
+ * executable mappings; and the OBJECT and MAPPING records that let a reader
+ * name the frames of STACK records (docs/FORMAT.md §8.2).
+ *
+ * A process is parked (SIGSTOP) at exec, at fork and at each executable
+ * file mmap until the poller has run its hook (cmd_track.c): stacks_sync()
+ * runs there, before the process executes code in the new object, so no
+ * stack misses an object.  An object's rows are built once per run (cache
+ * by device and inode) and live in the BPF array until memtrack ends.
+ *
+ * THREAD NOTES: the poller thread only (after stacks__new() on main).
+ * Ownership: stacks__new() returns a registry freed by stacks__free(); it
+ * borrows @skel and @pipe.
+ */
+#ifndef MEMTRACK_STACKS_H
+#define MEMTRACK_STACKS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <linux/types.h>
+#include "compiler.h"
+
+struct memtrack_bpf;
+struct pipeline;
+struct stacks;
+
+struct stacks_stats {
+	uint64_t objects;     /* distinct objects seen */
+	uint64_t rows;	      /* unwind rows loaded */
+	uint64_t rows_cap;    /* rows the array holds */
+	uint64_t no_room;     /* objects left without rows: the array was full */
+	uint64_t no_cfi;      /* objects without usable .eh_frame */
+	uint64_t build_ns;    /* time spent building tables */
+	uint64_t sync_ns;     /* time spent in stacks_sync() in all */
+	uint64_t syncs;	      /* stacks_sync() calls */
+	uint64_t too_many;    /* processes with more than MT_MAX_UMAPS mappings */
+	uint64_t table_bytes; /* bytes of the rows array (kernel) */
+};
+
+/* Returns a registry, or NULL with errno set (the rows array cannot be mmaped). */
+struct stacks *stacks__new(struct memtrack_bpf *skel, struct pipeline *pipe);
+
+/*
+ * Poller thread, for a parked process @pid: builds the rows of each object
+ * it maps that is new to the run, writes OBJECT records for them and
+ * MAPPING records for the process's new executable mappings (timestamped
+ * @ts, right after the record that parked it), and gives the kernel its
+ * mapping table.  Returns 0 or -errno (-ESRCH: the process is gone).
+ */
+MT_MUST_CHECK int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts);
+
+/* Forgets @pid's mappings (it exec'd or exited). */
+void stacks_forget(struct stacks *s, pid_t pid);
+
+void stacks__stats(const struct stacks *s, struct stacks_stats *st);
+
+/* Frees the registry (NULL is fine). */
+void stacks__free(struct stacks *s);
+
+#endif /* MEMTRACK_STACKS_H */

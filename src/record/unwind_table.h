@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unwind_table.h - an ELF file's .eh_frame as compact unwind rows for the
+ * kernel unwinder (src/bpf/unwind.bpf.h, struct mt_unwind_row in bpf_abi.h).
+ *
+ * Each row holds from its pc up to the next row's: how to find the CFA
+ * (rsp+N, rbp+N, *(rbp+N)), where rbp was saved, or that the return address
+ * is undefined there (the outermost frame).  Rows are sorted by pc; a gap
+ * between FDEs is a MT_CFA_NONE row.  Built with elfutils' libdw
+ * (dwarf_getcfi_elf, dwarf_cfi_addrframe), once per file.
+ *
+ * Ownership: unwind_table_build() returns a table the caller frees with
+ * unwind_table_free() (NULL is fine).
+ */
+#ifndef MEMTRACK_UNWIND_TABLE_H
+#define MEMTRACK_UNWIND_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "bpf_abi.h"
+#include "event.h"
+
+#define UNWIND_MAX_LOADS 16 /* PT_LOAD segments we keep per file */
+
+struct unwind_load {
+	uint64_t vaddr, offset, filesz; /* of one PT_LOAD */
+};
+
+struct unwind_table {
+	struct mt_unwind_row *rows; /* sorted by pc */
+	size_t nrows;
+	uint8_t build_id[MT_BUILD_ID_MAX];
+	uint8_t build_id_len; /* 0: no GNU build-id note */
+	struct unwind_load loads[UNWIND_MAX_LOADS];
+	unsigned nloads;
+	uint64_t build_ns; /* time the build took */
+};
+
+/*
+ * Reads @path's .eh_frame (or .debug_frame) into rows, its build-id and its
+ * PT_LOAD segments.  A file without CFI gives a table of 0 rows (its stacks
+ * are truncated).  Returns 0, or -errno when the file is not a readable ELF
+ * file (-ENOEXEC) or memory ran out.
+ */
+int unwind_table_build(const char *path, struct unwind_table **out);
+
+/*
+ * Load bias of a mapping of file offset @offset at @start: ELF vaddr =
+ * pc - bias.  Returns 0 and sets @bias, or -ENOENT when no PT_LOAD holds the
+ * offset.
+ */
+int unwind_table_bias(const struct unwind_table *t, uint64_t start, uint64_t offset,
+		      __u64 *bias);
+
+void unwind_table_free(struct unwind_table *t);
+
+#endif /* MEMTRACK_UNWIND_TABLE_H */
