@@ -447,6 +447,8 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 		physical_set(a, ev->h.ts, ev->f[0]);
 	} else if (ev->h.type == MT_MARK || ev->h.type == MT_ENABLE || ev->h.type == MT_DISABLE) {
 		err = control_add(a, ev); /* about the run, not a process */
+	} else if (ev->h.type == MT_OBJECT || ev->h.type == MT_MAPPING || ev->h.type == MT_STACK) {
+		/* call-stack vocabulary (stacks.c reads it); an object's pid is 0 */
 	} else {
 		p = proc_get(a, ev->h.pid);
 		if (!p)

@@ -7,7 +7,7 @@
 #include "callsites.h"
 
 static const char *const metric_names[SITE_NMETRICS] = { "peak", "allocations", "allocated",
-							  "leaked" };
+							 "leaked" };
 
 const char *site_metric_name(enum site_metric m)
 {
@@ -39,7 +39,8 @@ static enum site_metric sort_metric; /* qsort has no context argument */
 
 static int by_value(const void *pa, const void *pb)
 {
-	const struct site *a = *(const struct site *const *)pa, *b = *(const struct site *const *)pb;
+	const struct site *a = *(const struct site *const *)pa,
+			  *b = *(const struct site *const *)pb;
 	uint64_t va = site_value(a, sort_metric), vb = site_value(b, sort_metric);
 
 	if (va != vb)
@@ -112,7 +113,8 @@ const char *site_frame_name(const struct site_frame *f, char *buf, size_t len)
 	if (f->function)
 		return f->function;
 	if (f->obj)
-		snprintf(buf, len, "%s+0x%llx", path_base(f->obj->path), (unsigned long long)f->addr);
+		snprintf(buf, len, "%s+0x%llx", path_base(f->obj->path),
+			 (unsigned long long)f->addr);
 	else
 		snprintf(buf, len, "0x%llx", (unsigned long long)f->addr);
 	return buf;

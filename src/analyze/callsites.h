@@ -44,12 +44,12 @@ const struct site **callsites_ranked(const struct analysis *a, enum site_metric 
 
 /* One source-level frame of a stack. */
 struct site_frame {
-	const char *function;	    /* NULL: unknown (see site_frame_name) */
-	const char *file;	    /* NULL: unknown */
-	uint32_t line;		    /* 0: unknown */
-	bool inlined;		    /* inlined into the next frame */
+	const char *function;	     /* NULL: unknown (see site_frame_name) */
+	const char *file;	     /* NULL: unknown */
+	uint32_t line;		     /* 0: unknown */
+	bool inlined;		     /* inlined into the next frame */
 	const struct mt_object *obj; /* NULL: the pc lay in no known file */
-	uint64_t addr;		    /* the recorded frame's address */
+	uint64_t addr;		     /* the recorded frame's address */
 };
 
 /*

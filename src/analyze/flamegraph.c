@@ -124,8 +124,7 @@ out:
 }
 
 /* Writes the folded lines under node @n whose path (without the root) is @path. */
-static void folded(const struct flame *f, uint32_t n, char *path, size_t len, size_t cap,
-		   FILE *out)
+static void folded(const struct flame *f, uint32_t n, char *path, size_t len, size_t cap, FILE *out)
 {
 	const struct flame_node *node = &f->nodes[n];
 	size_t l = len;

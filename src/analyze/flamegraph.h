@@ -18,9 +18,9 @@
 #include "intern.h"
 
 struct flame_node {
-	const char *name; /* interned */
-	uint64_t value;	  /* the metric over every path through this node */
-	uint64_t self;	  /* ... of paths that end here */
+	const char *name;		    /* interned */
+	uint64_t value;			    /* the metric over every path through this node */
+	uint64_t self;			    /* ... of paths that end here */
 	uint32_t first_child, next_sibling; /* node indexes, 0 = none (0 is the root) */
 };
 

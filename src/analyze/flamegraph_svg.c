@@ -11,12 +11,12 @@
 #include <string.h>
 #include "flamegraph.h"
 
-#define SVG_W 1200	/* px */
-#define SVG_PAD 10	/* px left and right */
-#define FRAME_H 16	/* px per level */
-#define SVG_TOP 44	/* px above the deepest frame: title and buttons */
-#define MIN_PX 0.1	/* narrower frames (and their children) are left out */
-#define CHAR_PX 7.0	/* average glyph width of the 12px font */
+#define SVG_W 1200  /* px */
+#define SVG_PAD 10  /* px left and right */
+#define FRAME_H 16  /* px per level */
+#define SVG_TOP 44  /* px above the deepest frame: title and buttons */
+#define MIN_PX 0.1  /* narrower frames (and their children) are left out */
+#define CHAR_PX 7.0 /* average glyph width of the 12px font */
 
 static void xml_escape(FILE *out, const char *s, size_t max)
 {
@@ -79,9 +79,10 @@ static void node_svg(const struct svg_ctx *c, uint32_t n, uint64_t x, uint32_t l
 	xml_escape(c->out, node->name, SIZE_MAX);
 	fprintf(c->out, "\"><title>");
 	xml_escape(c->out, node->name, SIZE_MAX);
-	fprintf(c->out, " (%llu %s, %.2f%%)</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" rx=\"2\"/><text x=\"%.1f\" y=\"%.1f\">",
-		(unsigned long long)node->value, unit_of(c->f->metric), 100.0 * node->value / c->total,
-		px, y, pw, FRAME_H - 1, r, g, b, px + 3, y + 11.5);
+	fprintf(c->out,
+		" (%llu %s, %.2f%%)</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" rx=\"2\"/><text x=\"%.1f\" y=\"%.1f\">",
+		(unsigned long long)node->value, unit_of(c->f->metric),
+		100.0 * node->value / c->total, px, y, pw, FRAME_H - 1, r, g, b, px + 3, y + 11.5);
 	if (fit >= 3)
 		xml_escape(c->out, node->name, len <= fit ? len : fit - 2);
 	if (fit >= 3 && len > fit)
@@ -138,9 +139,10 @@ int flame_write_svg(const struct flame *f, const char *title, FILE *out)
 		.total = f->nodes[0].value ? (double)f->nodes[0].value : 1.0,
 	};
 
-	fprintf(out, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-		     "<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
-		     "xmlns=\"http://www.w3.org/2000/svg\" onload=\"init()\">\n",
+	fprintf(out,
+		"<?xml version=\"1.0\" standalone=\"no\"?>\n"
+		"<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
+		"xmlns=\"http://www.w3.org/2000/svg\" onload=\"init()\">\n",
 		SVG_W, c.height, SVG_W, c.height);
 	fprintf(out, "<style>text{font:12px monospace;fill:#000;pointer-events:none}"
 		     "g.f:hover rect{stroke:#000;stroke-width:0.5}g.f{cursor:pointer}"
@@ -149,10 +151,11 @@ int flame_write_svg(const struct flame *f, const char *title, FILE *out)
 	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n", script);
 	fprintf(out, "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f0\"/>\n");
 	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"22\">", SVG_W / 2);
-	xml_escape(out, title, 200);
-	fprintf(out, "</text>\n<text id=\"reset\" class=\"b\" x=\"%d\" y=\"22\" style=\"display:none\">Reset Zoom</text>\n"
-		     "<text id=\"search\" class=\"b\" x=\"%d\" y=\"22\">Search (Ctrl-F)</text>\n"
-		     "<text id=\"info\" x=\"%d\" y=\"%u\"></text>\n",
+	xml_escape(out, title, 120); /* the buttons share the line */
+	fprintf(out,
+		"</text>\n<text id=\"reset\" class=\"b\" x=\"%d\" y=\"22\" style=\"display:none\">Reset Zoom</text>\n"
+		"<text id=\"search\" class=\"b\" x=\"%d\" y=\"22\">Search (Ctrl-F)</text>\n"
+		"<text id=\"info\" x=\"%d\" y=\"%u\"></text>\n",
 		SVG_PAD, SVG_W - SVG_PAD - 110, SVG_PAD, c.height - 5);
 	if (f->nnodes)
 		node_svg(&c, 0, 0, 0);

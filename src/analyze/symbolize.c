@@ -352,6 +352,9 @@ static uint32_t resolve_dwarf(struct sym_object *o, Dwarf_Addr a, struct sym_fra
 	if (sym) {
 		free(outer);
 		outer = demangle(sym);
+		/* a versioned definition: "__libc_start_main@@GLIBC_2.34" is __libc_start_main */
+		if (outer && strchr(outer, '@') && strncmp(outer, "operator", 8))
+			*strchr(outer, '@') = 0;
 	}
 	fr[n].function = outer;
 	fr[n].file = file ? strdup(file) : NULL;

@@ -28,7 +28,8 @@ static int parse_args(int argc, char **argv, struct flame_opts *o)
 
 		if (!strncmp(arg, "--metric=", 9))
 			val = arg + 9;
-		else if (!strcmp(arg, "--metric") || !strcmp(arg, "-o") || !strcmp(arg, "--output")) {
+		else if (!strcmp(arg, "--metric") || !strcmp(arg, "-o") ||
+			 !strcmp(arg, "--output")) {
 			if (i + 1 == argc) {
 				die_msg("%s needs a value; " FLAME_USAGE, arg);
 				return -EINVAL;

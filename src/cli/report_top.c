@@ -157,8 +157,8 @@ static int print_truncated(const struct stack_table *st, bool json)
 	return 0;
 }
 
-int report_top_print(const struct analysis *a, const struct stack_table *st,
-		     struct symbolizer *sym, size_t n, bool json)
+int report_top_print(const struct analysis *a, const struct stack_table *st, struct symbolizer *sym,
+		     size_t n, bool json)
 {
 	struct site_frame *f = calloc(SITE_MAX_FRAMES, sizeof(*f));
 	int err = 0;

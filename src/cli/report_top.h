@@ -18,7 +18,7 @@
  * report's "top" key followed by ,"truncated_stacks":{...}.  Returns 0 or
  * -ENOMEM.
  */
-int report_top_print(const struct analysis *a, const struct stack_table *st,
-		     struct symbolizer *sym, size_t n, bool json);
+int report_top_print(const struct analysis *a, const struct stack_table *st, struct symbolizer *sym,
+		     size_t n, bool json);
 
 #endif /* MEMTRACK_REPORT_TOP_H */
