@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * cmd_export.c - `memtrack export --format=perfetto|csv FILE -o OUT`: the
- * memory time series for Perfetto, chrome://tracing, spreadsheets and
- * plotting libraries (export.c writes them while the file is read).
+ * cmd_export.c - `memtrack export --format=perfetto|csv|pprof FILE -o OUT`:
+ * the memory time series for Perfetto, chrome://tracing, spreadsheets and
+ * plotting libraries (export.c writes them while the file is read), or the
+ * call sites as a pprof profile (pprof.c, after the whole file is read).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,8 +12,9 @@
 #include "cli.h"
 #include "export.h"
 #include "load.h"
+#include "pprof.h"
 
-#define EXPORT_USAGE "usage: memtrack export --format=perfetto|csv FILE -o OUT"
+#define EXPORT_USAGE "usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT"
 
 struct export_opts {
 	const char *in, *out;
@@ -47,8 +49,9 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 			o->in = arg;
 		}
 	}
-	if (!o->format || (strcmp(o->format, "perfetto") != 0 && strcmp(o->format, "csv") != 0)) {
-		die_msg("%s '%s'; use --format=perfetto or --format=csv",
+	if (!o->format || (strcmp(o->format, "perfetto") != 0 && strcmp(o->format, "csv") != 0 &&
+			   strcmp(o->format, "pprof") != 0)) {
+		die_msg("%s '%s'; use --format=perfetto, --format=csv or --format=pprof",
 			o->format ? "unknown format" : "no format", o->format ? o->format : "");
 		return -EINVAL;
 	}
@@ -70,6 +73,48 @@ static void on_header(void *ctx, const struct mt_header *h)
 	export_begin(x);
 }
 
+/* --format=pprof: the call sites, symbolized, as a gzipped profile.proto. */
+static int export_pprof(const struct export_opts *o)
+{
+	struct loaded *l = calloc(1, sizeof(*l));
+	struct symbolizer *sym = symbolizer__new(NULL);
+	struct stack_table st;
+	struct pprof_run run;
+	int ret = 1, err;
+
+	stack_table_init(&st);
+	if (!l || !sym) {
+		die_msg("out of memory");
+		goto out;
+	}
+	if (load_artifact_stacks(o->in, l, &st)) {
+		die_msg("cannot read '%s': %s", o->in, l->error);
+		goto out;
+	}
+	if (!st.nstacks)
+		die_msg("warning: '%s' has no call stacks (record with `memtrack track --stacks`)",
+			o->in);
+	run.start_wall_ns = l->hdr.start_ns + l->hdr.wall_offset_ns;
+	run.duration_ns = loaded_duration_ns(l);
+	err = pprof_write(&l->a, &st, sym, &run, o->out);
+	if (err) {
+		die_msg("cannot write '%s': %s", o->out, strerror(-err));
+		goto out;
+	}
+	symbolizer__save(sym);
+	if (l->truncated)
+		die_msg("warning: '%s' is truncated: %s; exported what precedes it", o->in,
+			l->error);
+	ret = 0;
+out:
+	symbolizer__free(sym);
+	stack_table_release(&st);
+	if (l)
+		analysis_release(&l->a);
+	free(l);
+	return ret;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	struct export_opts o = { .in = NULL };
@@ -80,6 +125,8 @@ int cmd_export(int argc, char **argv)
 
 	if (parse_args(argc, argv, &o))
 		return 2;
+	if (!strcmp(o.format, "pprof"))
+		return export_pprof(&o);
 	ret = 1;
 	l = calloc(1, sizeof(*l));
 	x.out = strcmp(o.out, "-") ? fopen(o.out, "w") : stdout;

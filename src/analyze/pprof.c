@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pprof.c - the call sites as a gzipped profile.proto; see pprof.h.
+ * Field numbers are those of pprof's proto/profile.proto.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include "intern.h"
+#include "pb.h"
+#include "pprof.h"
+
+/* message Profile */
+enum { P_SAMPLE_TYPE = 1, P_SAMPLE = 2, P_MAPPING = 3, P_LOCATION = 4, P_FUNCTION = 5,
+       P_STRING_TABLE = 6, P_TIME_NANOS = 9, P_DURATION_NANOS = 10, P_DEFAULT_SAMPLE_TYPE = 14 };
+/* message ValueType, Sample, Mapping, Location, Line, Function */
+enum { VT_TYPE = 1, VT_UNIT = 2 };
+enum { S_LOCATION_ID = 1, S_VALUE = 2 };
+enum { M_ID = 1, M_START = 2, M_LIMIT = 3, M_OFFSET = 4, M_FILENAME = 5, M_BUILD_ID = 6,
+       M_HAS_FUNCTIONS = 7, M_HAS_FILENAMES = 8, M_HAS_LINES = 9, M_HAS_INLINE = 10 };
+enum { L_ID = 1, L_MAPPING_ID = 2, L_ADDRESS = 3, L_LINE = 4 };
+enum { LN_FUNCTION_ID = 1, LN_LINE = 2 };
+enum { F_ID = 1, F_NAME = 2, F_SYSTEM_NAME = 3, F_FILENAME = 4 };
+
+/* A map from a pair of u64 to an id (1, 2, 3... in insertion order). */
+struct idmap {
+	uint64_t (*keys)[2]; /* owned: keys[id - 1] */
+	uint64_t n, cap;
+	uint64_t *slots; /* owned: open addressing, id or 0 */
+	uint64_t nslots;
+};
+
+static uint64_t mix(uint64_t a, uint64_t b)
+{
+	uint64_t h = a * 0x9e3779b97f4a7c15ull ^ b;
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h;
+}
+
+static uint64_t *idmap_slot(const struct idmap *m, uint64_t a, uint64_t b)
+{
+	uint64_t mask = m->nslots - 1;
+
+	for (uint64_t i = mix(a, b) & mask;; i = (i + 1) & mask) {
+		uint64_t id = m->slots[i];
+
+		if (!id || (m->keys[id - 1][0] == a && m->keys[id - 1][1] == b))
+			return &m->slots[i];
+	}
+}
+
+static int idmap_grow(struct idmap *m)
+{
+	uint64_t n = m->nslots ? m->nslots * 2 : 1024, *old = m->slots;
+
+	m->slots = calloc(n, sizeof(*m->slots));
+	if (!m->slots) {
+		m->slots = old;
+		return -ENOMEM;
+	}
+	free(old);
+	m->nslots = n;
+	for (uint64_t id = 1; id <= m->n; id++)
+		*idmap_slot(m, m->keys[id - 1][0], m->keys[id - 1][1]) = id;
+	return 0;
+}
+
+/* The id of (@a, @b), added when new (*@added says so); 0 on -ENOMEM. */
+static uint64_t idmap_get(struct idmap *m, uint64_t a, uint64_t b, bool *added)
+{
+	uint64_t *slot;
+
+	*added = false;
+	if ((m->n + 1) * 2 > m->nslots && idmap_grow(m))
+		return 0;
+	slot = idmap_slot(m, a, b);
+	if (*slot)
+		return *slot;
+	if (m->n == m->cap) {
+		uint64_t cap = m->cap ? m->cap * 2 : 256;
+		void *k = realloc(m->keys, cap * sizeof(*m->keys));
+
+		if (!k)
+			return 0;
+		m->keys = k;
+		m->cap = cap;
+	}
+	m->keys[m->n][0] = a;
+	m->keys[m->n][1] = b;
+	*added = true;
+	return *slot = ++m->n;
+}
+
+static void idmap_release(struct idmap *m)
+{
+	free(m->keys);
+	free(m->slots);
+	memset(m, 0, sizeof(*m));
+}
+
+struct pprof {
+	struct pb out, msg, sub;  /* the profile, a message, a nested one */
+	struct intern names;	  /* string storage: the string table's entries */
+	struct idmap strings;	  /* interned pointer -> string table index + 1 */
+	struct idmap locations;	  /* (object, addr) -> location id */
+	struct idmap functions;	  /* (name index, file index) -> function id */
+	struct symbolizer *sym;
+	const struct stack_table *st;
+	int err;
+};
+
+/* The string table index of @s (written to the table when new). */
+static uint64_t str(struct pprof *pp, const char *s)
+{
+	const char *in = intern(&pp->names, s ? s : "");
+	uint64_t id;
+	bool added;
+
+	if (!in) {
+		pp->err = -ENOMEM;
+		return 0;
+	}
+	id = idmap_get(&pp->strings, (uint64_t)(uintptr_t)in, 0, &added);
+	if (!id) {
+		pp->err = -ENOMEM;
+		return 0;
+	}
+	if (added)
+		pb_string_field(&pp->out, P_STRING_TABLE, in);
+	return id - 1;
+}
+
+static uint64_t function_id(struct pprof *pp, const char *name, const char *file)
+{
+	uint64_t n = str(pp, name), f = str(pp, file), id;
+	bool added;
+
+	id = idmap_get(&pp->functions, n, f, &added);
+	if (!id) {
+		pp->err = -ENOMEM;
+		return 0;
+	}
+	if (added) {
+		pb_reset(&pp->sub);
+		pb_varint_field(&pp->sub, F_ID, id);
+		pb_varint_field(&pp->sub, F_NAME, n);
+		pb_varint_field(&pp->sub, F_SYSTEM_NAME, n);
+		pb_varint_field(&pp->sub, F_FILENAME, f);
+		pb_message(&pp->out, P_FUNCTION, &pp->sub);
+	}
+	return id;
+}
+
+/* Writes the Location message of frame (@obj_id, @addr), id @id, with its lines. */
+static void location(struct pprof *pp, uint64_t id, uint32_t obj_id, uint64_t addr)
+{
+	const struct mt_object *obj = obj_id ? stack_table_object(pp->st, obj_id) : NULL;
+	struct pb line = { .p = NULL };
+	struct sym_result r;
+	char buf[128];
+
+	if (symbolizer__lookup(pp->sym, obj, addr ? addr - 1 : 0, &r)) {
+		pp->err = -ENOMEM;
+		return;
+	}
+	pb_reset(&pp->msg);
+	pb_varint_field(&pp->msg, L_ID, id);
+	if (obj)
+		pb_varint_field(&pp->msg, L_MAPPING_ID, obj->id);
+	pb_varint_field(&pp->msg, L_ADDRESS, addr);
+	for (uint32_t i = 0; i < r.nframes; i++) {
+		struct site_frame f = { .function = r.frames[i].function, .obj = obj, .addr = addr };
+		uint64_t fid = function_id(pp, site_frame_name(&f, buf, sizeof(buf)),
+					   r.frames[i].file);
+
+		pb_reset(&line);
+		pb_varint_field(&line, LN_FUNCTION_ID, fid);
+		pb_varint_field(&line, LN_LINE, r.frames[i].line);
+		pb_message(&pp->msg, L_LINE, &line);
+	}
+	pb_release(&line);
+	pb_message(&pp->out, P_LOCATION, &pp->msg);
+}
+
+/* The location id of a frame; its Location is written when new. */
+static uint64_t location_id(struct pprof *pp, uint32_t object, uint64_t addr)
+{
+	bool added;
+	uint64_t id = idmap_get(&pp->locations, object, addr, &added);
+
+	if (!id)
+		pp->err = -ENOMEM;
+	else if (added)
+		location(pp, id, object, addr);
+	return id;
+}
+
+static void sample(struct pprof *pp, const struct site *s)
+{
+	const struct mt_stack *st = stack_table_get(pp->st, s->stack);
+	uint64_t locs[MT_STACK_MAX], v[4] = { s->allocs, s->allocated_bytes, s->peak_bytes,
+					      s->leaked_bytes };
+	uint32_t n = 0;
+	struct pb smp = { .p = NULL };
+
+	if (st)
+		for (; n < st->nframes; n++)
+			locs[n] = location_id(pp, st->frames[n].object, st->frames[n].addr);
+	else /* no stack recorded: one location naming that */
+		locs[n++] = location_id(pp, 0, 0);
+	pb_packed(&smp, S_LOCATION_ID, locs, n);
+	pb_packed(&smp, S_VALUE, v, 4);
+	pb_message(&pp->out, P_SAMPLE, &smp);
+	pb_release(&smp);
+}
+
+static void mappings(struct pprof *pp)
+{
+	char hex[2 * MT_BUILD_ID_MAX + 1];
+
+	for (uint32_t i = 0; i < pp->st->nobjects; i++) {
+		const struct mt_object *o = &pp->st->objects[i];
+
+		for (unsigned k = 0; k < o->build_id_len; k++)
+			snprintf(hex + 2 * k, 3, "%02x", o->build_id[k]);
+		hex[2 * o->build_id_len] = 0;
+		pb_reset(&pp->msg);
+		pb_varint_field(&pp->msg, M_ID, o->id);
+		pb_varint_field(&pp->msg, M_START, 0);
+		pb_varint_field(&pp->msg, M_LIMIT, UINT64_MAX >> 1);
+		pb_varint_field(&pp->msg, M_OFFSET, 0);
+		pb_varint_field(&pp->msg, M_FILENAME, str(pp, o->path));
+		pb_varint_field(&pp->msg, M_BUILD_ID, str(pp, hex));
+		pb_varint_field(&pp->msg, M_HAS_FUNCTIONS, 1);
+		pb_varint_field(&pp->msg, M_HAS_FILENAMES, 1);
+		pb_varint_field(&pp->msg, M_HAS_LINES, 1);
+		pb_varint_field(&pp->msg, M_HAS_INLINE, 1);
+		pb_message(&pp->out, P_MAPPING, &pp->msg);
+	}
+}
+
+static void sample_types(struct pprof *pp)
+{
+	static const char *const types[4][2] = { { "alloc_objects", "count" },
+						 { "alloc_space", "bytes" },
+						 { "inuse_space", "bytes" },
+						 { "leaked", "bytes" } };
+
+	for (int i = 0; i < 4; i++) {
+		pb_reset(&pp->msg);
+		pb_varint_field(&pp->msg, VT_TYPE, str(pp, types[i][0]));
+		pb_varint_field(&pp->msg, VT_UNIT, str(pp, types[i][1]));
+		pb_message(&pp->out, P_SAMPLE_TYPE, &pp->msg);
+	}
+	pb_varint_field(&pp->out, P_DEFAULT_SAMPLE_TYPE, str(pp, "inuse_space"));
+}
+
+static int gz_write(const struct pb *b, const char *path)
+{
+	int fd = strcmp(path, "-") ? -1 : dup(STDOUT_FILENO);
+	gzFile gz = fd >= 0 ? gzdopen(fd, "wb") : gzopen(path, "wb");
+	int ok;
+
+	if (!gz) {
+		if (fd >= 0)
+			close(fd);
+		return errno ? -errno : -ENOMEM;
+	}
+	ok = b->n == 0 || gzwrite(gz, b->p, (unsigned)b->n) == (int)b->n;
+	if (gzclose(gz) != Z_OK || !ok)
+		return -EIO;
+	return 0;
+}
+
+int pprof_write(const struct analysis *a, const struct stack_table *st, struct symbolizer *sym,
+		const struct pprof_run *run, const char *path)
+{
+	struct pprof pp = { .sym = sym, .st = st };
+	int err = -ENOMEM;
+
+	if (intern_init(&pp.names))
+		return -ENOMEM;
+	str(&pp, ""); /* index 0 is the empty string */
+	sample_types(&pp);
+	mappings(&pp);
+	for (uint64_t i = 0; i < a->sites.nsites && !pp.err; i++)
+		if (a->sites.sites[i].allocs)
+			sample(&pp, &a->sites.sites[i]);
+	pb_varint_field(&pp.out, P_TIME_NANOS, run->start_wall_ns);
+	pb_varint_field(&pp.out, P_DURATION_NANOS, run->duration_ns);
+	if (!pp.err && !pp.out.err && !pp.msg.err && !pp.sub.err)
+		err = pp.out.n > UINT32_MAX ? -EFBIG : gz_write(&pp.out, path);
+	pb_release(&pp.out);
+	pb_release(&pp.msg);
+	pb_release(&pp.sub);
+	intern_release(&pp.names);
+	idmap_release(&pp.strings);
+	idmap_release(&pp.locations);
+	idmap_release(&pp.functions);
+	return err;
+}
