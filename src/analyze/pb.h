@@ -20,7 +20,7 @@ struct pb {
 	int err; /* 0 or -ENOMEM */
 };
 
-void pb_varint_field(struct pb *b, uint32_t field, uint64_t v); /* wire type 0 */
+void pb_varint_field(struct pb *b, uint32_t field, uint64_t v);			 /* wire type 0 */
 void pb_bytes_field(struct pb *b, uint32_t field, const void *data, size_t len); /* type 2 */
 void pb_string_field(struct pb *b, uint32_t field, const char *s);
 void pb_message(struct pb *b, uint32_t field, const struct pb *sub); /* sub's bytes, type 2 */

@@ -14,13 +14,32 @@
 #include "pprof.h"
 
 /* message Profile */
-enum { P_SAMPLE_TYPE = 1, P_SAMPLE = 2, P_MAPPING = 3, P_LOCATION = 4, P_FUNCTION = 5,
-       P_STRING_TABLE = 6, P_TIME_NANOS = 9, P_DURATION_NANOS = 10, P_DEFAULT_SAMPLE_TYPE = 14 };
+enum {
+	P_SAMPLE_TYPE = 1,
+	P_SAMPLE = 2,
+	P_MAPPING = 3,
+	P_LOCATION = 4,
+	P_FUNCTION = 5,
+	P_STRING_TABLE = 6,
+	P_TIME_NANOS = 9,
+	P_DURATION_NANOS = 10,
+	P_DEFAULT_SAMPLE_TYPE = 14
+};
 /* message ValueType, Sample, Mapping, Location, Line, Function */
 enum { VT_TYPE = 1, VT_UNIT = 2 };
 enum { S_LOCATION_ID = 1, S_VALUE = 2 };
-enum { M_ID = 1, M_START = 2, M_LIMIT = 3, M_OFFSET = 4, M_FILENAME = 5, M_BUILD_ID = 6,
-       M_HAS_FUNCTIONS = 7, M_HAS_FILENAMES = 8, M_HAS_LINES = 9, M_HAS_INLINE = 10 };
+enum {
+	M_ID = 1,
+	M_START = 2,
+	M_LIMIT = 3,
+	M_OFFSET = 4,
+	M_FILENAME = 5,
+	M_BUILD_ID = 6,
+	M_HAS_FUNCTIONS = 7,
+	M_HAS_FILENAMES = 8,
+	M_HAS_LINES = 9,
+	M_HAS_INLINE = 10
+};
 enum { L_ID = 1, L_MAPPING_ID = 2, L_ADDRESS = 3, L_LINE = 4 };
 enum { LN_FUNCTION_ID = 1, LN_LINE = 2 };
 enum { F_ID = 1, F_NAME = 2, F_SYSTEM_NAME = 3, F_FILENAME = 4 };
@@ -105,11 +124,11 @@ static void idmap_release(struct idmap *m)
 }
 
 struct pprof {
-	struct pb out, msg, sub;  /* the profile, a message, a nested one */
-	struct intern names;	  /* string storage: the string table's entries */
-	struct idmap strings;	  /* interned pointer -> string table index + 1 */
-	struct idmap locations;	  /* (object, addr) -> location id */
-	struct idmap functions;	  /* (name index, file index) -> function id */
+	struct pb out, msg, sub; /* the profile, a message, a nested one */
+	struct intern names;	 /* string storage: the string table's entries */
+	struct idmap strings;	 /* interned pointer -> string table index + 1 */
+	struct idmap locations;	 /* (object, addr) -> location id */
+	struct idmap functions;	 /* (name index, file index) -> function id */
 	struct symbolizer *sym;
 	const struct stack_table *st;
 	int err;
@@ -175,9 +194,11 @@ static void location(struct pprof *pp, uint64_t id, uint32_t obj_id, uint64_t ad
 		pb_varint_field(&pp->msg, L_MAPPING_ID, obj->id);
 	pb_varint_field(&pp->msg, L_ADDRESS, addr);
 	for (uint32_t i = 0; i < r.nframes; i++) {
-		struct site_frame f = { .function = r.frames[i].function, .obj = obj, .addr = addr };
-		uint64_t fid = function_id(pp, site_frame_name(&f, buf, sizeof(buf)),
-					   r.frames[i].file);
+		struct site_frame f = { .function = r.frames[i].function,
+					.obj = obj,
+					.addr = addr };
+		uint64_t fid =
+			function_id(pp, site_frame_name(&f, buf, sizeof(buf)), r.frames[i].file);
 
 		pb_reset(&line);
 		pb_varint_field(&line, LN_FUNCTION_ID, fid);
@@ -204,8 +225,8 @@ static uint64_t location_id(struct pprof *pp, uint32_t object, uint64_t addr)
 static void sample(struct pprof *pp, const struct site *s)
 {
 	const struct mt_stack *st = stack_table_get(pp->st, s->stack);
-	uint64_t locs[MT_STACK_MAX], v[4] = { s->allocs, s->allocated_bytes, s->peak_bytes,
-					      s->leaked_bytes };
+	uint64_t locs[MT_STACK_MAX],
+		v[4] = { s->allocs, s->allocated_bytes, s->peak_bytes, s->leaked_bytes };
 	uint32_t n = 0;
 	struct pb smp = { .p = NULL };
 

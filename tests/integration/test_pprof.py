@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: MIT
+"""export --format=pprof: the gzipped profile.proto decoded back with a
+small protobuf reader written here (field numbers of pprof's
+proto/profile.proto): sample types, one sample per call site with its
+values, locations down to symbolized functions, mappings."""
+import gzip
+
+from mtlib import check_eq, check_true, fixture, require
+from callsites import START, memtrack, own_cache, tracked
+
+
+def varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def fields(b):
+    """A message's fields: list of (number, value); length-delimited values are bytes."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = varint(b, i)
+        elif wt == 2:
+            n, i = varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            raise AssertionError("wire type %d in a profile" % wt)
+        out.append((num, v))
+    return out
+
+
+def packed(b):
+    vals, i = [], 0
+    while i < len(b):
+        v, i = varint(b, i)
+        vals.append(v)
+    return vals
+
+
+def one(msg, num, default=0):
+    vals = [v for n, v in fields(msg) if n == num] if isinstance(msg, bytes) else []
+    return vals[-1] if vals else default
+
+
+def decode(path):
+    prof = fields(gzip.open(path).read())
+    strings = [v.decode() for n, v in prof if n == 6]
+    s = lambda i: strings[i]
+    types = [(s(one(v, 1)), s(one(v, 2))) for n, v in prof if n == 1]
+    funcs = {one(v, 1): (s(one(v, 2)), s(one(v, 4))) for n, v in prof if n == 5}
+    locs = {}
+    for n, v in prof:
+        if n == 4:
+            lines = [(funcs[one(ln, 1)][0], one(ln, 2)) for k, ln in fields(v) if k == 4]
+            locs[one(v, 1)] = {"mapping": one(v, 2), "lines": lines}
+    maps = {one(v, 1): s(one(v, 5)) for n, v in prof if n == 3}
+    samples = []
+    for n, v in prof:
+        if n == 2:
+            f = fields(v)
+            ids = sum((packed(x) for k, x in f if k == 1), [])
+            vals = sum((packed(x) for k, x in f if k == 2), [])
+            # innermost first; each location's lines are inlined frames first
+            samples.append((vals, [fn for i in ids for fn, _ in locs[i]["lines"]], ids))
+    default = [s(v) for n, v in prof if n == 14]
+    return types, samples, locs, maps, default
+
+
+def test_pprof_roundtrip(tmp):
+    own_cache(tmp)
+    out = tmp / "cs.pb.gz"
+    memtrack("export", "--format=pprof", tracked().artifact.path, "-o", out)
+    require(out.read_bytes()[:2] == b"\x1f\x8b", "gzip magic")
+    types, samples, locs, maps, default = decode(out)
+    check_eq(types, [("alloc_objects", "count"), ("alloc_space", "bytes"), ("inuse_space", "bytes"),
+                     ("leaked", "bytes")], "sample types")
+    check_eq(default, ["inuse_space"], "default sample type")
+    by_stack = sorted((fns[:-len(START)], vals) for vals, fns, _ in samples)
+    check_eq(by_stack, [(["b", "a", "main"], [3, 12000, 12000, 0]),
+                        (["c", "main"], [100, 20000, 200, 0]),
+                        (["d", "main"], [1, 777, 0, 777])], "samples: functions and values")
+    check_true(all(fns[-len(START):] == START for _, fns, _ in samples), "every stack ends in _start")
+    exe = fixture("callsites")
+    check_true(exe in maps.values(), "a mapping names the fixture: %s" % maps)
+    b_loc = [locs[ids[0]] for vals, fns, ids in samples if fns[0] == "b"][0]
+    check_eq(maps.get(b_loc["mapping"]), exe, "b's location is in the fixture's mapping")
