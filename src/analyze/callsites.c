@@ -55,6 +55,7 @@ const struct site **callsites_ranked(const struct analysis *a, enum site_metric 
 	size_t k = 0;
 
 	*n = 0;
+	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
 	v = calloc(a->sites.nsites ? a->sites.nsites : 1, sizeof(*v));
 	if (!v)
 		return NULL;
@@ -62,6 +63,7 @@ const struct site **callsites_ranked(const struct analysis *a, enum site_metric 
 		if (site_value(&a->sites.sites[i], m))
 			v[k++] = &a->sites.sites[i];
 	sort_metric = m;
+	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
 	qsort(v, k, sizeof(*v), by_value);
 	if (max && k > max)
 		k = max;

@@ -61,7 +61,7 @@ int callsite_expand(struct symbolizer *sym, const struct stack_table *st, uint64
 		    struct site_frame *out, size_t max);
 
 /* Most frames callsite_expand() can give for one stack. */
-#define SITE_MAX_FRAMES (MT_STACK_MAX * 8)
+#define SITE_MAX_FRAMES ((size_t)MT_STACK_MAX * 8)
 
 /* The frame's function, or "OBJECT+0xADDR" / "0xADDR" when unknown, in @buf if needed. */
 const char *site_frame_name(const struct site_frame *f, char *buf, size_t len);

@@ -110,7 +110,7 @@ int flame_build(struct flame *f, const struct analysis *a, const struct stack_ta
 	v = callsites_ranked(a, m, 0, &k);
 	if (!v && errno == ENOMEM)
 		goto out;
-	for (size_t i = 0; i < k; i++) {
+	for (size_t i = 0; v && i < k; i++) {
 		int n = callsite_expand(sym, st, v[i]->stack, fr, SITE_MAX_FRAMES);
 
 		if (n < 0 || add_path(f, fr, n, site_value(v[i], m)))
@@ -142,7 +142,7 @@ static void folded(const struct flame *f, uint32_t n, char *path, size_t len, si
 
 int flame_write_folded(const struct flame *f, FILE *out)
 {
-	size_t cap = (size_t)SITE_MAX_FRAMES * 256;
+	size_t cap = SITE_MAX_FRAMES * 256;
 	char *path = malloc(cap);
 
 	if (!path)

@@ -20,7 +20,7 @@
 
 static void xml_escape(FILE *out, const char *s, size_t max)
 {
-	for (size_t i = 0; s[i] && i < max; i++) {
+	for (size_t i = 0; i < max && s[i]; i++) {
 		switch (s[i]) {
 		case '<': fputs("&lt;", out); break;
 		case '>': fputs("&gt;", out); break;

@@ -93,14 +93,15 @@ static int idmap_grow(struct idmap *m)
 /* The id of (@a, @b), added when new (*@added says so); 0 on -ENOMEM. */
 static uint64_t idmap_get(struct idmap *m, uint64_t a, uint64_t b, bool *added)
 {
-	uint64_t *slot;
+	uint64_t *slot, id;
 
 	*added = false;
 	if ((m->n + 1) * 2 > m->nslots && idmap_grow(m))
 		return 0;
 	slot = idmap_slot(m, a, b);
-	if (*slot)
-		return *slot;
+	id = *slot;
+	if (id)
+		return id;
 	if (m->n == m->cap) {
 		uint64_t cap = m->cap ? m->cap * 2 : 256;
 		void *k = realloc(m->keys, cap * sizeof(*m->keys));
@@ -249,8 +250,8 @@ static void mappings(struct pprof *pp)
 		const struct mt_object *o = &pp->st->objects[i];
 
 		for (unsigned k = 0; k < o->build_id_len; k++)
-			snprintf(hex + 2 * k, 3, "%02x", o->build_id[k]);
-		hex[2 * o->build_id_len] = 0;
+			snprintf(hex + 2 * (size_t)k, 3, "%02x", o->build_id[k]);
+		hex[2 * (size_t)o->build_id_len] = 0;
 		pb_reset(&pp->msg);
 		pb_varint_field(&pp->msg, M_ID, o->id);
 		pb_varint_field(&pp->msg, M_START, 0);

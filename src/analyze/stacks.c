@@ -52,7 +52,7 @@ static int index_grow(struct stack_table *t)
 	}
 	free(old);
 	t->index_slots = n;
-	for (uint64_t i = 0; i < t->nstacks; i++)
+	for (uint64_t i = 0; t->stacks && i < t->nstacks; i++)
 		*index_slot(t, t->stacks[i].id) = i + 1;
 	return 0;
 }
@@ -63,7 +63,7 @@ static int reserve(void **arr, uint64_t n, uint64_t *cap, size_t size)
 	void *grown;
 	uint64_t c;
 
-	if (n < *cap)
+	if (n < *cap && *arr)
 		return 0;
 	c = *cap ? *cap * 2 : 64;
 	grown = realloc(*arr, c * size);

@@ -15,7 +15,11 @@
 #include "symbolize.h"
 #include "symcache.h"
 
-/* libstdc++'s demangler (the C++ ABI's, so any C++ name g++ or clang made). */
+/*
+ * libstdc++'s demangler (the C++ ABI's, so any C++ name g++ or clang made);
+ * <cxxabi.h> is C++ only, so C declares it.
+ */
+// NOLINTNEXTLINE(bugprone-reserved-identifier): the C++ ABI's own name
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
 #define SYM_MAX_INLINE 32 /* inlined frames kept per address */
@@ -152,7 +156,7 @@ static int index_grow(struct sym_object *o)
 	}
 	free(old);
 	o->index_slots = n;
-	for (uint64_t i = 0; i < o->nentries; i++)
+	for (uint64_t i = 0; o->entries && i < o->nentries; i++)
 		*entry_slot(o, o->entries[i].addr) = i + 1;
 	return 0;
 }
@@ -223,7 +227,7 @@ static int object_open(struct symbolizer *s, struct sym_object *o)
 	}
 	len = dwfl_module_build_id(o->mod, &bits, &vaddr);
 	if (obj->build_id_len &&
-	    (len != obj->build_id_len || memcmp(bits, obj->build_id, obj->build_id_len))) {
+	    (len != obj->build_id_len || memcmp(bits, obj->build_id, obj->build_id_len) != 0)) {
 		o->state = OBJ_CHANGED;
 		return 0;
 	}
@@ -241,11 +245,12 @@ static struct sym_object *object_get(struct symbolizer *s, const struct mt_objec
 		return s->objs[slot];
 	if (slot >= s->nobjs) {
 		uint32_t n = slot + 16;
-		struct sym_object **p = realloc(s->objs, n * sizeof(*p));
+		size_t each = sizeof(struct sym_object *);
+		struct sym_object **p = realloc(s->objs, n * each);
 
 		if (!p)
 			return NULL;
-		memset(p + s->nobjs, 0, (n - s->nobjs) * sizeof(*p));
+		memset(p + s->nobjs, 0, (n - s->nobjs) * each);
 		s->objs = p;
 		s->nobjs = n;
 	}
@@ -353,7 +358,7 @@ static uint32_t resolve_dwarf(struct sym_object *o, Dwarf_Addr a, struct sym_fra
 		free(outer);
 		outer = demangle(sym);
 		/* a versioned definition: "__libc_start_main@@GLIBC_2.34" is __libc_start_main */
-		if (outer && strchr(outer, '@') && strncmp(outer, "operator", 8))
+		if (outer && strchr(outer, '@') && strncmp(outer, "operator", 8) != 0)
 			*strchr(outer, '@') = 0;
 	}
 	fr[n].function = outer;

@@ -17,8 +17,8 @@
 static void hex(char *out, const uint8_t *b, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", b[i]);
-	out[2 * n] = 0;
+		sprintf(out + 2 * (size_t)i, "%02x", b[i]);
+	out[2 * (size_t)n] = 0;
 }
 
 static int cache_path(char *buf, size_t len, const char *dir, const uint8_t *bid, unsigned bid_len)
@@ -146,10 +146,10 @@ static int64_t walk(char *buf, size_t len, const char *want, bool feed, symcache
 	uint64_t h = 0xcbf29ce484222325ull, count = 0, want_count, want_h;
 	char tail[64];
 
-	if (!nl || (size_t)(nl - buf) != strlen(want) || memcmp(buf, want, nl - buf))
+	if (!nl || (size_t)(nl - buf) != strlen(want) || memcmp(buf, want, nl - buf) != 0)
 		return -EINVAL;
 	p = nl + 1;
-	while (p < end && strncmp(p, "end ", 4)) {
+	while (p < end && strncmp(p, "end ", 4) != 0) {
 		char *start = p;
 		uint64_t addr;
 		uint32_t n;

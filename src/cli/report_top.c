@@ -101,7 +101,7 @@ static int print_ranking(const struct analysis *a, const struct stack_table *st,
 		printf("%s\"%s\":[", m ? "," : "", site_metric_name(m));
 	else
 		printf("\ntop %zu call site%s by %s:\n", k, k == 1 ? "" : "s", titles[m]);
-	for (size_t i = 0; i < k; i++) {
+	for (size_t i = 0; v && i < k; i++) {
 		int nf = callsite_expand(sym, st, v[i]->stack, f, SITE_MAX_FRAMES);
 
 		if (nf < 0) {
@@ -136,7 +136,7 @@ static int print_truncated(const struct stack_table *st, bool json)
 	else
 		printf("\ntruncated stacks: %llu of %llu\n", (unsigned long long)st->truncated,
 		       (unsigned long long)st->nstacks);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; t && i < n; i++) {
 		const struct mt_object *o = stack_table_object(st, t[i].object);
 
 		if (json) {
