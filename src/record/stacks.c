@@ -41,8 +41,8 @@ struct proc_maps {
 };
 
 struct stacks {
-	struct memtrack_bpf *skel; /* borrowed */
-	struct pipeline *pipe;	   /* borrowed */
+	struct memtrack_bpf *skel;  /* borrowed */
+	struct pipeline *pipe;	    /* borrowed */
 	struct mt_unwind_row *rows; /* mmap of unwind_rows */
 	size_t rows_len;	    /* bytes mmaped */
 	uint32_t rows_used, rows_cap;
@@ -214,8 +214,8 @@ static int emit_mapping(struct stacks *s, pid_t pid, const struct mt_umap *m, ui
  * Parses one /proc/PID/maps line: an executable mapping of a file gives 1
  * with its fields, anything else 0.
  */
-static int parse_line(const char *line, struct mt_umap *m, uint64_t *offset, dev_t *dev,
-		      ino_t *ino, const char **path)
+static int parse_line(const char *line, struct mt_umap *m, uint64_t *offset, dev_t *dev, ino_t *ino,
+		      const char **path)
 {
 	unsigned long long start, end, off, inode;
 	unsigned maj, min;

@@ -252,8 +252,8 @@ static void walk_eh_frame(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_
 					enc = cies[i].enc;
 			if (enc != DW_EH_PE_omit &&
 			    !read_encoded(&p, e.fde.end, enc,
-					  sh_addr + (uint64_t)(p - (const uint8_t *)data->d_buf), true,
-					  &lo) &&
+					  sh_addr + (uint64_t)(p - (const uint8_t *)data->d_buf),
+					  true, &lo) &&
 			    !read_encoded(&p, e.fde.end, enc & 0x0f, 0, false, &len))
 				fde_rows(cfi, lo, lo + len, rv);
 		}
@@ -311,8 +311,8 @@ static void read_loads(Elf *elf, struct unwind_table *t)
 		GElf_Phdr ph;
 
 		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD)
-			t->loads[t->nloads++] = (struct unwind_load){ ph.p_vaddr, ph.p_offset,
-								      ph.p_filesz };
+			t->loads[t->nloads++] =
+				(struct unwind_load){ ph.p_vaddr, ph.p_offset, ph.p_filesz };
 	}
 }
 
@@ -401,8 +401,7 @@ out:
 	return err;
 }
 
-int unwind_table_bias(const struct unwind_table *t, uint64_t start, uint64_t offset,
-		      __u64 *bias)
+int unwind_table_bias(const struct unwind_table *t, uint64_t start, uint64_t offset, __u64 *bias)
 {
 	for (unsigned i = 0; i < t->nloads; i++) {
 		const struct unwind_load *l = &t->loads[i];

@@ -50,8 +50,7 @@ int unwind_table_build(const char *path, struct unwind_table **out);
  * pc - bias.  Returns 0 and sets @bias, or -ENOENT when no PT_LOAD holds the
  * offset.
  */
-int unwind_table_bias(const struct unwind_table *t, uint64_t start, uint64_t offset,
-		      __u64 *bias);
+int unwind_table_bias(const struct unwind_table *t, uint64_t start, uint64_t offset, __u64 *bias);
 
 void unwind_table_free(struct unwind_table *t);
 
