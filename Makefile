@@ -60,6 +60,10 @@ FIXTURE_BINS := $(patsubst tests/fixtures/%.c,$(OUT)/fixtures/%,$(FIXTURE_SRCS))
 FIXTURE_LIB_SRCS := $(wildcard tests/fixtures/lib/*.c)
 FIXTURE_LIBS := $(patsubst tests/fixtures/lib/%.c,$(OUT)/fixtures/lib%.so,$(FIXTURE_LIB_SRCS))
 FIXTURE_BINS += $(FIXTURE_LIBS)
+# call-stack fixtures (tests/fixtures/stacks): -O2, with and without frame pointers
+STK_VARIANTS := fp nofp static_fp static_nofp
+FIXTURE_BINS += $(addprefix $(OUT)/fixtures/stk_,$(STK_VARIANTS)) \
+		$(OUT)/fixtures/libstkplugin_fp.so $(OUT)/fixtures/libstkplugin_nofp.so
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRCS))
 
@@ -168,6 +172,20 @@ $(OUT)/fixtures/alloc_jemalloc_static: tests/fixtures/alloc_jemalloc.c tests/fix
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -static $< -o $@ -l:libjemalloc.a -lpthread -lstdc++ -lm
+
+STK_CFLAGS := -O2 -g -std=gnu11 -D_GNU_SOURCE -Wall -fno-optimize-sibling-calls
+STK_CFLAGS_fp := -fno-omit-frame-pointer
+STK_CFLAGS_nofp := -fomit-frame-pointer
+$(OUT)/fixtures/stk_%: tests/fixtures/stacks/stk.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(STK_CFLAGS) $(STK_CFLAGS_$(subst static_,,$*)) $(if $(findstring static,$*),-static -DSTK_STATIC) \
+		$< -o $@ -ldl -lpthread
+
+$(OUT)/fixtures/libstkplugin_%.so: tests/fixtures/stacks/stkplugin.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(STK_CFLAGS) $(STK_CFLAGS_$*) -fPIC -shared $< -o $@
 
 $(OUT)/fixtures/lib%.so: tests/fixtures/lib/%.c
 	$(call msg,CC,$@)

@@ -53,7 +53,7 @@ struct mt_reader {
 	bool known[MT_TYPE_MAX];
 	bool has_string[MT_TYPE_MAX];
 	uint8_t nfields[MT_TYPE_MAX];
-	uint8_t min_fields[MT_TYPE_MAX]; /* nfields, less the stack id in version 1 files */
+	uint8_t min_fields[MT_TYPE_MAX]; /* nfields, less the stack id (files of older writers) */
 	int8_t stack_field[MT_TYPE_MAX]; /* index of the `stack` field, -1: none */
 	uint8_t kind[MT_TYPE_MAX][MT_MAX_FIELDS];
 
@@ -444,7 +444,7 @@ static int decode_tail(const uint8_t **p, const uint8_t *bend, unsigned type, st
 	}
 	if (type != MT_STACK)
 		return 0;
-	if (mt_varint_get(p, bend, &n) || !n || n > MT_STACK_MAX)
+	if (mt_varint_get(p, bend, &n) || n > MT_STACK_MAX)
 		return -EBADMSG;
 	for (unsigned i = 0; i < n; i++) {
 		if (mt_varint_get(p, bend, &obj) || mt_varint_get(p, bend, &addr) ||
@@ -709,9 +709,8 @@ struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen)
 		goto fail;
 	for (unsigned t = 0; t < MT_TYPE_MAX; t++) {
 		r->stack_field[t] = (int8_t)mt_stack_field(t);
-		/* version 1 heap and mmap records end before the stack id */
-		r->min_fields[t] = (uint8_t)(r->nfields[t] -
-					     (r->hdr.format_version < 2 && r->stack_field[t] >= 0));
+		/* heap and mmap records may end before the stack id (FORMAT.md §5.4) */
+		r->min_fields[t] = (uint8_t)(r->nfields[t] - (r->stack_field[t] >= 0));
 	}
 	r->dctx = ZSTD_createDCtx();
 	if (!r->dctx) {

@@ -298,7 +298,11 @@ static uint8_t *encode_tail(uint8_t *q, unsigned type, const void *tail)
 	if (type == MT_STACK) {
 		const struct mt_rec_stack *s = tail;
 
-		if (!s || !s->nframes || s->nframes > MT_STACK_MAX)
+		if (!s) { /* no frames given */
+			*q = 0;
+			return q + 1;
+		}
+		if (s->nframes > MT_STACK_MAX)
 			return NULL;
 		q += mt_varint_encode(q, s->nframes);
 		for (unsigned i = 0; i < s->nframes; i++) {
@@ -580,7 +584,8 @@ struct mt_encoder *mt_encoder__new(int zstd_level)
 			continue;
 		e->known[t] = true;
 		e->has_string[t] = d->has_string;
-		e->nfields[t] = (uint8_t)d->nfields;
+		/* heap and mmap records may omit the stack id (FORMAT.md §5.4) */
+		e->nfields[t] = (uint8_t)(d->nfields - (mt_stack_field(t) >= 0));
 		for (unsigned i = 0; i < d->nfields; i++)
 			e->kind[t][i] = (uint8_t)d->fields[i].kind;
 	}

@@ -55,7 +55,7 @@ unsigned mt_natural_fn(unsigned type);
 
 /*
  * Index of the `stack` field of @type (heap and mmap records), or -1 when
- * it has none.  Format version 1 files lack it (FORMAT.md §10).
+ * it has none.  Files of writers older than --stacks lack it (FORMAT.md §10).
  */
 int mt_stack_field(unsigned type);
 

@@ -294,7 +294,9 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 	for (unsigned t = 0; t < MT_TYPE_MAX; t++) {
 		const struct mt_type_def *d = mt_type_def(t);
 
-		p->min_fields[t] = d ? (uint8_t)d->nfields : MT_MAX_FIELDS + 1;
+		/* heap and mmap records may omit the stack id (FORMAT.md §5.4) */
+		p->min_fields[t] =
+			d ? (uint8_t)(d->nfields - (mt_stack_field(t) >= 0)) : MT_MAX_FIELDS + 1;
 	}
 	p->writer = w;
 	p->hook = hook;

@@ -301,6 +301,31 @@ static void compact(struct row_vec *rv)
 	rv->n = out;
 }
 
+/*
+ * The ELF entry point (_start) is the outermost frame of the main thread.
+ * An executable's _start says so in its CFI (return address undefined);
+ * the dynamic loader's has no FDE at all: the gap around the entry point
+ * becomes an END row, so loader stacks count as complete.
+ */
+static void mark_entry(Elf *elf, struct row_vec *rv)
+{
+	GElf_Ehdr eh;
+	size_t lo = 0, hi = rv->n;
+
+	if (!gelf_getehdr(elf, &eh) || !eh.e_entry || eh.e_entry > UINT32_MAX || !rv->n)
+		return;
+	while (hi - lo > 1) { /* the last row at or below the entry point */
+		size_t mid = (lo + hi) / 2;
+
+		if (rv->v[mid].pc <= eh.e_entry)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (rv->v[lo].pc <= eh.e_entry && rv->v[lo].cfa == MT_CFA_NONE)
+		rv->v[lo].cfa = MT_CFA_END;
+}
+
 static void read_loads(Elf *elf, struct unwind_table *t)
 {
 	size_t n;
@@ -384,6 +409,7 @@ int unwind_table_build(const char *path, struct unwind_table **out)
 		goto out;
 	}
 	compact(&rv);
+	mark_entry(elf, &rv);
 	t->rows = rv.v;
 	t->nrows = rv.n;
 	rv.v = NULL;

@@ -35,7 +35,7 @@ HEAP_TYPES = ("malloc", "calloc", "realloc", "aligned_alloc", "free")
 ALLOC_TYPES = ("malloc", "calloc", "realloc", "aligned_alloc")
 
 # Keys that change from run to run; proj() drops them.
-VOLATILE_KEYS = ("ts", "pid", "tid")
+VOLATILE_KEYS = ("ts", "pid", "tid", "stack")  # stack: an id (a hash), 0 without --stacks
 
 DEFAULT_TIMEOUT = 60
 

@@ -86,7 +86,28 @@ static void check_event(const struct mt_event *ev, const struct trec *r)
 	CHECK_U64(ev->h.ts, r->h.ts);
 	for (unsigned i = 0; i < MT_MAX_FIELDS; i++)
 		CHECK_U64(ev->f[i], i < r->h.nfields ? r->f[i] : 0);
-	if (d && d->has_string && r->str) {
+	if (mt_stack_field(r->h.type) >= 0) { /* 0 when the record has no stack field */
+		unsigned k = (unsigned)mt_stack_field(r->h.type);
+
+		CHECK_U64(ev->stack, k < r->h.nfields ? r->f[k] : 0);
+	}
+	if (r->h.type == MT_STACK && r->str) {
+		const struct mt_rec_stack *s = (const void *)r->str;
+
+		CHECK_EQ(ev->nframes, s->nframes);
+		for (unsigned i = 0; i < s->nframes && i < ev->nframes; i++) {
+			CHECK_EQ(ev->frames[i].object, s->frames[i].object);
+			CHECK_U64(ev->frames[i].addr, s->frames[i].addr);
+		}
+		CHECK_EQ(ev->truncated, r->f[STACK_TRUNCATED] != 0);
+	}
+	if (r->h.type == MT_OBJECT && r->str) {
+		const struct mt_rec_object *o = (const void *)r->str;
+
+		CHECK_EQ(ev->build_id_len, o->build_id_len);
+		CHECK(!memcmp(ev->build_id, o->build_id, o->build_id_len));
+		CHECK_STR(ev->str, o->path);
+	} else if (d && d->has_string && r->str) {
 		char want[MT_PATH_MAX];
 
 		snprintf(want, sizeof(want), "%s", r->str);
@@ -185,6 +206,18 @@ static const char long_path[] =
 	"eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee";
 
 /* One of every type, with extreme values where the coding could break. */
+/* The tails of the OBJECT and STACK records of all_types(). */
+static const struct mt_rec_object test_object = {
+	.build_id_len = 20,
+	.build_id = { 0x93, 0xac, 0x61, 0xec, 0x5a, 0x8e, 0xb1, 0x39, 0x6f, 0x9f,
+		      0xbd, 0x35, 0x0e, 0x31, 0x69, 0xa5, 0x58, 0x52, 0x8a, 0x40 },
+	.path = "/usr/lib/x86_64-linux-gnu/libc.so.6",
+};
+static const struct mt_rec_stack test_stack = {
+	.nframes = 3,
+	.frames = { { 7, 0, 0x1169 }, { 0, 0, 0x7fffffffe000ULL }, { 7, 0, UINT32_MAX } },
+};
+
 static size_t all_types(struct trec *r)
 {
 	const uint64_t H = 0x55d3a0e4c010ULL, M = 0x7f3a12345000ULL;
@@ -237,6 +270,15 @@ static size_t all_types(struct trec *r)
 	/* extra fields beyond the schema's, coded UINT */
 	r[n++] = R(MT_FREE, MT_FN_FREE, T, H, UINT64_MAX, 0, 7, 8, 9);
 	r[n++] = R(MT_MALLOC, MT_FN_MALLOC, T, H, 16, UINT64_MAX);
+	/* call stacks: an object, a mapping, a stack; heap records naming it */
+	r[n] = R(MT_OBJECT, 0, T + 2500, 7);
+	r[n++].str = (const char *)&test_object;
+	r[n++] = R(MT_MAPPING, 0, T + 2501, 0x7f0000001000ULL, 0x7f0000002000ULL, 0x1000, 7,
+		   0x7f0000000000ULL);
+	r[n] = R(MT_STACK, 0, T + 2502, 0xdeadbeefcafeULL, 1);
+	r[n++].str = (const char *)&test_stack;
+	r[n++] = R(MT_MALLOC, MT_FN_MALLOC, T + 2503, H, 16, 0xdeadbeefcafeULL);
+	r[n++] = R(MT_MMAP, 0, T + 2504, M, 4096, 3, 0x22, (uint64_t)-1, 0, 0xdeadbeefcafeULL);
 	/* every type also survives a frame of its own */
 	return n;
 }
@@ -630,13 +672,13 @@ static void test_newer_version(void)
 
 	small_file(path, r, ends, per_frame);
 	file = slurp(path, &len);
-	mt_put_le16(file + 8, 2);
+	mt_put_le16(file + 8, 3);
 	spill(path, file, len);
 	errno = 0;
 	rd = mt_reader__open(path, err, sizeof(err));
 	CHECK(rd == NULL);
 	CHECK_EQ(errno, EPROTONOSUPPORT);
-	CHECK_STR(err, "file format version 2 is newer than this memtrack's (1); upgrade memtrack");
+	CHECK_STR(err, "file format version 3 is newer than this memtrack's (2); upgrade memtrack");
 	mt_reader__free(rd);
 
 	/* even when the rest is unreadable: the version decides first */
@@ -1001,13 +1043,13 @@ static void test_forward_compat(void)
 	want[n] = R(MT_MALLOC, MT_FN_MALLOC, T - 10, A + 0x40, 32, 7, UINT64_MAX);
 	want[n].h.pid = 100;
 	want[n++].h.tid = 101;
-	/* 5: malloc with 8 fields: the last 2 are dropped */
-	body_start(&b, 20, MT_FN_MALLOC, 8);
+	/* 5: malloc with 9 fields: the last 2 are dropped */
+	body_start(&b, 20, MT_FN_MALLOC, 9);
 	b_varint(&b, mt_zigzag_encode(-0x20));
-	for (uint64_t i = 1; i < 8; i++)
+	for (uint64_t i = 1; i < 9; i++)
 		b_varint(&b, i * 1000);
 	craft_record(&raw, MT_MALLOC, &b);
-	want[n] = R(MT_MALLOC, MT_FN_MALLOC, T + 10, A + 0x20, 1000, 2000, 3000, 4000, 5000);
+	want[n] = R(MT_MALLOC, MT_FN_MALLOC, T + 10, A + 0x20, 1000, 2000, 3000, 4000, 5000, 6000);
 	want[n].h.pid = 100;
 	want[n++].h.tid = 101;
 	/* 6: a free with bytes after its field (a future extension) */

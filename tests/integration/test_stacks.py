@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: MIT
+"""Call stacks (track --stacks): the kernel unwinder from .eh_frame rows.
+
+Fixtures whose call trees are known from their source (tests/fixtures/stacks/
+stk.c), built at -O2 with and without frame pointers, dynamic and static:
+the stack of their one distinctive malloc is resolved here, independently of
+memtrack, with binutils' addr2line from the dump's (object, addr) frames and
+the object records' paths, and compared with the source's call chain from
+the allocator's caller down to the outermost frame.  Debian binaries without
+frame pointers (tar, python3) must give complete stacks for >= 99% of their
+heap events."""
+import subprocess
+from collections import defaultdict
+
+import pytest
+
+from mtlib import (check_eq, check_true, fixture, require, require_eq, root_pid,
+                   track)
+
+HEAP = ("malloc", "calloc", "realloc", "aligned_alloc", "mmap")
+# main's callers in glibc 2.36, dynamic or static
+START = ["main", "__libc_start_call_main", "__libc_start_main_impl", "_start"]
+CLONE = {"clone3", "__clone3"}  # libc.so's debug info and the static symtab differ
+
+EXPECTED = {
+    "recurse": ["leaf_alloc"] + ["rec"] * 6 + START,
+    "thread": ["leaf_alloc", "thread_main", "start_thread", "clone3"],
+    "fork": ["leaf_alloc", "fork_child"] + START,
+    "exec": ["leaf_alloc"] + ["rec"] * 6 + START,
+    "dlopen": ["plugin_inner", "plugin_alloc", "call_plugin"] + START,
+}
+SIZE = {"recurse": 4201, "thread": 4202, "fork": 4203, "exec": 4201, "dlopen": 4205}
+
+
+def by_type(evs, t):
+    return [e for e in evs if e["type"] == t]
+
+
+def symbolize(path, addrs):
+    """Function names of the return addresses addrs in the ELF file path, by
+    addr2line of addr - 1 (the call instruction)."""
+    p = subprocess.run(["addr2line", "-f", "-e", path] + ["%x" % (a - 1) for a in addrs],
+                       capture_output=True, text=True, timeout=60)
+    require(p.returncode == 0, "addr2line -e %s failed: %s" % (path, p.stderr))
+    return p.stdout.splitlines()[0::2]
+
+
+def frame_names(objects, stack):
+    names = []
+    for obj, addr in stack["frames"]:
+        require(obj in objects, "frame object %d has an object record" % obj)
+        names.append(symbolize(objects[obj]["path"], [addr])[0])
+    return names
+
+
+def build_id(path):
+    p = subprocess.run(["readelf", "-n", path], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if "Build ID:" in line:
+            return line.split("Build ID:")[1].strip()
+    return ""
+
+
+def check_mappings(evs, pid, stack, what):
+    """Every frame lies in a mapping record of pid for its object."""
+    maps = [m for m in by_type(evs, "mapping") if m["pid"] == pid]
+    for obj, addr in stack["frames"]:
+        ok = any(m["object"] == obj and m["start"] <= addr + m["bias"] < m["end"] for m in maps)
+        check_true(ok, "%s: frame (%d, %#x) lies in a mapping of pid %d" % (what, obj, addr, pid))
+
+
+VARIANTS = [(v, m) for v in ("fp", "nofp") for m in EXPECTED] + \
+           [(v, m) for v in ("static_fp", "static_nofp") for m in EXPECTED if m != "dlopen"]
+
+
+@pytest.mark.parametrize("variant,mode", VARIANTS, ids=["%s-%s" % vm for vm in VARIANTS])
+def test_fixture_stack(tmp, variant, mode):
+    exe = fixture("stk_" + variant)
+    argv = [exe, mode]
+    if mode == "exec":
+        argv.append(exe)
+    if mode == "dlopen":
+        argv.append(fixture("libstkplugin_%s.so" % variant))
+    t = track(tmp, argv, opts=["--stacks"])
+    evs = t.events
+    objects = {o["id"]: o for o in by_type(evs, "object")}
+    stacks = {}
+    for s in by_type(evs, "stack"):
+        stacks.setdefault(s["id"], s)
+    allocs = [e for e in by_type(evs, "malloc") if e["size"] == SIZE[mode]]
+    require_eq(len(allocs), 1, "mallocs of %d bytes" % SIZE[mode])
+    a = allocs[0]
+    require(a["stack"] in stacks, "the malloc's stack %d has a stack record" % a["stack"])
+    s = stacks[a["stack"]]
+    names = frame_names(objects, s)
+    want = list(EXPECTED[mode])
+    if mode == "thread" and names and names[-1] in CLONE:
+        want[-1] = names[-1]
+    check_eq(names, want, "functions of the stack, innermost first")
+    check_eq(s["truncated"], 0, "truncated")
+    # the stack record precedes the record that names it
+    check_true(s["ts"] <= a["ts"], "stack record before its malloc")
+    # frame 0 is in the fixture itself (or its plugin), named by path and build-id
+    first = objects[s["frames"][0][0]]
+    path = argv[-1] if mode == "dlopen" else exe
+    check_eq(first["path"], path, "object of frame 0")
+    check_eq(first["build_id"], build_id(path), "its build-id (readelf -n)")
+    check_mappings(evs, a["pid"], s, "%s %s" % (variant, mode))
+    if mode == "fork":
+        check_true(a["pid"] != root_pid(evs), "the malloc is the child's")
+    # object ids are unique, each written once
+    ids = [o["id"] for o in by_type(evs, "object")]
+    check_eq(len(ids), len(set(ids)), "object records are distinct")
+    check_true(all(i > 0 for i in ids), "object ids > 0")
+
+
+def complete_share(evs):
+    """Share of the heap and mmap events whose stack is complete (reaches
+    main's caller or the thread's start), and the truncated stacks by the
+    object of their last frame."""
+    stacks = {}
+    for s in by_type(evs, "stack"):
+        stacks.setdefault(s["id"], s)
+    objects = {o["id"]: o["path"] for o in by_type(evs, "object")}
+    heap = [e for e in evs if e["type"] in HEAP]
+    ok = sum(1 for e in heap if e["stack"] in stacks and not stacks[e["stack"]]["truncated"])
+    where = defaultdict(int)
+    for s in stacks.values():
+        if s["truncated"]:
+            where[objects.get(s["frames"][-1][0], "[unknown]")] += 1
+    return ok, len(heap), dict(where)
+
+
+def test_tar_stacks_complete(tmp):
+    t = track(tmp, "tar -cf - /usr/include >/dev/null 2>&1", opts=["--stacks"])
+    ok, n, where = complete_share(t.events)
+    require(n > 10000, "tar made %d heap events" % n)
+    check_true(ok >= 0.99 * n, "complete stacks: %d of %d (%.4f); truncated in %s"
+               % (ok, n, ok / n, where))
+
+
+def test_python_stacks_complete(tmp):
+    script = "import json; print(len(json.dumps([dict(a=i) for i in range(1000)])))"
+    t = track(tmp, ["/usr/bin/python3", "-c", script], opts=["--stacks"])
+    ok, n, where = complete_share(t.events)
+    require(n > 1000, "python3 made %d heap events" % n)
+    check_true(ok >= 0.99 * n, "complete stacks: %d of %d (%.4f); truncated in %s"
+               % (ok, n, ok / n, where))
+
+
+def test_no_stacks_by_default(tmp):
+    t = track(tmp, [fixture("stk_nofp"), "recurse"])
+    evs = t.events
+    check_eq([e["type"] for e in evs if e["type"] in ("object", "mapping", "stack")], [],
+             "stack-related records without --stacks")
+    check_eq(sorted({e["stack"] for e in evs if e["type"] in HEAP}), [0],
+             "stack ids of heap records")
+
+
+def test_stacks_dedup(tmp):
+    """One stack record per distinct stack: the 6 recursion levels of one
+    call site share one id when called twice (exec runs recurse again in a
+    new image: its frames are the same objects and addresses)."""
+    exe = fixture("stk_nofp")
+    t = track(tmp, [exe, "exec", exe], opts=["--stacks"])
+    ids = [s["id"] for s in by_type(t.events, "stack")]
+    check_eq(len(ids), len(set(ids)), "stack ids written once")
+    check_true(all(e["stack"] in set(ids) for e in t.events if e["type"] in HEAP),
+               "every heap record names a written stack")
+
+
+def test_stacks_needs_allocators(tmp):
+    t = track(tmp, [fixture("stk_nofp"), "recurse"], opts=["--stacks", "--no-allocators"],
+              expect_rc=2)
+    check_true("drop --no-allocators" in t.stderr, "message names the fix: " + t.stderr)
