@@ -3,9 +3,10 @@
 each metric, with their symbolized stacks; the symbolization cache; a binary
 changed since the recording; usage errors."""
 import json
+import re
 import shutil
 
-from mtlib import check_eq, check_true, fixture, require, track
+from mtlib import check_eq, check_true, fixture, require, run, track
 from callsites import START, expected, memtrack, own_cache, tracked
 
 
@@ -153,3 +154,39 @@ def test_report_top_stk_fixtures(tmp):
                 chain = [f.replace("__libc_start_main", "__libc_start_main_impl") for f in chain]
             check_eq((got, site["leaked_bytes"], site["truncated"]), (chain, size, False),
                      "%s %s: the top leaking site" % (variant, mode))
+
+
+def strip_templates(name):
+    """'a<b<c> >::f(int)' -> 'a<>::f(int)', as heaptrack_print abbreviates."""
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            if depth == 0:
+                out.append("<")
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                out.append(">")
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def test_report_top_same_as_heaptrack(tmp):
+    """The C++ fixture's top peak site is heaptrack's top peak consumer:
+    same function, allocations and bytes."""
+    own_cache(tmp)
+    exe = fixture("cxx_map")
+    ht = run(["heaptrack", "-o", tmp / "ht", exe], timeout=120)
+    require(ht.rc == 0, "heaptrack failed: " + ht.describe())
+    pr = run(["heaptrack_print", "-f", tmp / "ht.zst", "-p", "1", "-a", "0", "-l", "0", "-T", "0"])
+    require(pr.rc == 0, "heaptrack_print failed: " + pr.describe())
+    m = re.search(r"PEAK MEMORY CONSUMERS\n([\d.]+)K peak memory consumed over (\d+) calls from\n(.*)\n",
+                  pr.stdout)
+    require(m, "no peak consumer in heaptrack_print's output:\n" + pr.stdout[:3000])
+    t = track(tmp, [exe], ["--stacks"])
+    site = top_json(t.artifact.path, 1)["top"]["peak"][0]
+    check_eq((strip_templates(site["frames"][0]["function"]), site["alloc_count"],
+              round(site["peak_bytes"] / 1000, 2)),
+             (m.group(3), int(m.group(2)), float(m.group(1))), "top peak site: memtrack vs heaptrack")
