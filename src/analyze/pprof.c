@@ -195,7 +195,9 @@ static void location(struct pprof *pp, uint64_t id, uint32_t obj_id, uint64_t ad
 		pb_varint_field(&pp->msg, L_MAPPING_ID, obj->id);
 	pb_varint_field(&pp->msg, L_ADDRESS, addr);
 	for (uint32_t i = 0; i < r.nframes; i++) {
-		struct site_frame f = { .function = r.frames[i].function,
+		/* object 0, address 0: the location of the sites recorded without a stack */
+		struct site_frame f = { .function = obj_id || addr ? r.frames[i].function
+								   : "(no stack)",
 					.obj = obj,
 					.addr = addr };
 		uint64_t fid =

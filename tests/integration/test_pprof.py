@@ -92,3 +92,14 @@ def test_pprof_roundtrip(tmp):
     check_true(exe in maps.values(), "a mapping names the fixture: %s" % maps)
     b_loc = [locs[ids[0]] for vals, fns, ids in samples if fns[0] == "b"][0]
     check_eq(maps.get(b_loc["mapping"]), exe, "b's location is in the fixture's mapping")
+
+
+def test_pprof_without_stacks(tmp):
+    """A run without --stacks: one sample, its one location named (no stack)."""
+    own_cache(tmp)
+    out = tmp / "nostk.pb.gz"
+    p = memtrack("export", "--format=pprof", tracked(stacks=False).artifact.path, "-o", out)
+    check_true("has no call stacks" in p.stderr, "warning: %r" % p.stderr)
+    types, samples, locs, maps, default = decode(out)
+    check_eq([(vals, fns) for vals, fns, _ in samples], [([104, 12000 + 20000 + 777, 12200, 777], ["(no stack)"])],
+             "the one sample")
