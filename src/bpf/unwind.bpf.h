@@ -58,7 +58,7 @@ struct mt_unwind {
 	__u64 bp;
 	__u64 hash;
 	struct mt_umaps *um; /* the address space's mappings */
-	__u32 n;     /* frames recorded */
+	__u32 n;	     /* frames recorded */
 	__u32 status;
 	__u32 exact; /* pc is where the task is (a syscall), not a frame to record */
 };
