@@ -93,8 +93,9 @@ struct mt_uprobe_multi_attr {
  * the tgid owning the mm); src/bpf/unwind.bpf.h walks the user stack with
  * them.  See docs/DESIGN.md, "Call stacks".
  */
-#define MT_UNWIND_ROWS_DEFAULT (1u << 20) /* 1M rows of 16 bytes: 16 MiB */
-#define MT_MAX_UMAPS 256		  /* executable mappings of one process */
+#define MT_UNWIND_ROWS_DEFAULT (1u << 20)    /* 1M rows of 16 bytes: 16 MiB */
+#define MT_UNWIND_OBJECT_ROWS_MAX (1u << 21) /* rows of one object: 21 search steps */
+#define MT_MAX_UMAPS 256		     /* executable mappings of one process */
 #define MT_UMAPS_LOG2 8
 #define MT_STACKS_SEEN 65536 /* stack ids already written (LRU) */
 

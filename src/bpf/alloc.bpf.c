@@ -69,8 +69,8 @@ static __always_inline struct call_args *outer_call(__u32 tid, __u64 sp, bool ha
  * program).  Such a call takes its result from the first allocator call
  * nested in it that returns (libstdc++'s operator new calls malloc).
  */
-static __always_inline int call_enter(struct pt_regs *ctx, __u32 fn, __u32 kind, bool noret,
-				      __u64 sp, __u64 size, __u64 arg, __u64 memptr)
+static __always_inline int call_enter(__u32 fn, __u32 kind, bool noret, __u64 sp, __u64 size,
+				      __u64 arg, __u64 memptr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
@@ -91,9 +91,8 @@ static __always_inline int call_enter(struct pt_regs *ctx, __u32 fn, __u32 kind,
 	args.fn = fn;
 	args.kind = kind;
 	args.noret = noret;
-	args.stack = take_stack(0, sp, PT_REGS_FP(ctx), false);
 	bpf_map_update_elem(&inflight, &tid, &args, BPF_ANY);
-	return 0;
+	return 1;
 }
 
 /*
@@ -186,6 +185,27 @@ static __always_inline int free_enter(__u32 fn, bool guarded, __u64 sp, __u64 pt
 	return 0;
 }
 
+/* Enters the call by its kind; 1 when it is the thread's outermost call. */
+static __always_inline int enter_kind(__u32 fn, __u32 kind, __u64 cookie, bool noret, __u64 sp,
+				      __u64 a0, __u64 a1, __u64 a2)
+{
+	switch (kind) {
+	case MT_K_FREE: return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
+	case MT_K_MALLOC:
+	case MT_K_ZALLOC: return call_enter(fn, kind, noret, sp, a0, 0, 0);
+	case MT_K_CALLOC: return call_enter(fn, kind, noret, sp, a0 * a1, 0, 0);
+	case MT_K_REALLOC:
+	case MT_K_XALLOCX: return call_enter(fn, kind, noret, sp, a1, a0, 0);
+	case MT_K_REALLOCARRAY: return call_enter(fn, kind, noret, sp, a1 * a2, a0, 0);
+	case MT_K_ALIGN_SIZE: return call_enter(fn, kind, noret, sp, a1, a0, 0);
+	case MT_K_SIZE_ALIGN:
+	case MT_K_MALLOCX: return call_enter(fn, kind, noret, sp, a0, a1, 0);
+	case MT_K_POSIX_MEMALIGN: return call_enter(fn, kind, noret, sp, a2, a1, a0);
+	case MT_K_PAGE_ALIGNED: return call_enter(fn, kind, noret, sp, a0, page_size, 0);
+	default: return 0;
+	}
+}
+
 /*
  * One entry program serves every allocator function: userspace attaches it
  * with a uprobe-multi link whose per-site cookie is the enum mt_fn, its
@@ -199,24 +219,20 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 	__u32 kind = MT_COOKIE_KIND(cookie);
 	__u64 sp = PT_REGS_SP(ctx);
 	bool noret = cookie & MT_COOKIE_NORET;
+	int outer;
 
 	if (!heap_enabled) /* recording switched off (control socket) */
 		return 0;
-	switch (kind) {
-	case MT_K_FREE: return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
-	case MT_K_MALLOC:
-	case MT_K_ZALLOC: return call_enter(ctx, fn, kind, noret, sp, a0, 0, 0);
-	case MT_K_CALLOC: return call_enter(ctx, fn, kind, noret, sp, a0 * a1, 0, 0);
-	case MT_K_REALLOC:
-	case MT_K_XALLOCX: return call_enter(ctx, fn, kind, noret, sp, a1, a0, 0);
-	case MT_K_REALLOCARRAY: return call_enter(ctx, fn, kind, noret, sp, a1 * a2, a0, 0);
-	case MT_K_ALIGN_SIZE: return call_enter(ctx, fn, kind, noret, sp, a1, a0, 0);
-	case MT_K_SIZE_ALIGN:
-	case MT_K_MALLOCX: return call_enter(ctx, fn, kind, noret, sp, a0, a1, 0);
-	case MT_K_POSIX_MEMALIGN: return call_enter(ctx, fn, kind, noret, sp, a2, a1, a0);
-	case MT_K_PAGE_ALIGNED: return call_enter(ctx, fn, kind, noret, sp, a0, page_size, 0);
-	default: return 0;
+	outer = enter_kind(fn, kind, cookie, noret, sp, a0, a1, a2);
+	/* the stack of the program's own call: one unwinder in the program */
+	if (outer == 1 && stacks_on) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		struct call_args *cur = bpf_map_lookup_elem(&inflight, &tid);
+
+		if (cur)
+			cur->stack = take_stack(0, sp, PT_REGS_FP(ctx), false);
 	}
+	return 0;
 }
 
 /* realloc-like results: realloc(NULL, n) allocates, realloc(p, 0) frees p. */

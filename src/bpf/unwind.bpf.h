@@ -57,16 +57,17 @@ struct mt_unwind {
 	__u64 sp; /* the caller's rsp at pc */
 	__u64 bp;
 	__u64 hash;
-	__u32 owner; /* proc_maps key */
-	__u32 n;     /* frames recorded */
+	struct mt_umaps *um; /* the address space's mappings */
+	__u32 n;	     /* frames recorded */
 	__u32 status;
 	__u32 exact; /* pc is where the task is (a syscall), not a frame to record */
 };
 
 /*
- * Binary searches are branch-free: with a branch on the data per step the
- * verifier walks every path (2^steps states); without, one.  @a <= @b for
- * user addresses (< 2^63) is the sign of b - a.
+ * Binary searches are branch-free and run a fixed number of steps: with a
+ * branch on the data per step (or an early exit) the verifier walks every
+ * path, 2^steps states.  @a <= @b for user addresses (< 2^63) is the sign
+ * of b - a.
  */
 static __always_inline __u64 le_mask(__u64 a, __u64 b)
 {
@@ -95,7 +96,10 @@ static __always_inline const struct mt_umap *find_umap(const struct mt_umaps *um
 	return &um->m[lo];
 }
 
-/* The row of @m's object covering ELF address @addr, or NULL. */
+/*
+ * The row of @m's object covering ELF address @addr, or NULL.  21 steps
+ * cover MT_UNWIND_OBJECT_ROWS_MAX rows (python3 has 65K, libc 28K).
+ */
 static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap *m, __u64 addr)
 {
 	__u64 lo = m->row_start, hi = (__u64)m->row_start + m->nrows, take;
@@ -104,7 +108,8 @@ static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap
 
 	if (!m->nrows || addr > 0xffffffffull)
 		return NULL;
-	for (int k = 0; k < 24; k++) {
+	_Static_assert(MT_UNWIND_OBJECT_ROWS_MAX == 1u << 21, "find_row's steps");
+	for (int k = 0; k < 21; k++) {
 		idx = (__u32)((lo + hi) / 2);
 		row = bpf_map_lookup_elem(&unwind_rows, &idx);
 		if (!row)
@@ -141,13 +146,11 @@ static long unwind_step(__u64 i, void *ctx)
 	struct mt_unwind *st = ctx;
 	const struct mt_unwind_row *row;
 	const struct mt_umap *m;
-	struct mt_umaps *um;
 	__u64 addr, cfa, ra;
 
 	if (!st->exact && st->n >= MT_STACK_MAX)
 		goto truncated; /* more frames than a stack may hold */
-	um = bpf_map_lookup_elem(&proc_maps, &st->owner);
-	m = um ? find_umap(um, st->pc) : NULL;
+	m = st->um ? find_umap(st->um, st->pc) : NULL;
 	addr = m ? st->pc - m->bias : st->pc;
 	if (!st->exact)
 		add_frame(st, m ? m->object : 0, addr);
@@ -238,10 +241,12 @@ static __always_inline __u64 emit_stack(struct mt_unwind *st)
 static __always_inline __u64 take_stack(__u64 pc, __u64 sp, __u64 bp, bool exact)
 {
 	struct mt_unwind st = {};
+	__u32 owner;
 
 	if (!stacks_on)
 		return 0;
-	st.owner = mm_owner_tgid();
+	owner = mm_owner_tgid();
+	st.um = bpf_map_lookup_elem(&proc_maps, &owner);
 	st.bp = bp;
 	st.hash = 0xcbf29ce484222325ull;
 	if (exact) {

@@ -136,7 +136,8 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	snprintf(full, sizeof(full), "/proc/%d/root%s", pid, path);
 	if (unwind_table_build(full, &o->t) || !o->t->nrows) {
 		s->st.no_cfi++;
-	} else if (o->t->nrows > s->rows_cap - s->rows_used) {
+	} else if (o->t->nrows > s->rows_cap - s->rows_used ||
+		   o->t->nrows > MT_UNWIND_OBJECT_ROWS_MAX) {
 		s->st.no_room++;
 	} else {
 		o->row_start = s->rows_used;
