@@ -14,6 +14,7 @@
 #include "intern.h"
 #include "symbolize.h"
 #include "symcache.h"
+#include "symtab.h"
 
 /*
  * libstdc++'s demangler (the C++ ABI's, so any C++ name g++ or clang made);
@@ -38,7 +39,8 @@ struct sym_object {
 	const struct mt_object *obj; /* borrowed from the caller's stack table */
 	Dwfl *dwfl;		     /* owned, OBJ_OPEN only */
 	Dwfl_Module *mod;
-	Dwarf_Addr bias; /* module address = ELF virtual address + bias */
+	Dwarf_Addr bias;    /* module address = ELF virtual address + bias */
+	struct symtab syms; /* its function symbols, OBJ_OPEN only */
 	struct sym_entry *entries;
 	uint64_t nentries, entries_cap;
 	uint64_t *index; /* open addressing on addr: entries index + 1 */
@@ -231,6 +233,8 @@ static int object_open(struct symbolizer *s, struct sym_object *o)
 		o->state = OBJ_CHANGED;
 		return 0;
 	}
+	if (symtab_load(&o->syms, o->mod))
+		return -ENOMEM;
 	o->state = OBJ_OPEN;
 	return 0;
 }
@@ -331,8 +335,6 @@ static uint32_t resolve_dwarf(struct sym_object *o, Dwarf_Addr a, struct sym_fra
 	uint32_t n = 0, line = 0;
 	int nscopes, iline = 0;
 	char *outer = NULL;
-	GElf_Off off;
-	GElf_Sym es;
 
 	if (l && (file = dwfl_lineinfo(l, NULL, &iline, NULL, NULL, NULL)))
 		line = iline > 0 ? iline : 0;
@@ -353,7 +355,7 @@ static uint32_t resolve_dwarf(struct sym_object *o, Dwarf_Addr a, struct sym_fra
 	}
 	free(scopes);
 	/* the symbol table names the real function best (a DWARF name lacks its scope in C) */
-	sym = dwfl_module_addrinfo(o->mod, a, &off, &es, NULL, NULL, NULL);
+	sym = symtab_find(&o->syms, a);
 	if (sym) {
 		free(outer);
 		outer = demangle(sym);
@@ -456,6 +458,7 @@ void symbolizer__free(struct symbolizer *s)
 
 		if (!o)
 			continue;
+		symtab_release(&o->syms);
 		if (o->dwfl)
 			dwfl_end(o->dwfl);
 		free(o->entries);
