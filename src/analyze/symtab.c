@@ -17,10 +17,21 @@ static int rank_of(const GElf_Sym *s)
 	}
 }
 
-/* By address; at one address the preferred first: higher binding, sized, then by name. */
+/* Leading underscores: glibc's internal aliases (__GI___clone3, __clone3) have more. */
+static size_t underscores(const char *s)
+{
+	return strspn(s, "_");
+}
+
+/*
+ * By address; at one address the preferred name first: higher binding,
+ * sized, fewer leading underscores (clone3 over __GI___clone3, malloc over
+ * __libc_malloc), shorter, then by bytes.
+ */
 static int by_addr(const void *pa, const void *pb)
 {
 	const struct symtab_entry *a = pa, *b = pb;
+	size_t ua, ub, la, lb;
 
 	if (a->addr != b->addr)
 		return a->addr < b->addr ? -1 : 1;
@@ -28,6 +39,14 @@ static int by_addr(const void *pa, const void *pb)
 		return b->rank - a->rank;
 	if (!a->size != !b->size)
 		return a->size ? -1 : 1;
+	ua = underscores(a->name);
+	ub = underscores(b->name);
+	if (ua != ub)
+		return ua < ub ? -1 : 1;
+	la = strlen(a->name);
+	lb = strlen(b->name);
+	if (la != lb)
+		return la < lb ? -1 : 1;
 	return strcmp(a->name, b->name);
 }
 
