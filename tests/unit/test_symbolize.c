@@ -97,7 +97,7 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
-static char fx[128], fxx[128], stripped[128], debugroot[128], cache[128];
+static char fx[128], fxx[128], stripped[128], linked[128], debugroot[128], cache[128];
 
 static int build_fixtures(void)
 {
@@ -113,9 +113,16 @@ static int build_fixtures(void)
 	snprintf(fx, sizeof(fx), "%s/fx", dir);
 	snprintf(fxx, sizeof(fxx), "%s/fxx", dir);
 	snprintf(stripped, sizeof(stripped), "%s/fx.stripped", dir);
+	snprintf(linked, sizeof(linked), "%s/fxl.stripped", dir);
 	snprintf(debugroot, sizeof(debugroot), "%s/debug", dir);
 	snprintf(cache, sizeof(cache), "%s/cache/memtrack", dir);
 	if (run("cd %s && gcc -g -O0 -Wl,--build-id -o fx fx.c && g++ -g -O0 -o fxx fxx.cc", dir))
+		return -1;
+	/* no build-id: the debug file is found by the .gnu_debuglink beside the binary */
+	if (run("cd %s && gcc -g -O0 -Wl,--build-id=none -o fxl fx.c && "
+		"objcopy --only-keep-debug fxl fxl.debug && strip --strip-all -o fxl.stripped fxl && "
+		"objcopy --add-gnu-debuglink=fxl.debug fxl.stripped",
+		dir))
 		return -1;
 	/* Debian's layout: the stripped file, its debug file under .build-id/xx/rest.debug */
 	return run(
@@ -217,6 +224,25 @@ static void test_separate_debug_file(void)
 	symbolizer__free(s);
 }
 
+/* No build-id at all: .gnu_debuglink names the debug file next to the binary. */
+static void test_debuglink(void)
+{
+	struct symbolizer *s = new_sym("");
+	struct mt_object obj = { .id = 1, .path = linked };
+	char full[160];
+	uint64_t leaf;
+	struct sym_result r;
+
+	snprintf(full, sizeof(full), "%s/fxl", dir);
+	leaf = nm_addr(full, "leaf", NULL);
+	CHECK(leaf != 0);
+	CHECK(nm_addr(linked, "leaf", NULL) == 0);
+	CHECK_EQ(symbolizer__lookup(s, &obj, leaf + 4, &r), 0);
+	CHECK_STR(r.frames[0].function, "leaf");
+	CHECK_EQ(r.frames[0].line, 2);
+	symbolizer__free(s);
+}
+
 /* A recorded build-id the file no longer has: no names from the wrong file. */
 static void test_changed_file(void)
 {
@@ -300,6 +326,7 @@ int main(void)
 	RUN(test_inlined);
 	RUN(test_cxx_demangled);
 	RUN(test_separate_debug_file);
+	RUN(test_debuglink);
 	RUN(test_changed_file);
 	RUN(test_cache);
 	run("rm -rf %s", dir);
