@@ -301,10 +301,21 @@ $(OUT)/fuzz/fuzz_reader: $(FUZZ_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(FUZZ_SRCS) -lzstd -lz -o $@
 
-fuzz: $(OUT)/fuzz/fuzz_reader
-	$(Q)mkdir -p $(OUT)/fuzz/corpus
+# The symbolization cache's reader (a file anything may have written), the same way.
+FUZZ_SYMCACHE_SRCS := tests/fuzz/fuzz_symcache.c src/analyze/symcache.c
+$(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(SRC_INCLUDES) \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(FUZZ_SYMCACHE_SRCS) -o $@
+
+fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache
+	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache
 	$(Q)cd $(OUT)/fuzz && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus $(CURDIR)/tests/fuzz/seeds
+	$(Q)cd $(OUT)/fuzz && ./fuzz_symcache -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-print_final_stats=1 corpus_symcache $(CURDIR)/tests/fuzz/seeds_symcache
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack
