@@ -103,3 +103,14 @@ def test_pprof_without_stacks(tmp):
     types, samples, locs, maps, default = decode(out)
     check_eq([(vals, fns) for vals, fns, _ in samples], [([104, 12000 + 20000 + 777, 12200, 777], ["(no stack)"])],
              "the one sample")
+
+
+def test_call_site_outputs_unwritable(tmp):
+    """An output that cannot be written: exit 1, one line naming it."""
+    path = tracked().artifact.path
+    for argv, what in ((["export", "--format=pprof", path, "-o", tmp / "no" / "x.pb.gz"], "x.pb.gz"),
+                       (["flamegraph", path, "-o", "/dev/full"], "/dev/full"),
+                       (["flamegraph", path, "--folded", "-o", "/dev/full"], "/dev/full")):
+        p = memtrack(*argv, rc=1)
+        check_true(p.stderr.startswith("memtrack: cannot write") and what in p.stderr and
+                   p.stderr.count("\n") == 1, "%s: %r" % (argv[0], p.stderr))
