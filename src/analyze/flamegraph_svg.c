@@ -151,7 +151,7 @@ int flame_write_svg(const struct flame *f, const char *title, FILE *out)
 	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n", script);
 	fprintf(out, "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f0\"/>\n");
 	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"22\">", SVG_W / 2);
-	xml_escape(out, title, 120); /* the buttons share the line */
+	xml_escape(out, title, 100); /* the buttons share the line */
 	fprintf(out,
 		"</text>\n<text id=\"reset\" class=\"b\" x=\"%d\" y=\"22\" style=\"display:none\">Reset Zoom</text>\n"
 		"<text id=\"search\" class=\"b\" x=\"%d\" y=\"22\">Search (Ctrl-F)</text>\n"
