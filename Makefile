@@ -55,7 +55,8 @@ FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
 FIXTURE_CXX_SRCS := $(wildcard tests/fixtures/*.cc)
 FIXTURE_BINS := $(patsubst tests/fixtures/%.c,$(OUT)/fixtures/%,$(FIXTURE_SRCS)) \
 		$(patsubst tests/fixtures/%.cc,$(OUT)/fixtures/%,$(FIXTURE_CXX_SRCS)) \
-		$(OUT)/fixtures/alloc_jemalloc_static
+		$(OUT)/fixtures/alloc_jemalloc_static \
+		$(OUT)/fixtures/alloc_rust_system $(OUT)/fixtures/alloc_rust_jemalloc
 # tests/fixtures/lib/NAME.c -> $(OUT)/fixtures/libNAME.so (preloaded or linked by fixtures)
 FIXTURE_LIB_SRCS := $(wildcard tests/fixtures/lib/*.c)
 FIXTURE_LIBS := $(patsubst tests/fixtures/lib/%.c,$(OUT)/fixtures/lib%.so,$(FIXTURE_LIB_SRCS))
@@ -186,6 +187,23 @@ $(OUT)/fixtures/libstkplugin_%.so: tests/fixtures/stacks/stkplugin.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(STK_CFLAGS) $(STK_CFLAGS_$*) -fPIC -shared $< -o $@
+
+# Rust fixtures, built with Debian's rustc and cargo (not a rustup toolchain
+# that may come first in PATH); cargo reads only Debian's packaged crates.
+RUSTC_DEB ?= /usr/bin/rustc
+CARGO_DEB ?= /usr/bin/cargo
+$(OUT)/fixtures/alloc_rust_system: tests/fixtures/rust/alloc_system.rs
+	$(call msg,RUSTC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(RUSTC_DEB) -O -g $< -o $@
+
+RUST_JEMALLOC_DIR := tests/fixtures/rust/jemalloc
+$(OUT)/fixtures/alloc_rust_jemalloc: $(RUST_JEMALLOC_DIR)/src/main.rs $(RUST_JEMALLOC_DIR)/Cargo.toml
+	$(call msg,CARGO,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)cd $(RUST_JEMALLOC_DIR) && RUSTC=$(RUSTC_DEB) $(CARGO_DEB) build -q --release --offline \
+		--target-dir $(abspath $(OUT))/cargo
+	$(Q)cp $(OUT)/cargo/release/alloc_rust_jemalloc $@
 
 $(OUT)/fixtures/lib%.so: tests/fixtures/lib/%.c
 	$(call msg,CC,$@)

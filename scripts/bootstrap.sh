@@ -5,7 +5,8 @@ set -e
 PKGS="clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev pkg-config make gcc \
       libmsgpack-dev hyperfine heaptrack valgrind time python3 python3-pytest \
       clang-format clang-tidy cppcheck shellcheck git \
-      g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev chromium"
+      g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev chromium \
+      rustc cargo librust-jemalloc-sys-dev"
 
 missing=""
 for p in $PKGS; do

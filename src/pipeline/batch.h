@@ -60,9 +60,13 @@ static inline size_t rec_size(const void *rec)
 	if (h->type == MT_OBJECT)
 		return sizeof(struct mt_rec_object);
 	if (h->type == MT_STACK) {
-		const struct mt_rec_stack *s = rec;
-		__u32 n = s->nframes <= MT_STACK_MAX ? s->nframes : MT_STACK_MAX;
+		__u32 n;
 
+		/* a byte copy: @rec may be typed as a smaller record */
+		memcpy(&n, (const char *)rec + __builtin_offsetof(struct mt_rec_stack, nframes),
+		       sizeof(n));
+		if (n > MT_STACK_MAX)
+			n = MT_STACK_MAX;
 		return __builtin_offsetof(struct mt_rec_stack, frames) +
 		       (size_t)n * sizeof(struct mt_rec_frame);
 	}

@@ -167,7 +167,7 @@ static struct proc_maps *proc_get(struct stacks *s, pid_t pid, bool create)
 		return NULL;
 	if (s->nprocs == s->procs_cap) {
 		unsigned cap = s->procs_cap ? s->procs_cap * 2 : 64;
-		struct proc_maps **v = realloc(s->procs, cap * sizeof(*v));
+		struct proc_maps **v = realloc(s->procs, cap * sizeof(struct proc_maps *));
 
 		if (!v)
 			return NULL;

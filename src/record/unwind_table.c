@@ -284,6 +284,8 @@ static void compact(struct row_vec *rv)
 {
 	size_t out = 0;
 
+	if (!rv->n)
+		return;
 	qsort(rv->v, rv->n, sizeof(*rv->v), row_cmp);
 	for (size_t i = 0; i < rv->n; i++) {
 		struct mt_unwind_row r = rv->v[i];

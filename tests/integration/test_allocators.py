@@ -173,3 +173,36 @@ def test_dlopen_allocator_second_thread(tmp):
                     for r in (H("aligned_alloc", b, 3100 + i, "mi_malloc_aligned", align=64),
                               H("free", b))],
              "the second thread's mi_malloc_aligned/mi_free through the dlopen'd mimalloc")
+
+
+def test_rust_system_allocator(tmp):
+    """Rust's default allocator is libc's: std's System allocator calls
+    malloc, calloc (alloc_zeroed), realloc, posix_memalign (alignment above
+    16) and free; each recorded once with the size Rust asked for."""
+    t = track(tmp, [fixture("alloc_rust_system")])
+    a = kv_lines(t.stdout)
+    check_eq(heap_window(t), [
+        H("malloc", a["m"], 4001),
+        H("calloc", a["z"], 4002),
+        H("realloc", a["r"], 4003, old_addr=a["m"]),
+        H("aligned_alloc", a["a"], 4004, "posix_memalign", align=64),
+        H("malloc", a["b"], 4008),
+        H("free", a["b"]), H("free", a["a"]), H("free", a["z"]), H("free", a["r"])],
+        "heap records between the markers")
+
+
+def test_rust_jemalloc_prefixed(tmp):
+    """A Rust program on Debian's jemalloc-sys crate: jemalloc built with
+    the `_rjem_` prefix and linked statically into a dynamic executable;
+    Rust's global allocator calls _rjem_mallocx/_rjem_rallocx/_rjem_sdallocx,
+    recorded under jemalloc's own names."""
+    t = track(tmp, [fixture("alloc_rust_jemalloc")])
+    a = kv_lines(t.stdout)
+    check_eq(heap_window(t), [
+        H("malloc", a["m"], 5001, "mallocx"),
+        H("calloc", a["z"], 5002, "mallocx"),
+        H("realloc", a["r"], 9003, "rallocx", old_addr=a["m"]),
+        H("aligned_alloc", a["a"], 5004, "mallocx", align=256),
+        H("free", a["a"], fn="sdallocx"), H("free", a["z"], fn="sdallocx"),
+        H("free", a["r"], fn="sdallocx")],
+        "heap records between the markers")
