@@ -35,13 +35,13 @@ uint64_t site_value(const struct site *s, enum site_metric m)
 	}
 }
 
-static enum site_metric sort_metric; /* qsort has no context argument */
-
-static int by_value(const void *pa, const void *pb)
+/* qsort_r order: the larger value of the metric at @ctx first, then the lower stack id. */
+static int by_value(const void *pa, const void *pb, void *ctx)
 {
 	const struct site *a = *(const struct site *const *)pa,
 			  *b = *(const struct site *const *)pb;
-	uint64_t va = site_value(a, sort_metric), vb = site_value(b, sort_metric);
+	enum site_metric m = *(const enum site_metric *)ctx;
+	uint64_t va = site_value(a, m), vb = site_value(b, m);
 
 	if (va != vb)
 		return va > vb ? -1 : 1;
@@ -62,9 +62,8 @@ const struct site **callsites_ranked(const struct analysis *a, enum site_metric 
 	for (uint64_t i = 0; i < a->sites.nsites; i++)
 		if (site_value(&a->sites.sites[i], m))
 			v[k++] = &a->sites.sites[i];
-	sort_metric = m;
 	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
-	qsort(v, k, sizeof(*v), by_value);
+	qsort_r(v, k, sizeof(*v), by_value, &m);
 	if (max && k > max)
 		k = max;
 	if (!k) {
