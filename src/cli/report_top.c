@@ -28,10 +28,14 @@ static const char *human(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
-static void print_frames_text(const struct site_frame *f, int n)
+static void print_frames_text(const struct site_frame *f, int n, uint64_t stack)
 {
 	char name[128];
 
+	if (n <= 0 && stack) { /* its record was lost (dropped events) or the file cut */
+		printf("      (stack %llu has no record in the file)\n", (unsigned long long)stack);
+		return;
+	}
 	if (n <= 0) {
 		printf("      (no stack recorded)\n");
 		return;
@@ -53,7 +57,7 @@ static void print_site_text(int rank, const struct site *s, const struct site_fr
 	       rank, human(s->peak_bytes, b1, sizeof(b1)), (unsigned long long)s->allocs,
 	       human(s->allocated_bytes, b2, sizeof(b2)), (unsigned long long)s->leaked_count,
 	       human(s->leaked_bytes, b3, sizeof(b3)), (unsigned long long)s->stack);
-	print_frames_text(f, n);
+	print_frames_text(f, n, s->stack);
 }
 
 static void print_site_json(const struct site *s, const struct site_frame *f, int n,
