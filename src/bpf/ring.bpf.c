@@ -126,6 +126,15 @@ struct {
 	__type(value, struct mt_unwind_row);
 } unwind_rows SEC(".maps");
 
+/* Per object, by address: the first row to search (bpf_abi.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / 4);
+	__type(key, __u32);
+	__type(value, __u64); /* a row; 64 bits: an array's elements are 8-byte aligned */
+} unwind_index SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);

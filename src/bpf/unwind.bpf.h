@@ -29,6 +29,14 @@ extern struct {
 } unwind_rows SEC(".maps");
 
 extern struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / 4);
+	__type(key, __u32);
+	__type(value, __u64); /* a row; 64 bits: an array's elements are 8-byte aligned */
+} unwind_index SEC(".maps");
+
+extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MT_MAX_MMS);
@@ -96,28 +104,64 @@ static __always_inline const struct mt_umap *find_umap(const struct mt_umaps *um
 	return &um->m[lo];
 }
 
+/* unwind_index[idx] (a row of the object), or -1. */
+static __always_inline __s64 bucket_row(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&unwind_index, &idx);
+
+	return v ? (__s64)(*v & 0xffffffffu) : -1;
+}
+
+/* One step of the search for the last row <= @addr in [*lo, *hi); false: no row. */
+static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr)
+{
+	__u32 idx = (__u32)((*lo + *hi) / 2);
+	const struct mt_unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &idx);
+	__u64 take;
+
+	if (!row)
+		return false;
+	take = le_mask(row->pc, addr);
+	*lo = (idx & take) | (*lo & ~take);
+	*hi = (*hi & take) | (idx & ~take);
+	return true;
+}
+
 /*
- * The row of @m's object covering ELF address @addr, or NULL.  21 steps
- * cover MT_UNWIND_OBJECT_ROWS_MAX rows (python3 has 65K, libc 28K).
+ * The row of @m's object covering ELF address @addr, or NULL.  With the
+ * object's index: the bucket's rows, MT_UNWIND_BUCKET_STEPS steps; without:
+ * the whole slice, 21 steps (MT_UNWIND_OBJECT_ROWS_MAX rows).
  */
 static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap *m, __u64 addr)
 {
-	__u64 lo = m->row_start, hi = (__u64)m->row_start + m->nrows, take;
+	__u64 lo = m->row_start, hi = (__u64)m->row_start + m->nrows, b;
 	const struct mt_unwind_row *row;
+	__s64 first, next;
 	__u32 idx;
 
-	if (!m->nrows || addr > 0xffffffffull)
+	if (!m->nrows || addr > 0xffffffffull || addr < m->text_lo)
 		return NULL;
-	_Static_assert(MT_UNWIND_OBJECT_ROWS_MAX == 1u << 21, "find_row's steps");
-	for (int k = 0; k < 21; k++) {
-		idx = (__u32)((lo + hi) / 2);
-		row = bpf_map_lookup_elem(&unwind_rows, &idx);
-		if (!row)
+	if (m->nbuckets) {
+		b = (addr - m->text_lo) >> (m->shift & 31);
+		if (b >= m->nbuckets)
+			b = m->nbuckets - 1;
+		first = bucket_row(m->index_start + (__u32)b);
+		next = b + 1 < m->nbuckets ? bucket_row(m->index_start + (__u32)b + 1)
+					   : m->nrows - 1;
+		if (first < 0 || next < first)
 			return NULL;
-		take = le_mask(row->pc, addr);
-		lo = (idx & take) | (lo & ~take);
-		hi = (hi & take) | (idx & ~take);
+		lo = m->row_start + (__u64)first;
+		hi = m->row_start + (__u64)next + 1;
 	}
+	_Static_assert(1u << MT_UNWIND_BUCKET_STEPS == MT_UNWIND_BUCKET_ROWS, "bucket steps");
+	for (int k = 0; k < MT_UNWIND_BUCKET_STEPS; k++)
+		if (!row_step(&lo, &hi, addr))
+			return NULL;
+	_Static_assert(MT_UNWIND_OBJECT_ROWS_MAX == 1u << 21, "find_row's steps");
+	if (!m->nbuckets)
+		for (int k = MT_UNWIND_BUCKET_STEPS; k < 21; k++)
+			if (!row_step(&lo, &hi, addr))
+				return NULL;
 	idx = (__u32)lo;
 	row = bpf_map_lookup_elem(&unwind_rows, &idx);
 	return row && row->pc <= addr ? row : NULL;

@@ -175,6 +175,7 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	skel->rodata->stacks_on = o->stacks;
 	/* without --stacks the unwinder's maps stay at one entry */
 	bpf_map__set_max_entries(skel->maps.unwind_rows, o->stacks ? o->unwind_rows : 1);
+	bpf_map__set_max_entries(skel->maps.unwind_index, o->stacks ? o->unwind_rows / 4 : 1);
 	bpf_map__set_max_entries(skel->maps.proc_maps, o->stacks ? MT_MAX_MMS : 1);
 	bpf_map__set_max_entries(skel->maps.stacks_seen, o->stacks ? MT_STACKS_SEEN : 1);
 	set_alloc_autoload(skel, o->allocators);

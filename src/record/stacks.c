@@ -31,7 +31,8 @@ struct object {
 	ino_t ino;
 	uint32_t id; /* OBJECT id, > 0 */
 	uint32_t row_start, nrows;
-	struct unwind_table *t; /* build-id and PT_LOADs (its rows are freed once loaded) */
+	uint32_t index_start, nbuckets; /* 0 buckets: the unwinder searches all rows */
+	struct unwind_table *t;		/* build-id and PT_LOADs (its rows are freed once loaded) */
 };
 
 struct proc_maps {
@@ -46,6 +47,9 @@ struct stacks {
 	struct mt_unwind_row *rows; /* mmap of unwind_rows */
 	size_t rows_len;	    /* bytes mmaped */
 	uint32_t rows_used, rows_cap;
+	uint64_t *index; /* mmap of unwind_index (64-bit elements) */
+	size_t index_len;
+	uint32_t index_used, index_cap;
 	struct object *objs;
 	unsigned nobjs, objs_cap;
 	struct proc_maps **procs;
@@ -74,15 +78,23 @@ struct stacks *stacks__new(struct memtrack_bpf *skel, struct pipeline *pipe)
 	s->rows_len = (size_t)s->rows_cap * sizeof(struct mt_unwind_row);
 	s->rows_len = (s->rows_len + 4095) & ~(size_t)4095;
 	s->rows = mmap(NULL, s->rows_len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
-	if (s->rows == MAP_FAILED) {
+	map = skel->maps.unwind_index;
+	s->index_cap = bpf_map__max_entries(map);
+	s->index_len = ((size_t)s->index_cap * sizeof(uint64_t) + 4095) & ~(size_t)4095;
+	s->index = s->rows == MAP_FAILED ? MAP_FAILED
+					 : mmap(NULL, s->index_len, PROT_READ | PROT_WRITE,
+						MAP_SHARED, bpf_map__fd(map), 0);
+	if (s->rows == MAP_FAILED || s->index == MAP_FAILED) {
 		int err = errno;
 
+		if (s->rows != MAP_FAILED)
+			munmap(s->rows, s->rows_len);
 		free(s);
 		errno = err;
 		return NULL;
 	}
 	s->st.rows_cap = s->rows_cap;
-	s->st.table_bytes = s->rows_len;
+	s->st.table_bytes = s->rows_len + s->index_len;
 	return s;
 }
 
@@ -145,10 +157,20 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 		memcpy(s->rows + o->row_start, o->t->rows, o->t->nrows * sizeof(*s->rows));
 		s->rows_used += o->nrows;
 		s->st.rows += o->nrows;
+		/* no room for the index: the unwinder searches the whole slice */
+		if (o->t->nindex <= s->index_cap - s->index_used) {
+			o->index_start = s->index_used;
+			o->nbuckets = (uint32_t)o->t->nindex;
+			for (size_t i = 0; i < o->t->nindex; i++)
+				s->index[o->index_start + i] = o->t->index[i];
+			s->index_used += o->nbuckets;
+		}
 	}
 	if (o->t) {
 		free(o->t->rows);
+		free(o->t->index);
 		o->t->rows = NULL;
+		o->t->index = NULL;
 	}
 	s->st.build_ns += now_ns() - t0;
 	s->nobjs++;
@@ -273,6 +295,12 @@ static int read_maps(struct stacks *s, pid_t pid, uint64_t ts, struct proc_maps 
 		m.object = o->id;
 		m.row_start = o->row_start;
 		m.nrows = o->nrows;
+		if (o->nbuckets) {
+			m.index_start = o->index_start;
+			m.nbuckets = o->nbuckets;
+			m.text_lo = o->t->text_lo;
+			m.shift = o->t->shift;
+		}
 		if (!o->t || unwind_table_bias(o->t, m.start, off, &m.bias))
 			m.bias = m.start - off; /* not an ELF file: addresses are file offsets */
 		offsets[out->n] = off;
@@ -353,5 +381,6 @@ void stacks__free(struct stacks *s)
 	free(s->objs);
 	free(s->procs);
 	munmap(s->rows, s->rows_len);
+	munmap(s->index, s->index_len);
 	free(s);
 }

@@ -328,6 +328,53 @@ static void mark_entry(Elf *elf, struct row_vec *rv)
 		rv->v[lo].cfa = MT_CFA_END;
 }
 
+/*
+ * Fills @idx (@nb buckets of 1 << @shift bytes from the first row's pc);
+ * returns false when a bucket would span more than MT_UNWIND_BUCKET_ROWS
+ * rows.
+ */
+static bool fill_index(const struct unwind_table *t, uint32_t *idx, size_t nb, unsigned shift)
+{
+	size_t r = 0;
+
+	for (size_t b = 0; b < nb; b++) {
+		uint64_t start = t->rows[0].pc + ((uint64_t)b << shift);
+
+		while (r + 1 < t->nrows && t->rows[r + 1].pc <= start)
+			r++;
+		idx[b] = (uint32_t)r;
+		if (b && idx[b] - idx[b - 1] + 1 > MT_UNWIND_BUCKET_ROWS)
+			return false;
+	}
+	return t->nrows - idx[nb - 1] <= MT_UNWIND_BUCKET_ROWS;
+}
+
+/* The coarsest index (256-byte buckets or finer) whose buckets are small enough. */
+static int build_index(struct unwind_table *t)
+{
+	uint32_t span;
+
+	if (!t->nrows)
+		return 0;
+	span = t->rows[t->nrows - 1].pc - t->rows[0].pc;
+	for (unsigned shift = 8;; shift--) {
+		size_t nb = ((size_t)span >> shift) + 1;
+		uint32_t *idx = malloc(nb * sizeof(*idx));
+
+		if (!idx)
+			return -ENOMEM;
+		/* 1-byte buckets hold at most 2 rows: the loop ends */
+		if (fill_index(t, idx, nb, shift) || !shift) {
+			t->index = idx;
+			t->nindex = nb;
+			t->shift = shift;
+			t->text_lo = t->rows[0].pc;
+			return 0;
+		}
+		free(idx);
+	}
+}
+
 static void read_loads(Elf *elf, struct unwind_table *t)
 {
 	size_t n;
@@ -415,6 +462,9 @@ int unwind_table_build(const char *path, struct unwind_table **out)
 	t->rows = rv.v;
 	t->nrows = rv.n;
 	rv.v = NULL;
+	err = build_index(t);
+	if (err)
+		goto out;
 	t->build_ns = mono_now() - t0;
 	*out = t;
 	t = NULL;
@@ -448,5 +498,6 @@ void unwind_table_free(struct unwind_table *t)
 	if (!t)
 		return;
 	free(t->rows);
+	free(t->index);
 	free(t);
 }

@@ -35,6 +35,12 @@ struct unwind_table {
 	struct unwind_load loads[UNWIND_MAX_LOADS];
 	unsigned nloads;
 	uint64_t build_ns; /* time the build took */
+	/* the rows by address (bpf_abi.h): index[b] is the last row at or
+	 * below text_lo + (b << shift); NULL when there are no rows */
+	uint32_t *index;
+	size_t nindex;
+	uint32_t text_lo;
+	unsigned shift;
 };
 
 /*
