@@ -125,7 +125,8 @@ static void test_bias(void)
 		CHECK(0);
 	f = fopen("/proc/self/maps", "re");
 	while (t && f && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%*x %7s %lx %*x:%*x %*u %4095s", &start, perms, &foff, mpath) != 4)
+		if (sscanf(line, "%lx-%*x %7s %lx %*x:%*x %*u %4095s", &start, perms, &foff,
+			   mpath) != 4)
 			continue;
 		if (perms[2] != 'x' || !strstr(mpath, "libc.so.6"))
 			continue;
