@@ -65,8 +65,9 @@ struct mt_unwind {
 	__u64 sp; /* the caller's rsp at pc */
 	__u64 bp;
 	__u64 hash;
-	struct mt_umaps *um; /* the address space's mappings */
-	__u32 n;	     /* frames recorded */
+	struct mt_umaps *um;	    /* the address space's mappings */
+	const struct mt_umap *last; /* the previous frame's: callers are often in it */
+	__u32 n;		    /* frames recorded */
 	__u32 status;
 	__u32 exact; /* pc is where the task is (a syscall), not a frame to record */
 };
@@ -194,7 +195,10 @@ static long unwind_step(__u64 i, void *ctx)
 
 	if (!st->exact && st->n >= MT_STACK_MAX)
 		goto truncated; /* more frames than a stack may hold */
-	m = st->um ? find_umap(st->um, st->pc) : NULL;
+	m = st->last;
+	if (!m || st->pc < m->start || st->pc >= m->end)
+		m = st->um ? find_umap(st->um, st->pc) : NULL;
+	st->last = m;
 	addr = m ? st->pc - m->bias : st->pc;
 	if (!st->exact)
 		add_frame(st, m ? m->object : 0, addr);

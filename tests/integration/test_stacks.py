@@ -28,8 +28,11 @@ EXPECTED = {
     "fork": ["leaf_alloc", "fork_child"] + START,
     "exec": ["leaf_alloc"] + ["rec"] * 6 + START,
     "dlopen": ["plugin_inner", "plugin_alloc", "call_plugin"] + START,
+    # mmap's stack starts at the return address into the syscall wrapper's caller
+    "mmap": ["map_pages"] + START,
 }
-SIZE = {"recurse": 4201, "thread": 4202, "fork": 4203, "exec": 4201, "dlopen": 4205}
+SIZE = {"recurse": 4201, "thread": 4202, "fork": 4203, "exec": 4201, "dlopen": 4205,
+        "mmap": 42 * 4096}
 
 
 def by_type(evs, t):
@@ -87,10 +90,13 @@ def test_fixture_stack(tmp, variant, mode):
     stacks = {}
     for s in by_type(evs, "stack"):
         stacks.setdefault(s["id"], s)
-    allocs = [e for e in by_type(evs, "malloc") if e["size"] == SIZE[mode]]
-    require_eq(len(allocs), 1, "mallocs of %d bytes" % SIZE[mode])
+    if mode == "mmap":
+        allocs = [e for e in by_type(evs, "mmap") if e["len"] == SIZE[mode]]
+    else:
+        allocs = [e for e in by_type(evs, "malloc") if e["size"] == SIZE[mode]]
+    require_eq(len(allocs), 1, "%s records of %d bytes" % (mode, SIZE[mode]))
     a = allocs[0]
-    require(a["stack"] in stacks, "the malloc's stack %d has a stack record" % a["stack"])
+    require(a["stack"] in stacks, "the record's stack %d has a stack record" % a["stack"])
     s = stacks[a["stack"]]
     names = frame_names(objects, s)
     want = list(EXPECTED[mode])
