@@ -38,6 +38,12 @@ static int check(void *ctx, uint64_t addr, const struct sym_frame *fr, uint32_t 
 	return 0;
 }
 
+/* The scratch directory goes when the fuzzer exits (libFuzzer ends with exit()). */
+static void remove_dir(void)
+{
+	rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char path[128];
@@ -47,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!dir[0]) {
 		snprintf(dir, sizeof(dir), "/dev/shm/fuzz-symcache-%d", (int)getpid());
 		mkdir(dir, 0700);
+		atexit(remove_dir);
 	}
 	snprintf(path, sizeof(path), "%s/abcd000000000000000000000000000000000000.syms", dir);
 	f = fopen(path, "w");
