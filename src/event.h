@@ -51,7 +51,9 @@
 	/* written by userspace (control socket, src/record/control.c) */   \
 	X(MARK, 15, "mark", "name", 0)         /* `mark NAME` */            \
 	X(ENABLE, 16, "enable", NULL, 0)       /* heap recording on */      \
-	X(DISABLE, 17, "disable", NULL, 0)     /* heap recording off */
+	X(DISABLE, 17, "disable", NULL, 0)     /* heap recording off */   \
+	/* 18: becomes 21 when issue 10's types 18-20 are merged */        \
+	X(FAST, 18, "fast", NULL, 0)           /* heap calls in-process */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
@@ -107,6 +109,7 @@
 #define MT_FIELDS_MARK(F)                      /* the name follows the header */
 #define MT_FIELDS_ENABLE(F)
 #define MT_FIELDS_DISABLE(F)
+#define MT_FIELDS_FAST(F)                      /* from here the library records */
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
@@ -217,6 +220,7 @@ enum mt_fn {
 #define MT_COOKIE_FN_MASK 0xffffu
 #define MT_COOKIE_GUARDED 0x10000u
 #define MT_COOKIE_NORET 0x20000u /* an allocating site without a return probe (operator new) */
+#define MT_COOKIE_INTERPOSED 0x40000u /* a name libmemtrack-fast.so interposes (--fast) */
 #define MT_COOKIE_KIND_SHIFT 20 /* the enum mt_fn_kind, so BPF needs no table */
 #define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
 

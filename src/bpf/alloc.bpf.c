@@ -194,6 +194,8 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 
 	if (!heap_enabled) /* recording switched off (control socket) */
 		return 0;
+	if ((cookie & MT_COOKIE_INTERPOSED) && fast_records(bpf_get_current_pid_tgid() >> 32))
+		return 0; /* libmemtrack-fast.so records it (fast.bpf.c) */
 	switch (kind) {
 	case MT_K_FREE: return free_enter(fn, cookie & MT_COOKIE_GUARDED, sp, a0);
 	case MT_K_MALLOC:

@@ -33,6 +33,8 @@
 #include "bpf_abi.h"
 #include "cli.h"
 #include "control.h"
+#include "fast_drain.h"
+#include "fast_ring.h"
 #include "loader.h"
 #include "memtrack.skel.h"
 #include "pipeline.h"
@@ -49,6 +51,7 @@ struct track_opts {
 	bool shell;	     /* run argv[0] through /bin/sh -c */
 	const char *control; /* --control: the control socket's path, or NULL */
 	bool start_disabled; /* --start-disabled: heap recording off until `enable` */
+	bool fast;	     /* --fast: heap calls recorded in-process where possible */
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;
@@ -60,7 +63,8 @@ struct track_run {
 	struct memtrack_bpf *skel;
 	struct probes *probes;
 	struct pipeline *pipe;
-	struct control *ctl; /* NULL without --control (or when it failed) */
+	struct control *ctl;	 /* NULL without --control (or when it failed) */
+	struct fast_drain *fast; /* --fast: the in-process rings, else NULL */
 	struct mt_writer *writer;
 	struct mt_header hdr;
 	struct spawn child;
@@ -87,7 +91,8 @@ enum {
 	OPT_FLUSH,
 	OPT_WAKEUP,
 	OPT_CONTROL,
-	OPT_START_DISABLED
+	OPT_START_DISABLED,
+	OPT_FAST
 };
 
 static const struct option track_options[] = {
@@ -101,6 +106,7 @@ static const struct option track_options[] = {
 	{ "wakeup-bytes", required_argument, NULL, OPT_WAKEUP },
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "start-disabled", no_argument, NULL, OPT_START_DISABLED },
+	{ "fast", no_argument, NULL, OPT_FAST },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -123,6 +129,8 @@ static void track_usage(FILE *out)
 		"      --control PATH    control socket (enable, disable, ping, mark NAME; see\n"
 		"                        memtrack ctl); the command finds PATH in $MEMTRACK_CONTROL\n"
 		"      --start-disabled  heap recording off until `enable` (needs --control)\n"
+		"      --fast            record heap calls inside the processes (a preloaded\n"
+		"                        library) where possible, uprobes elsewhere\n"
 		"  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 		"  -q, --quiet           no summary line\n");
 }
@@ -163,6 +171,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			o->control = optarg;
 			break;
 		case OPT_START_DISABLED: o->start_disabled = true; break;
+		case OPT_FAST: o->fast = true; break;
 		case OPT_RING:
 			/* the kernel takes a map size in 32 bits: 2G at most */
 			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096 || v > (1ull << 31)) {
@@ -212,6 +221,10 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	if (o->start_disabled && !o->control) {
 		die_msg("--start-disabled needs --control PATH, or nothing could ever enable recording; add --control PATH");
+		return 2;
+	}
+	if (o->fast && !o->allocators) {
+		die_msg("--fast records heap calls and --no-allocators records none; drop one of them");
 		return 2;
 	}
 	o->argv = argv + optind;
@@ -351,8 +364,14 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 		probes_forget(run->probes, pid, false);
 		return;
 	}
+	if (h->type == MT_FAST) { /* its library records its heap calls from now on */
+		probes_fast(run->probes, pid);
+		return;
+	}
 	if (h->type == MT_EXEC && f[EXEC_OLD_PID] != h->pid)
 		probes_forget(run->probes, pid, true);
+	else if (h->type == MT_EXEC && probes_is_fast(run->probes, pid))
+		probes_forget(run->probes, pid, false); /* the new image starts on uprobes */
 	if (h->type == MT_EXEC && is_memtrack((const char *)(f + EXEC_NFIELDS)))
 		hook_result(run, pid, loader_untrack_children(run->skel, pid));
 	if (h->type == MT_FORK)
@@ -518,6 +537,16 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 		(unsigned long long)ps->poller_waits, (unsigned long long)total_drops(t),
 		ps->encode_ns / 1e6, (unsigned long long)ps->frames,
 		(unsigned long long)ps->raw_bytes, (unsigned long long)ps->file_bytes);
+	if (run->fast) {
+		struct fast_drain_stats fs;
+
+		fast_drain__stats(run->fast, &fs);
+		fprintf(stderr,
+			"memtrack: fast: %llu processes recorded in-process (%llu refused), %llu records, %llu lost, %llu rings open at most\n",
+			(unsigned long long)fs.rings, (unsigned long long)fs.refused,
+			(unsigned long long)fs.records, (unsigned long long)fs.lost,
+			(unsigned long long)fs.max_open);
+	}
 	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
 		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
 		(run->t_finished - run->t_exited) / 1e6);
@@ -546,6 +575,13 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	if (run->hook_failures)
 		die_msg("could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
 			run->hook_failures, run->hook_err_pid, strerror(-run->hook_err));
+	if (run->fast) {
+		struct fast_drain_stats fs;
+
+		/* slots a killed thread reserved and never wrote: lost, type unknown */
+		fast_drain__stats(run->fast, &fs);
+		t->dropped[0] += fs.lost;
+	}
 	if (run->probes) {
 		struct probes_stats pr;
 
@@ -691,6 +727,73 @@ static const char *loader_reason(enum loader_step step, int err, char *buf, size
 }
 
 /*
+ * Finds libmemtrack-fast.so: next to the memtrack binary (the build tree),
+ * else in the install's lib/memtrack.  Returns 0 or -ENOENT.
+ */
+static int fast_lib_path(char *buf, size_t len)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n > 0) {
+		exe[n] = 0;
+		slash = strrchr(exe, '/');
+		if (slash &&
+		    (size_t)snprintf(buf, len, "%.*s/libmemtrack-fast.so", (int)(slash - exe),
+				     exe) < len &&
+		    !access(buf, R_OK))
+			return 0;
+		if (slash && (slash = memrchr(exe, '/', slash - exe)) &&
+		    (size_t)snprintf(buf, len, "%.*s/lib/memtrack/libmemtrack-fast.so",
+				     (int)(slash - exe), exe) < len &&
+		    !access(buf, R_OK))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/*
+ * --fast: opens the socket the library hands its rings to, makes the
+ * pipeline drain them, and puts the library first in the command's
+ * LD_PRELOAD (the command sees it there, and MEMTRACK_FAST_SOCKET: exec'd
+ * programs keep the path through them).  Returns 0 or -errno with a
+ * message in @err.
+ */
+static int start_fast(struct track_run *run, char *err, size_t errlen)
+{
+	char lib[4096], *preload;
+	const char *old = getenv("LD_PRELOAD");
+	int ret;
+
+	if (fast_lib_path(lib, sizeof(lib))) {
+		snprintf(
+			err, errlen,
+			"--fast needs libmemtrack-fast.so next to the memtrack binary or in lib/memtrack of its install; run make (or make install), or drop --fast");
+		return -ENOENT;
+	}
+	run->fast = fast_drain__new(bpf_map__fd(run->skel->maps.tracked));
+	if (!run->fast) {
+		ret = -errno;
+		snprintf(
+			err, errlen,
+			"cannot create the --fast socket: %s; set TMPDIR to a writable directory or drop --fast",
+			strerror(-ret));
+		return ret;
+	}
+	ret = pipeline__add_source(run->pipe, fast_drain__fd(run->fast), fast_drain_source,
+				   run->fast);
+	if (ret)
+		return ret;
+	if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)
+		return -ENOMEM;
+	setenv("LD_PRELOAD", preload, 1);
+	free(preload);
+	setenv(MT_FAST_SOCKET_ENV, fast_drain__path(run->fast), 1);
+	return 0;
+}
+
+/*
  * Loads the BPF side and creates the writer, the probe registry and the
  * pipeline.  Returns 0, or -errno with a one-line message in @err (what was
  * created is freed by the caller's cleanup).
@@ -704,6 +807,7 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.physical = run->o->physical,
 		.verbose = run->o->verbose,
 		.heap_disabled = run->o->start_disabled,
+		.fast = run->o->fast,
 	};
 	enum loader_step step;
 	int ret;
@@ -733,10 +837,16 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 			snprintf(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
+		probes__set_fast(run->probes, run->o->fast);
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
 	if (run->pipe && run->ctl)
 		start_control(run);
+	if (run->pipe && run->o->fast) {
+		ret = start_fast(run, err, errlen);
+		if (ret)
+			return ret;
+	}
 	ret = !run->pipe ? -errno
 			 : pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
 						  bpf_map__fd(run->skel->maps.ctl_events));
@@ -978,7 +1088,8 @@ fail_setup:
 	ret = 1;
 out:
 	pipeline__free(run.pipe);
-	control__free(run.ctl); /* after the poller, which serves it */
+	control__free(run.ctl);	    /* after the poller, which serves it */
+	fast_drain__free(run.fast); /* after the poller, which drains it */
 	mt_writer__free(run.writer);
 	teardown(&run);
 	if (run.out_fd >= 0)

@@ -29,6 +29,7 @@ struct loader_opts {
 	bool physical;	       /* count the tree's physical pages (may be turned off) */
 	bool verbose;	       /* let libbpf's debug output through */
 	bool heap_disabled;    /* start with heap recording off (--start-disabled) */
+	bool fast;	       /* --fast: load the in-process heap path's programs */
 	/* out: why physical was turned off (-errno and step), 0 if it was not */
 	int physical_err;
 	enum loader_step physical_step;

@@ -52,6 +52,24 @@ MT_MUST_CHECK int probes_sync(struct probes *p, pid_t pid);
  */
 void probes_forget(struct probes *p, pid_t pid, bool detach_now);
 
+/*
+ * --fast: sites under the names libmemtrack-fast.so interposes carry
+ * MT_COOKIE_INTERPOSED (alloc.bpf.c ignores them once the process has
+ * announced) and get links of their own, which probes_fast() detaches.
+ * Call before the first probes_sync().
+ */
+void probes__set_fast(struct probes *p, bool on);
+
+/*
+ * @pid announced the in-process path: detaches its interposed sites (their
+ * calls stop trapping) and attaches none from now on; the other sites (a
+ * vendor allocator's own API) stay.  Until its next exec.
+ */
+void probes_fast(struct probes *p, pid_t pid);
+
+/* Whether @pid announced the in-process path (and has not exec'd since). */
+bool probes_is_fast(const struct probes *p, pid_t pid);
+
 void probes__stats(const struct probes *p, struct probes_stats *st);
 
 /* Detaches every probe and frees the registry (NULL is fine). */

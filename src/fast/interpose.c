@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: MIT
+/*
+ * interpose.c - the allocator entry points libmemtrack-fast.so defines.
+ *
+ * Each forwards to the next definition in the search order (libc's, or
+ * another interposer's) and, for a thread's outermost allocator call made
+ * after the handover, records what the uprobe path records for it
+ * (alloc.bpf.c): the record type by the call's kind, `fn` the function the
+ * program called (or the first name of symbols.c's table that shares its
+ * address, as the uprobes see it), the sizes asked for, the addresses, the
+ * result.  free-kind calls are recorded before the block is released (as
+ * the uprobes record them at entry), so another thread's malloc of the same
+ * address cannot come first.
+ *
+ * A thread-local depth counts the allocator calls in progress: calls made
+ * inside another one (operator new calling malloc, the next interposer's
+ * own calls) are not recorded.  C++ operators may throw through here: the
+ * library is built with -fexceptions and the depth is restored by a cleanup.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include "event.h"
+#include "fast_lib.h"
+#include "next_sym.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* In symbols.c's order, so an alias takes the first name (see fn_of). */
+#define FAST_FUNCS(X)                                                                 \
+	X(MALLOC, "malloc")                                                           \
+	X(CALLOC, "calloc")                                                           \
+	X(REALLOC, "realloc")                                                         \
+	X(REALLOCARRAY, "reallocarray")                                               \
+	X(MEMALIGN, "memalign")                                                       \
+	X(ALIGNED_ALLOC, "aligned_alloc")                                             \
+	X(POSIX_MEMALIGN, "posix_memalign")                                           \
+	X(VALLOC, "valloc")                                                           \
+	X(PVALLOC, "pvalloc")                                                         \
+	X(FREE, "free")                                                               \
+	X(NEW, "_Znwm")                                                               \
+	X(NEW_ARRAY, "_Znam")                                                         \
+	X(NEW_NOTHROW, "_ZnwmRKSt9nothrow_t")                                         \
+	X(NEW_ARRAY_NOTHROW, "_ZnamRKSt9nothrow_t")                                   \
+	X(NEW_ALIGNED, "_ZnwmSt11align_val_t")                                        \
+	X(NEW_ARRAY_ALIGNED, "_ZnamSt11align_val_t")                                  \
+	X(NEW_ALIGNED_NOTHROW, "_ZnwmSt11align_val_tRKSt9nothrow_t")                  \
+	X(NEW_ARRAY_ALIGNED_NOTHROW, "_ZnamSt11align_val_tRKSt9nothrow_t")            \
+	X(DELETE, "_ZdlPv")                                                           \
+	X(DELETE_ARRAY, "_ZdaPv")                                                     \
+	X(DELETE_SIZED, "_ZdlPvm")                                                    \
+	X(DELETE_ARRAY_SIZED, "_ZdaPvm")                                              \
+	X(DELETE_ALIGNED, "_ZdlPvSt11align_val_t")                                    \
+	X(DELETE_ARRAY_ALIGNED, "_ZdaPvSt11align_val_t")                              \
+	X(DELETE_SIZED_ALIGNED, "_ZdlPvmSt11align_val_t")                             \
+	X(DELETE_ARRAY_SIZED_ALIGNED, "_ZdaPvmSt11align_val_t")                       \
+	X(DELETE_NOTHROW, "_ZdlPvRKSt9nothrow_t")                                     \
+	X(DELETE_ARRAY_NOTHROW, "_ZdaPvRKSt9nothrow_t")                               \
+	X(DELETE_ALIGNED_NOTHROW, "_ZdlPvSt11align_val_tRKSt9nothrow_t")              \
+	X(DELETE_ARRAY_ALIGNED_NOTHROW, "_ZdaPvSt11align_val_tRKSt9nothrow_t")
+
+enum {
+#define X_ENUM(id, name) I_##id,
+	FAST_FUNCS(X_ENUM)
+#undef X_ENUM
+	I_COUNT,
+	I_FIRST_CXX = I_NEW,
+};
+
+static const char *const names[I_COUNT] = {
+#define X_NAME(id, name) name,
+	FAST_FUNCS(X_NAME)
+#undef X_NAME
+};
+
+static const uint16_t natural_fn[I_COUNT] = {
+#define X_FN(id, name) MT_FN_##id,
+	FAST_FUNCS(X_FN)
+#undef X_FN
+};
+
+static void *real[I_COUNT];	/* the next definitions */
+static uint16_t fn_id[I_COUNT]; /* what a record of each calls it */
+
+static __thread unsigned tls_depth TLS_IE;
+
+/* glibc's own names, for the calls made before the lookup is possible */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+extern void *__libc_memalign(size_t, size_t);
+
+/* Our own malloc, whatever the search order resolves `malloc` to. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+extern void *own_malloc(size_t) HIDDEN __attribute__((alias("malloc")));
+#pragma GCC diagnostic pop
+
+/* Looks up function @i; an alias of an earlier one is recorded under its name. */
+static void resolve_one(int i)
+{
+	void *p = next_sym(names[i], (const void *)own_malloc);
+
+	fn_id[i] = natural_fn[i];
+	for (int j = i < I_FIRST_CXX ? 0 : I_FIRST_CXX; p && j < i; j++)
+		if (real[j] == p) {
+			fn_id[i] = fn_id[j];
+			break;
+		}
+	__atomic_store_n(&real[i], p, __ATOMIC_RELEASE);
+}
+
+void interpose_resolve(void)
+{
+	if (__atomic_load_n(&real[I_MALLOC], __ATOMIC_ACQUIRE))
+		return;
+	for (int i = 0; i < I_FIRST_CXX; i++)
+		if (i != I_MALLOC)
+			resolve_one(i);
+	resolve_one(I_MALLOC); /* last: its pointer says all are done */
+}
+
+/* The C++ runtime may be loaded later (dlopen): resolved at first use. */
+static void *cxx_real(int i)
+{
+	void *p = __atomic_load_n(&real[i], __ATOMIC_ACQUIRE);
+
+	if (__builtin_expect(!p, 0)) {
+		resolve_one(i);
+		p = real[i];
+		if (!p)
+			abort(); /* a call to an operator no loaded object defines */
+	}
+	return p;
+}
+
+bool interpose_owns_malloc(void)
+{
+	/* the program (or an earlier preload) defines malloc: ours is never called */
+	if (next_sym("malloc", NULL) != (void *)own_malloc)
+		return false;
+	/* jemalloc, tcmalloc, mimalloc loaded as malloc: their calls stay with the uprobes */
+	return !one_object_defines("malloc", "mallocx") &&
+	       !one_object_defines("malloc", "tc_malloc") &&
+	       !one_object_defines("malloc", "mi_malloc");
+}
+
+/* Enters an allocator call; returns whether it is the thread's outermost one to record. */
+static inline bool enter(void)
+{
+	return tls_depth++ == 0 && fast_recording;
+}
+
+static inline void leave(unsigned *unused)
+{
+	tls_depth--;
+}
+
+#define REAL(i, type) ((type)real[i])
+
+static inline void record_alloc(int i, uint16_t type, void *p, uint64_t size, uint64_t third)
+{
+	if (p)
+		fast_record(type, fn_id[i], type == MT_MALLOC || type == MT_CALLOC ? 2 : 3,
+			    (uintptr_t)p, size, third);
+}
+
+static inline void record_free(int i, void *p)
+{
+	if (p)
+		fast_record(MT_FREE, fn_id[i], 1, (uintptr_t)p, 0, 0);
+}
+
+EXPORT void *malloc(size_t n)
+{
+	bool rec = enter();
+	void *p;
+
+	if (__builtin_expect(!real[I_MALLOC], 0))
+		interpose_resolve();
+	p = real[I_MALLOC] ? REAL(I_MALLOC, void *(*)(size_t))(n) : __libc_malloc(n);
+	if (rec)
+		record_alloc(I_MALLOC, MT_MALLOC, p, n, 0);
+	tls_depth--;
+	return p;
+}
+
+EXPORT void *calloc(size_t n, size_t size)
+{
+	bool rec = enter();
+	void *p;
+
+	if (__builtin_expect(!real[I_MALLOC], 0))
+		interpose_resolve();
+	p = real[I_CALLOC] ? REAL(I_CALLOC, void *(*)(size_t, size_t))(n, size)
+			   : __libc_calloc(n, size);
+	if (rec)
+		record_alloc(I_CALLOC, MT_CALLOC, p, (uint64_t)n * size, 0);
+	tls_depth--;
+	return p;
+}
+
+/* realloc-like results: realloc(NULL, n) allocates, realloc(p, 0) frees p. */
+static void record_realloc(int i, void *old, void *p, uint64_t size)
+{
+	if (!old)
+		record_alloc(i, MT_MALLOC, p, size, 0);
+	else if (p)
+		fast_record(MT_REALLOC, fn_id[i], 3, (uintptr_t)p, size, (uintptr_t)old);
+	else if (!size)
+		fast_record(MT_FREE, fn_id[i], 1, (uintptr_t)old, 0, 0);
+}
+
+EXPORT void *realloc(void *old, size_t n)
+{
+	bool rec = enter();
+	void *p;
+
+	if (__builtin_expect(!real[I_MALLOC], 0))
+		interpose_resolve();
+	p = real[I_REALLOC] ? REAL(I_REALLOC, void *(*)(void *, size_t))(old, n)
+			    : __libc_realloc(old, n);
+	if (rec)
+		record_realloc(I_REALLOC, old, p, n);
+	tls_depth--;
+	return p;
+}
+
+EXPORT void *reallocarray(void *old, size_t n, size_t size)
+{
+	bool rec = enter();
+	void *p;
+
+	interpose_resolve();
+	p = REAL(I_REALLOCARRAY, void *(*)(void *, size_t, size_t))(old, n, size);
+	if (rec)
+		record_realloc(I_REALLOCARRAY, old, p, (uint64_t)n * size);
+	tls_depth--;
+	return p;
+}
+
+EXPORT void free(void *p)
+{
+	if (enter())
+		record_free(I_FREE, p);
+	if (__builtin_expect(!real[I_MALLOC], 0))
+		interpose_resolve();
+	if (real[I_FREE])
+		REAL(I_FREE, void (*)(void *))(p);
+	else
+		__libc_free(p);
+	tls_depth--;
+}
+
+static void *aligned(int i, size_t align, size_t n)
+{
+	bool rec = enter();
+	void *p;
+
+	interpose_resolve();
+	p = real[i] ? REAL(i, void *(*)(size_t, size_t))(align, n) : __libc_memalign(align, n);
+	if (rec)
+		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align);
+	tls_depth--;
+	return p;
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	return aligned(I_MEMALIGN, align, n);
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	return aligned(I_ALIGNED_ALLOC, align, n);
+}
+
+EXPORT int posix_memalign(void **pp, size_t align, size_t n)
+{
+	bool rec = enter();
+	int ret;
+
+	interpose_resolve();
+	ret = REAL(I_POSIX_MEMALIGN, int (*)(void **, size_t, size_t))(pp, align, n);
+	if (rec && !ret)
+		record_alloc(I_POSIX_MEMALIGN, MT_ALIGNED_ALLOC, *pp, n, align);
+	tls_depth--;
+	return ret;
+}
+
+static void *page_aligned(int i, size_t n)
+{
+	bool rec = enter();
+	void *p;
+
+	interpose_resolve();
+	p = REAL(i, void *(*)(size_t))(n);
+	if (rec)
+		record_alloc(i, MT_ALIGNED_ALLOC, p, n, (uint64_t)sysconf(_SC_PAGESIZE));
+	tls_depth--;
+	return p;
+}
+
+EXPORT void *valloc(size_t n)
+{
+	return page_aligned(I_VALLOC, n);
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+	return page_aligned(I_PVALLOC, n);
+}
+
+/*
+ * C++ operators.  operator new may throw (bad_alloc, or a new_handler's
+ * exception): the depth is restored by the cleanup as the exception passes.
+ */
+#define DEPTH_GUARD unsigned guard __attribute__((cleanup(leave))) = 0
+typedef struct {
+	unsigned char v;
+} nothrow_t; /* std::nothrow_t, passed by reference */
+
+static void *cxx_new(int i, size_t n)
+{
+	bool rec = enter();
+	DEPTH_GUARD;
+	void *p = ((void *(*)(size_t))cxx_real(i))(n);
+
+	if (rec)
+		record_alloc(i, MT_MALLOC, p, n, 0);
+	return p;
+}
+
+static void *cxx_new_nothrow(int i, size_t n, const nothrow_t *nt)
+{
+	bool rec = enter();
+	DEPTH_GUARD;
+	void *p = ((void *(*)(size_t, const nothrow_t *))cxx_real(i))(n, nt);
+
+	if (rec)
+		record_alloc(i, MT_MALLOC, p, n, 0);
+	return p;
+}
+
+static void *cxx_new_aligned(int i, size_t n, size_t align)
+{
+	bool rec = enter();
+	DEPTH_GUARD;
+	void *p = ((void *(*)(size_t, size_t))cxx_real(i))(n, align);
+
+	if (rec)
+		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align);
+	return p;
+}
+
+static void *cxx_new_aligned_nothrow(int i, size_t n, size_t align, const nothrow_t *nt)
+{
+	bool rec = enter();
+	DEPTH_GUARD;
+	void *p = ((void *(*)(size_t, size_t, const nothrow_t *))cxx_real(i))(n, align, nt);
+
+	if (rec)
+		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align);
+	return p;
+}
+
+/* Every operator delete form: (ptr, up to two more word-sized arguments). */
+static void cxx_delete(int i, void *p, uintptr_t a1, uintptr_t a2)
+{
+	DEPTH_GUARD;
+
+	if (enter())
+		record_free(i, p);
+	((void (*)(void *, uintptr_t, uintptr_t))cxx_real(i))(p, a1, a2);
+}
+
+// clang-format off
+EXPORT void *_Znwm(size_t n) { return cxx_new(I_NEW, n); }
+EXPORT void *_Znam(size_t n) { return cxx_new(I_NEW_ARRAY, n); }
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const nothrow_t *t) { return cxx_new_nothrow(I_NEW_NOTHROW, n, t); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const nothrow_t *t) { return cxx_new_nothrow(I_NEW_ARRAY_NOTHROW, n, t); }
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(I_NEW_ALIGNED, n, a); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(I_NEW_ARRAY_ALIGNED, n, a); }
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const nothrow_t *t) { return cxx_new_aligned_nothrow(I_NEW_ALIGNED_NOTHROW, n, a, t); }
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const nothrow_t *t) { return cxx_new_aligned_nothrow(I_NEW_ARRAY_ALIGNED_NOTHROW, n, a, t); }
+EXPORT void _ZdlPv(void *p) { cxx_delete(I_DELETE, p, 0, 0); }
+EXPORT void _ZdaPv(void *p) { cxx_delete(I_DELETE_ARRAY, p, 0, 0); }
+EXPORT void _ZdlPvm(void *p, size_t n) { cxx_delete(I_DELETE_SIZED, p, n, 0); }
+EXPORT void _ZdaPvm(void *p, size_t n) { cxx_delete(I_DELETE_ARRAY_SIZED, p, n, 0); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { cxx_delete(I_DELETE_ALIGNED, p, a, 0); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { cxx_delete(I_DELETE_ARRAY_ALIGNED, p, a, 0); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { cxx_delete(I_DELETE_SIZED_ALIGNED, p, n, a); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { cxx_delete(I_DELETE_ARRAY_SIZED_ALIGNED, p, n, a); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const nothrow_t *t) { cxx_delete(I_DELETE_NOTHROW, p, (uintptr_t)t, 0); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const nothrow_t *t) { cxx_delete(I_DELETE_ARRAY_NOTHROW, p, (uintptr_t)t, 0); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const nothrow_t *t) { cxx_delete(I_DELETE_ALIGNED_NOTHROW, p, a, (uintptr_t)t); }
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const nothrow_t *t) { cxx_delete(I_DELETE_ARRAY_ALIGNED_NOTHROW, p, a, (uintptr_t)t); }
+// clang-format on
