@@ -753,6 +753,14 @@ static int fast_lib_path(char *buf, size_t len)
 	return -ENOENT;
 }
 
+/* Poller thread: a process whose executable allocates itself stays on the uprobes. */
+static bool fast_admit(void *ctx, pid_t pid)
+{
+	struct track_run *run = ctx;
+
+	return !probes_exe_allocates(run->probes, pid);
+}
+
 /*
  * --fast: opens the socket the library hands its rings to, makes the
  * pipeline drain them, and puts the library first in the command's
@@ -772,7 +780,7 @@ static int start_fast(struct track_run *run, char *err, size_t errlen)
 			"--fast needs libmemtrack-fast.so next to the memtrack binary or in lib/memtrack of its install; run make (or make install), or drop --fast");
 		return -ENOENT;
 	}
-	run->fast = fast_drain__new(bpf_map__fd(run->skel->maps.tracked));
+	run->fast = fast_drain__new(bpf_map__fd(run->skel->maps.tracked), fast_admit, run);
 	if (!run->fast) {
 		ret = -errno;
 		snprintf(

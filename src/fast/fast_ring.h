@@ -44,8 +44,8 @@ struct mt_fast_hdr {
 };
 
 struct mt_fast_slot {
-	__u64 seq;		/* see above (atomic) */
-	struct mt_rec_hdr h;	/* as the BPF side fills it */
+	__u64 seq;		  /* see above (atomic) */
+	struct mt_rec_hdr h;	  /* as the BPF side fills it */
 	__u64 f[REALLOC_NFIELDS]; /* heap records have at most 3 fields */
 	__u64 pad;
 };

@@ -30,43 +30,43 @@
 #define EXPORT __attribute__((visibility("default")))
 
 /* In symbols.c's order, so an alias takes the first name (see fn_of). */
-#define FAST_FUNCS(X)                                                                 \
-	X(MALLOC, "malloc")                                                           \
-	X(CALLOC, "calloc")                                                           \
-	X(REALLOC, "realloc")                                                         \
-	X(REALLOCARRAY, "reallocarray")                                               \
-	X(MEMALIGN, "memalign")                                                       \
-	X(ALIGNED_ALLOC, "aligned_alloc")                                             \
-	X(POSIX_MEMALIGN, "posix_memalign")                                           \
-	X(VALLOC, "valloc")                                                           \
-	X(PVALLOC, "pvalloc")                                                         \
-	X(FREE, "free")                                                               \
-	X(NEW, "_Znwm")                                                               \
-	X(NEW_ARRAY, "_Znam")                                                         \
-	X(NEW_NOTHROW, "_ZnwmRKSt9nothrow_t")                                         \
-	X(NEW_ARRAY_NOTHROW, "_ZnamRKSt9nothrow_t")                                   \
-	X(NEW_ALIGNED, "_ZnwmSt11align_val_t")                                        \
-	X(NEW_ARRAY_ALIGNED, "_ZnamSt11align_val_t")                                  \
-	X(NEW_ALIGNED_NOTHROW, "_ZnwmSt11align_val_tRKSt9nothrow_t")                  \
-	X(NEW_ARRAY_ALIGNED_NOTHROW, "_ZnamSt11align_val_tRKSt9nothrow_t")            \
-	X(DELETE, "_ZdlPv")                                                           \
-	X(DELETE_ARRAY, "_ZdaPv")                                                     \
-	X(DELETE_SIZED, "_ZdlPvm")                                                    \
-	X(DELETE_ARRAY_SIZED, "_ZdaPvm")                                              \
-	X(DELETE_ALIGNED, "_ZdlPvSt11align_val_t")                                    \
-	X(DELETE_ARRAY_ALIGNED, "_ZdaPvSt11align_val_t")                              \
-	X(DELETE_SIZED_ALIGNED, "_ZdlPvmSt11align_val_t")                             \
-	X(DELETE_ARRAY_SIZED_ALIGNED, "_ZdaPvmSt11align_val_t")                       \
-	X(DELETE_NOTHROW, "_ZdlPvRKSt9nothrow_t")                                     \
-	X(DELETE_ARRAY_NOTHROW, "_ZdaPvRKSt9nothrow_t")                               \
-	X(DELETE_ALIGNED_NOTHROW, "_ZdlPvSt11align_val_tRKSt9nothrow_t")              \
+#define FAST_FUNCS(X)                                                      \
+	X(MALLOC, "malloc")                                                \
+	X(CALLOC, "calloc")                                                \
+	X(REALLOC, "realloc")                                              \
+	X(REALLOCARRAY, "reallocarray")                                    \
+	X(MEMALIGN, "memalign")                                            \
+	X(ALIGNED_ALLOC, "aligned_alloc")                                  \
+	X(POSIX_MEMALIGN, "posix_memalign")                                \
+	X(VALLOC, "valloc")                                                \
+	X(PVALLOC, "pvalloc")                                              \
+	X(FREE, "free")                                                    \
+	X(NEW, "_Znwm")                                                    \
+	X(NEW_ARRAY, "_Znam")                                              \
+	X(NEW_NOTHROW, "_ZnwmRKSt9nothrow_t")                              \
+	X(NEW_ARRAY_NOTHROW, "_ZnamRKSt9nothrow_t")                        \
+	X(NEW_ALIGNED, "_ZnwmSt11align_val_t")                             \
+	X(NEW_ARRAY_ALIGNED, "_ZnamSt11align_val_t")                       \
+	X(NEW_ALIGNED_NOTHROW, "_ZnwmSt11align_val_tRKSt9nothrow_t")       \
+	X(NEW_ARRAY_ALIGNED_NOTHROW, "_ZnamSt11align_val_tRKSt9nothrow_t") \
+	X(DELETE, "_ZdlPv")                                                \
+	X(DELETE_ARRAY, "_ZdaPv")                                          \
+	X(DELETE_SIZED, "_ZdlPvm")                                         \
+	X(DELETE_ARRAY_SIZED, "_ZdaPvm")                                   \
+	X(DELETE_ALIGNED, "_ZdlPvSt11align_val_t")                         \
+	X(DELETE_ARRAY_ALIGNED, "_ZdaPvSt11align_val_t")                   \
+	X(DELETE_SIZED_ALIGNED, "_ZdlPvmSt11align_val_t")                  \
+	X(DELETE_ARRAY_SIZED_ALIGNED, "_ZdaPvmSt11align_val_t")            \
+	X(DELETE_NOTHROW, "_ZdlPvRKSt9nothrow_t")                          \
+	X(DELETE_ARRAY_NOTHROW, "_ZdaPvRKSt9nothrow_t")                    \
+	X(DELETE_ALIGNED_NOTHROW, "_ZdlPvSt11align_val_tRKSt9nothrow_t")   \
 	X(DELETE_ARRAY_ALIGNED_NOTHROW, "_ZdaPvSt11align_val_tRKSt9nothrow_t")
 
 enum {
 #define X_ENUM(id, name) I_##id,
 	FAST_FUNCS(X_ENUM)
 #undef X_ENUM
-	I_COUNT,
+		I_COUNT,
 	I_FIRST_CXX = I_NEW,
 };
 
@@ -87,6 +87,23 @@ static uint16_t fn_id[I_COUNT]; /* what a record of each calls it */
 
 static __thread unsigned tls_depth TLS_IE;
 
+/*
+ * An operator new of the C++ runtime waiting for its result.  As on the
+ * uprobe path (which cannot put a return probe on it), operator new is not
+ * a call the depth counts: it takes its result from the first allocator
+ * call it makes (libstdc++'s calls malloc or aligned_alloc), and what it
+ * does after that (__cxa_allocate_exception's malloc when it throws) is
+ * the thread's own outermost call again.
+ */
+struct pending_new {
+	bool active;
+	uint16_t fn;   /* the operator's */
+	uint16_t type; /* MT_MALLOC, or MT_ALIGNED_ALLOC for the align_val_t forms */
+	uint64_t size; /* asked of operator new */
+	uint64_t align;
+};
+static __thread struct pending_new tls_new TLS_IE;
+
 /* glibc's own names, for the calls made before the lookup is possible */
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -97,7 +114,8 @@ extern void *__libc_memalign(size_t, size_t);
 /* Our own malloc, whatever the search order resolves `malloc` to. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-attributes"
-extern void *own_malloc(size_t) HIDDEN __attribute__((alias("malloc")));
+extern void *own_malloc(size_t)
+HIDDEN __attribute__((alias("malloc")));
 #pragma GCC diagnostic pop
 
 /* Looks up function @i; an alias of an earlier one is recorded under its name. */
@@ -162,16 +180,32 @@ static inline void leave(unsigned *unused)
 
 #define REAL(i, type) ((type)real[i])
 
-static inline void record_alloc(int i, uint16_t type, void *p, uint64_t size, uint64_t third)
+static inline uint32_t nfields_of(uint16_t type)
 {
-	if (p)
-		fast_record(type, fn_id[i], type == MT_MALLOC || type == MT_CALLOC ? 2 : 3,
-			    (uintptr_t)p, size, third);
+	return type == MT_MALLOC || type == MT_CALLOC ? 2 : 3;
 }
 
+/*
+ * Records an outermost allocating call's result: its own, or, when it is
+ * the call an operator new delegated to, the operator's.
+ */
+static inline void record_alloc(int i, uint16_t type, void *p, uint64_t size, uint64_t third)
+{
+	if (__builtin_expect(tls_new.active, 0)) {
+		tls_new.active = false;
+		if (p)
+			fast_record(tls_new.type, tls_new.fn, nfields_of(tls_new.type),
+				    (uintptr_t)p, tls_new.size, tls_new.align);
+		return;
+	}
+	if (p)
+		fast_record(type, fn_id[i], nfields_of(type), (uintptr_t)p, size, third);
+}
+
+/* A free inside an operator new (not a program's call) is not recorded. */
 static inline void record_free(int i, void *p)
 {
-	if (p)
+	if (p && !tls_new.active)
 		fast_record(MT_FREE, fn_id[i], 1, (uintptr_t)p, 0, 0);
 }
 
@@ -274,10 +308,12 @@ EXPORT void *memalign(size_t align, size_t n)
 	return aligned(I_MEMALIGN, align, n);
 }
 
-EXPORT void *aligned_alloc(size_t align, size_t n)
-{
-	return aligned(I_ALIGNED_ALLOC, align, n);
-}
+/*
+ * glibc's aligned_alloc is its memalign (one address, so the uprobes record
+ * both as memalign, symbols.c): ours is too, so that a process running this
+ * library records the same whichever path records it.
+ */
+EXPORT void *aligned_alloc(size_t align, size_t n) __attribute__((alias("memalign")));
 
 EXPORT int posix_memalign(void **pp, size_t align, size_t n)
 {
@@ -286,7 +322,9 @@ EXPORT int posix_memalign(void **pp, size_t align, size_t n)
 
 	interpose_resolve();
 	ret = REAL(I_POSIX_MEMALIGN, int (*)(void **, size_t, size_t))(pp, align, n);
-	if (rec && !ret)
+	if (rec && tls_new.active)
+		tls_new.active = false; /* an operator new's delegate that returns no pointer */
+	else if (rec && !ret)
 		record_alloc(I_POSIX_MEMALIGN, MT_ALIGNED_ALLOC, *pp, n, align);
 	tls_depth--;
 	return ret;
@@ -317,65 +355,67 @@ EXPORT void *pvalloc(size_t n)
 
 /*
  * C++ operators.  operator new may throw (bad_alloc, or a new_handler's
- * exception): the depth is restored by the cleanup as the exception passes.
+ * exception): the cleanups restore the thread's state as it passes.
  */
-#define DEPTH_GUARD unsigned guard __attribute__((cleanup(leave))) = 0
 typedef struct {
 	unsigned char v;
 } nothrow_t; /* std::nothrow_t, passed by reference */
 
+static inline void new_done(bool *mine)
+{
+	if (*mine)
+		tls_new.active = false;
+}
+
+/*
+ * Starts an outermost operator new: its delegate records it (see
+ * pending_new).  Returns whether this call is the pending one.
+ */
+static inline bool new_begin(int i, uint16_t type, size_t n, size_t align)
+{
+	if (tls_depth || tls_new.active || !fast_recording)
+		return false;
+	tls_new = (struct pending_new){ true, fn_id[i], type, n, align };
+	return true;
+}
+
+#define NEW_GUARD(i, type, n, align) \
+	void *real_fn = cxx_real(i); \
+	bool mine __attribute__((cleanup(new_done))) = new_begin(i, type, n, align)
+
 static void *cxx_new(int i, size_t n)
 {
-	bool rec = enter();
-	DEPTH_GUARD;
-	void *p = ((void *(*)(size_t))cxx_real(i))(n);
-
-	if (rec)
-		record_alloc(i, MT_MALLOC, p, n, 0);
-	return p;
+	NEW_GUARD(i, MT_MALLOC, n, 0);
+	return ((void *(*)(size_t))real_fn)(n);
 }
 
 static void *cxx_new_nothrow(int i, size_t n, const nothrow_t *nt)
 {
-	bool rec = enter();
-	DEPTH_GUARD;
-	void *p = ((void *(*)(size_t, const nothrow_t *))cxx_real(i))(n, nt);
-
-	if (rec)
-		record_alloc(i, MT_MALLOC, p, n, 0);
-	return p;
+	NEW_GUARD(i, MT_MALLOC, n, 0);
+	return ((void *(*)(size_t, const nothrow_t *))real_fn)(n, nt);
 }
 
 static void *cxx_new_aligned(int i, size_t n, size_t align)
 {
-	bool rec = enter();
-	DEPTH_GUARD;
-	void *p = ((void *(*)(size_t, size_t))cxx_real(i))(n, align);
-
-	if (rec)
-		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align);
-	return p;
+	NEW_GUARD(i, MT_ALIGNED_ALLOC, n, align);
+	return ((void *(*)(size_t, size_t))real_fn)(n, align);
 }
 
 static void *cxx_new_aligned_nothrow(int i, size_t n, size_t align, const nothrow_t *nt)
 {
-	bool rec = enter();
-	DEPTH_GUARD;
-	void *p = ((void *(*)(size_t, size_t, const nothrow_t *))cxx_real(i))(n, align, nt);
-
-	if (rec)
-		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align);
-	return p;
+	NEW_GUARD(i, MT_ALIGNED_ALLOC, n, align);
+	return ((void *(*)(size_t, size_t, const nothrow_t *))real_fn)(n, align, nt);
 }
 
 /* Every operator delete form: (ptr, up to two more word-sized arguments). */
 static void cxx_delete(int i, void *p, uintptr_t a1, uintptr_t a2)
 {
-	DEPTH_GUARD;
+	void *real_fn = cxx_real(i);
+	unsigned guard __attribute__((cleanup(leave))) = 0;
 
 	if (enter())
 		record_free(i, p);
-	((void (*)(void *, uintptr_t, uintptr_t))cxx_real(i))(p, a1, a2);
+	((void (*)(void *, uintptr_t, uintptr_t))real_fn)(p, a1, a2);
 }
 
 // clang-format off

@@ -78,7 +78,8 @@ static void *object_lookup(const struct dl_phdr_info *info, const char *name, ui
 		return NULL;
 	{
 		uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2];
-		const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_size);
+		const uint32_t *buckets =
+			(const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_size);
 		const uint32_t *chain = buckets + nbuckets;
 		uint32_t i = buckets[h % nbuckets];
 

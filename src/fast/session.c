@@ -58,11 +58,11 @@ __asm__(".text\n"
 	".size vfork, .-vfork\n");
 
 static struct {
-	void *ring;		     /* MT_FAST_RING_BYTES, shared with memtrack */
-	struct mt_fast_slot *slots;  /* in ring */
-	struct mt_fast_hdr *hdr;     /* in ring */
-	int sock;		     /* to memtrack, -1 if none */
-	pid_t pid;		     /* the process that announced */
+	void *ring;		    /* MT_FAST_RING_BYTES, shared with memtrack */
+	struct mt_fast_slot *slots; /* in ring */
+	struct mt_fast_hdr *hdr;    /* in ring */
+	int sock;		    /* to memtrack, -1 if none */
+	pid_t pid;		    /* the process that announced */
 } S = { .sock = -1 };
 
 static __thread pid_t tls_tid TLS_IE;
@@ -109,8 +109,7 @@ static bool wait_slot(struct mt_fast_slot *s, uint64_t lap)
 	}
 }
 
-void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint64_t b,
-		 uint64_t c)
+void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint64_t b, uint64_t c)
 {
 	struct mt_fast_slot *s;
 	struct timespec ts;
@@ -118,7 +117,7 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
 
 	if (__builtin_expect(fast_vfork_flag, 0)) {
 		if (syscall(SYS_getpid) != S.pid)
-			return; /* a vfork child: the uprobes record it */
+			return;	     /* a vfork child: the uprobes record it */
 		fast_vfork_flag = 0; /* its child has exec'd or exited since */
 	}
 	if (__builtin_expect(!tls_tid, 0))

@@ -30,15 +30,17 @@
 
 struct fast_conn {
 	int sock;
-	pid_t pid;   /* the peer */
-	void *ring;  /* MT_FAST_RING_BYTES, NULL while pending */
+	pid_t pid;     /* the peer */
+	void *ring;    /* MT_FAST_RING_BYTES, NULL while pending */
 	uint64_t tail; /* next position to read */
-	bool closing; /* the peer's end closed: read to the end, then free */
+	bool closing;  /* the peer's end closed: read to the end, then free */
 	struct fast_conn *next;
 };
 
 struct fast_drain {
 	int tracked_fd; /* borrowed */
+	fast_admit_fn admit;
+	void *admit_ctx;
 	int listen_fd;
 	int epoll_fd;
 	char dir[64];
@@ -55,7 +57,7 @@ static int epoll_add_ptr(int epfd, int fd, void *ptr)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
-struct fast_drain *fast_drain__new(int tracked_fd)
+struct fast_drain *fast_drain__new(int tracked_fd, fast_admit_fn admit, void *ctx)
 {
 	struct fast_drain *d = calloc(1, sizeof(*d));
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -65,6 +67,8 @@ struct fast_drain *fast_drain__new(int tracked_fd)
 	if (!d)
 		return NULL;
 	d->tracked_fd = tracked_fd;
+	d->admit = admit;
+	d->admit_ctx = ctx;
 	d->listen_fd = d->epoll_fd = -1;
 	if (!tmp || !*tmp || strlen(tmp) > 40)
 		tmp = "/tmp";
@@ -171,6 +175,8 @@ static bool open_ring(struct fast_drain *d, struct fast_conn *c)
 	key = cred.pid;
 	if (bpf_map_lookup_elem(d->tracked_fd, &key, &tp))
 		goto refuse; /* not of the tree (another session's leftover environment) */
+	if (d->admit && !d->admit(d->admit_ctx, cred.pid))
+		goto refuse;
 	c->ring = mmap(NULL, MT_FAST_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	fd = -1;
@@ -232,8 +238,7 @@ static int drain_ring(struct fast_drain *d, struct fast_conn *c, struct pipeline
 			rec.h.pid = c->pid; /* the peer's, whatever it wrote */
 			if (rec.h.nfields > REALLOC_NFIELDS)
 				rec.h.nfields = REALLOC_NFIELDS;
-			err = pipeline_feed(p, &rec,
-					    sizeof(rec.h) + rec.h.nfields * sizeof(__u64));
+			err = pipeline_feed(p, &rec, sizeof(rec.h) + rec.h.nfields * sizeof(__u64));
 			if (err)
 				return err;
 			n++;

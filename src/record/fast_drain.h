@@ -11,7 +11,9 @@
 #ifndef MEMTRACK_FAST_DRAIN_H
 #define MEMTRACK_FAST_DRAIN_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "compiler.h"
 
 struct pipeline;
@@ -25,12 +27,16 @@ struct fast_drain_stats {
 	uint64_t max_open; /* rings open at once, at most */
 };
 
+/* Whether process @pid may record in-process (called on the poller thread). */
+typedef bool (*fast_admit_fn)(void *ctx, pid_t pid);
+
 /*
  * Creates the socket (in a fresh private directory under $TMPDIR or /tmp,
  * connectable by anyone: only processes in the BPF map @tracked_fd, the
- * tree, are answered yes).  Returns NULL with errno set.
+ * tree, that @admit(@ctx) accepts are answered yes).  Returns NULL with
+ * errno set.
  */
-struct fast_drain *fast_drain__new(int tracked_fd);
+struct fast_drain *fast_drain__new(int tracked_fd, fast_admit_fn admit, void *ctx);
 
 /* The socket's path, for MEMTRACK_FAST_SOCKET. */
 const char *fast_drain__path(const struct fast_drain *d);

@@ -239,10 +239,18 @@ static bool is_operator_new(unsigned fn)
 	return fn >= MT_FN_NEW && fn <= MT_FN_NEW_ARRAY_ALIGNED_NOTHROW;
 }
 
-/* Whether libmemtrack-fast.so defines (interposes) the function of @s. */
-static bool is_interposed(const struct alloc_site *s)
+/*
+ * Whether the calls of site @s of @fi all pass through libmemtrack-fast.so:
+ * a standard name (the library defines it, so the program's calls bind to
+ * the library's) of a file that is not an allocator library of its own.
+ * jemalloc's, mimalloc's and tcmalloc's functions also go by their own
+ * names (mimalloc's free is mi_free), which a program can call directly
+ * (dlsym): their sites stay with the uprobes.
+ */
+static bool is_interposed(const struct file_info *fi, const struct alloc_site *s)
 {
-	return !s->vendor && s->fn != MT_FN_FREE_SIZED && s->fn != MT_FN_FREE_ALIGNED_SIZED;
+	return !fi->syms.vendor && !s->vendor && s->fn != MT_FN_FREE_SIZED &&
+	       s->fn != MT_FN_FREE_ALIGNED_SIZED;
 }
 
 /* One link group's sites: entries (alloc_enter) and returns (alloc_exit). */
@@ -318,7 +326,7 @@ static int attach_file(struct probes *p, struct proc_links *pl, struct file_info
 	for (unsigned i = 0; i < fi->syms.n; i++) {
 		const struct alloc_site *s = &fi->syms.site[i];
 		uint64_t c = s->fn | (uint64_t)mt_fn_kind(s->fn) << MT_COOKIE_KIND_SHIFT;
-		bool interposed = p->fast_path && is_interposed(s);
+		bool interposed = p->fast_path && is_interposed(fi, s);
 
 		if (interposed && pl->fast)
 			continue;
@@ -590,6 +598,19 @@ void probes_fast(struct probes *p, pid_t pid)
 		return;
 	pl->fast = true;
 	bury_ilinks(p, pl);
+}
+
+bool probes_exe_allocates(struct probes *p, pid_t pid)
+{
+	struct file_info *fi;
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	if (stat(path, &st))
+		return true; /* cannot tell: the uprobes are always right */
+	fi = file_lookup(p, path, st.st_dev, st.st_ino);
+	return !fi || fi->syms.n > 0;
 }
 
 bool probes_is_fast(const struct probes *p, pid_t pid)

@@ -67,6 +67,14 @@ void probes__set_fast(struct probes *p, bool on);
  */
 void probes_fast(struct probes *p, pid_t pid);
 
+/*
+ * Whether @pid's executable defines allocator functions of its own (a
+ * statically linked C++ runtime's operator new, a linked-in allocator):
+ * calls inside the executable bind there, past libmemtrack-fast.so, so
+ * such a process stays on the uprobes.
+ */
+bool probes_exe_allocates(struct probes *p, pid_t pid);
+
 /* Whether @pid announced the in-process path (and has not exec'd since). */
 bool probes_is_fast(const struct probes *p, pid_t pid);
 
