@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pytest
 
-from mtlib import (BUILD, MEMTRACK, Artifact, check_eq, fixture, heap, of_type,
-                   report_json, require, require_eq, spawn_track, track)
+from mtlib import (BUILD, MEMTRACK, Artifact, check_eq, check_true, fixture, heap,
+                   of_type, require, require_eq, run, spawn_track, track)
 import test_exact
 
 FAST_LIB = BUILD / "libmemtrack-fast.so"
@@ -159,3 +159,78 @@ def test_real_program_same_both_ways(tmp, name):
     if name == "gcc":
         (Path(tmp) / "prog.c").write_text(test_exact.C_SOURCE)
     check_same(tmp, cmd, cwd=tmp, min_fast=2 if name == "gcc" else 1, addresses=False)
+
+
+EXACT = {
+    "python": REAL["python"],
+    "perl": REAL["perl"],
+    "tar": "tar -cf - /usr/include > /dev/null 2>&1",
+    "cxx_map": None,
+    "gcc": "gcc -O1 -c prog.c -o prog.o",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT))
+def test_fast_interposer_count(tmp, name):
+    """test_exact's independent count (an LD_PRELOAD counter behind the
+    library), with --fast: per process, records equal calls."""
+    cmd = EXACT[name] or fixture(name)
+    if name == "gcc":
+        (Path(tmp) / "prog.c").write_text(test_exact.C_SOURCE)
+    art = test_exact.check_exact(tmp, cmd, cwd=tmp, opts=["--fast"],
+                                 min_processes=3 if name == "gcc" else 1)
+    require(of_type(art.events, "fast"), "no process went in-process")
+
+
+def report_paths(art):
+    return {(p["command"], p["heap_path"]) for p in art.report["processes"]}
+
+
+def test_report_says_which_path(tmp):
+    """sh and a dynamic fixture in-process; a static binary on the uprobes."""
+    static, dyn = fixture("alloc_jemalloc_static"), fixture("heap_pairs")
+    t = track(tmp, "%s > /dev/null; %s > /dev/null" % (dyn, static), opts=["--fast"])
+    check_eq(report_paths(t), {("sh", "in-process"), ("heap_pairs", "in-process"),
+                               ("alloc_jemalloc_static", "uprobes")},
+             "(command, heap_path) of every process")
+    fast_pids = {e["pid"] for e in of_type(t.events, "fast")}
+    static_pid = [e["pid"] for e in of_type(t.events, "exec")
+                  if e["path"].endswith("alloc_jemalloc_static")]
+    check_eq(len(static_pid), 1, "exec records of the static binary")
+    check_true(static_pid[0] not in fast_pids, "the static binary never announced")
+    check_true(heap([e for e in t.events if e["pid"] == static_pid[0]]),
+               "the static binary's heap calls were recorded (uprobes)")
+    text = run([MEMTRACK, "report", str(t.artifact.path)])
+    check_true("heap in-process" in text.stdout, "the text report names the path")
+
+
+def test_env_cleared_falls_back(tmp):
+    """env -i: the program loses LD_PRELOAD; the uprobes record it as without --fast."""
+    cmd = ["env", "-i", fixture("heap_pairs")]
+    slow = run_track(tmp, cmd, "uprobes.mtrk", False, preload=False)
+    fast = run_track(tmp, cmd, "fast.mtrk", True)
+    pid = [e["pid"] for e in of_type(fast.events, "exec") if e["path"].endswith("heap_pairs")]
+    require(pid, "heap_pairs was exec'd")
+    check_eq([e["pid"] for e in of_type(fast.events, "fast")],
+             [e["pid"] for e in of_type(fast.events, "exec") if e["path"].endswith("/env")],
+             "processes that went in-process (env only)")
+    check_eq([r for p, r in normalized(fast.events) if p.endswith("heap_pairs")],
+             [r for p, r in normalized(slow.events) if p.endswith("heap_pairs")],
+             "heap_pairs' records, --fast (fallen back) vs uprobes")
+
+
+def test_memtrack_killed_program_runs_on(tmp):
+    """SIGKILL of memtrack mid-run: the library stops recording and never
+    blocks; the program finishes."""
+    done = Path(tmp) / "done"
+    cmd = "%s 20000000 > /dev/null && echo ok > %s" % (fixture("alloc_pairs"), done)
+    p, _ = spawn_track(tmp, cmd, opts=["--fast"])
+    time.sleep(1.0)
+    require(p.poll() is None, "memtrack still runs after 1 s")
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    deadline = time.time() + 60
+    while not done.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    check_eq(done.exists() and done.read_text(), "ok\n",
+             "the program ran to completion after memtrack was killed")
