@@ -386,6 +386,18 @@ static int gone_or_lost(struct probes *p, int err)
 	return err;
 }
 
+/*
+ * libmemtrack-fast.so (--fast) only forwards each call to the next
+ * definition, which is probed: its own sites would trap every call twice
+ * in a process that stays on the uprobes, and record nothing more.
+ */
+static bool is_fast_lib(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return !strcmp(base ? base + 1 : path, "libmemtrack-fast.so");
+}
+
 /* The dynamic loader (ld-linux-x86-64.so.2, ld-musl-x86_64.so.1 ...). */
 static bool is_dynamic_loader(const char *path)
 {
@@ -425,6 +437,8 @@ static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 		if (!exec_file_mapping(line, path, sizeof(path)))
 			continue;
 		*dynamic |= is_dynamic_loader(path);
+		if (is_fast_lib(path))
+			continue;
 		/* through the process's root, so chroots and deleted files still work */
 		snprintf(out[n].path, sizeof(out[n].path), "/proc/%d/root%s", pid, path);
 		if (stat(out[n].path, &st))
