@@ -105,11 +105,13 @@ struct pending_new {
 static __thread struct pending_new tls_new TLS_IE;
 
 /* glibc's own names, for the calls made before the lookup is possible */
+/* NOLINTBEGIN(bugprone-reserved-identifier): libc's and the C++ ABI's names are the point */
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void __libc_free(void *);
 extern void *__libc_memalign(size_t, size_t);
+/* NOLINTEND(bugprone-reserved-identifier) */
 
 /* Our own malloc, whatever the search order resolves `malloc` to. */
 #pragma GCC diagnostic push
@@ -419,6 +421,7 @@ static void cxx_delete(int i, void *p, uintptr_t a1, uintptr_t a2)
 }
 
 // clang-format off
+/* NOLINTBEGIN(bugprone-reserved-identifier): the C++ ABI's mangled names */
 EXPORT void *_Znwm(size_t n) { return cxx_new(I_NEW, n); }
 EXPORT void *_Znam(size_t n) { return cxx_new(I_NEW_ARRAY, n); }
 EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const nothrow_t *t) { return cxx_new_nothrow(I_NEW_NOTHROW, n, t); }
@@ -439,4 +442,5 @@ EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const nothrow_t *t) { cxx_delete(I_DEL
 EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const nothrow_t *t) { cxx_delete(I_DELETE_ARRAY_NOTHROW, p, (uintptr_t)t, 0); }
 EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const nothrow_t *t) { cxx_delete(I_DELETE_ALIGNED_NOTHROW, p, a, (uintptr_t)t); }
 EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const nothrow_t *t) { cxx_delete(I_DELETE_ARRAY_ALIGNED_NOTHROW, p, a, (uintptr_t)t); }
+/* NOLINTEND(bugprone-reserved-identifier) */
 // clang-format on

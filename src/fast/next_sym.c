@@ -4,7 +4,8 @@
  * DT_GNU_HASH table; see next_sym.h.  dl_iterate_phdr() lists objects in
  * load order, which for the objects loaded at start (the program, the
  * LD_PRELOAD libraries, their dependencies) is the global search order.
- * Only default-version (not hidden) STT_FUNC definitions count.
+ * Only default-version (not hidden) STT_FUNC definitions count.  64-bit
+ * objects only (x86_64, arm64: the architectures memtrack builds for).
  */
 #include <elf.h>
 #include <link.h>
@@ -33,7 +34,7 @@ static uint32_t gnu_hash(const char *s)
 }
 
 /* A dynamic entry's address: relocated in place by ld.so, except read-only ones (vDSO). */
-static uintptr_t dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) v)
+static uintptr_t dyn_ptr(const struct dl_phdr_info *info, Elf64_Addr v)
 {
 	return v < info->dlpi_addr ? info->dlpi_addr + v : v;
 }
@@ -43,7 +44,7 @@ static bool contains(const struct dl_phdr_info *info, const void *addr)
 	uintptr_t a = (uintptr_t)addr;
 
 	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const Elf64_Phdr *ph = &info->dlpi_phdr[i];
 		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
 
 		if (ph->p_type == PT_LOAD && a >= start && a < start + ph->p_memsz)
@@ -55,11 +56,11 @@ static bool contains(const struct dl_phdr_info *info, const void *addr)
 /* @name's default-version function definition in one object, or NULL. */
 static void *object_lookup(const struct dl_phdr_info *info, const char *name, uint32_t h)
 {
-	const ElfW(Dyn) *dyn = NULL;
-	const ElfW(Sym) *symtab = NULL;
+	const Elf64_Dyn *dyn = NULL;
+	const Elf64_Sym *symtab = NULL;
 	const char *strtab = NULL;
 	const uint32_t *gh = NULL;
-	const ElfW(Half) *versym = NULL;
+	const Elf64_Half *versym = NULL;
 
 	for (int i = 0; i < info->dlpi_phnum; i++)
 		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
@@ -79,7 +80,7 @@ static void *object_lookup(const struct dl_phdr_info *info, const char *name, ui
 	{
 		uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2];
 		const uint32_t *buckets =
-			(const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_size);
+			(const uint32_t *)((const Elf64_Addr *)(gh + 4) + bloom_size);
 		const uint32_t *chain = buckets + nbuckets;
 		uint32_t i = buckets[h % nbuckets];
 
@@ -87,7 +88,7 @@ static void *object_lookup(const struct dl_phdr_info *info, const char *name, ui
 			return NULL;
 		for (;; i++) {
 			uint32_t h2 = chain[i - symoffset];
-			const ElfW(Sym) *s = &symtab[i];
+			const Elf64_Sym *s = &symtab[i];
 
 			if ((h | 1) == (h2 | 1) && s->st_shndx != SHN_UNDEF && s->st_value &&
 			    ELF64_ST_TYPE(s->st_info) == STT_FUNC &&
