@@ -789,6 +789,11 @@ static int start_fast(struct track_run *run, char *err, size_t errlen)
 			strerror(-ret));
 		return ret;
 	}
+	/* the heap switch (control socket) lives in the BPF side's mmapable .data */
+	fast_drain__set_switch(run->fast, bpf_map__fd(run->skel->maps.data),
+			       (uint32_t)((const char *)loader_heap_switch(run->skel) -
+					  (const char *)run->skel->data),
+			       bpf_map__value_size(run->skel->maps.data));
 	ret = pipeline__add_source(run->pipe, fast_drain__fd(run->fast), fast_drain_source,
 				   run->fast);
 	if (ret)

@@ -16,6 +16,9 @@
 /* 1 once this process announced: its outermost heap calls are ours to record. */
 extern volatile int fast_recording HIDDEN;
 
+/* memtrack's heap-recording switch (0: off), shared with the BPF side. */
+extern const volatile uint32_t *fast_heap_switch HIDDEN;
+
 /*
  * Appends one heap record (type, fn, fields) for the calling thread.  Waits
  * while the ring is full; gives up for good (fast_recording = 0) when

@@ -61,6 +61,19 @@ struct mt_fast_hello {
 	__u32 bytes;   /* MT_FAST_RING_BYTES */
 };
 
+/*
+ * memtrack's answer: 'y' with the BPF side's .data map (SCM_RIGHTS), whose
+ * __u32 at switch_offset is the heap-recording switch (the control
+ * socket's enable/disable): the library reads it for every call, as the
+ * uprobes do; or 'n', no fd.
+ */
+struct mt_fast_answer {
+	char verdict; /* 'y' or 'n' */
+	char pad[3];
+	__u32 switch_offset; /* bytes into the map */
+	__u64 map_bytes;     /* to mmap */
+};
+
 static inline struct mt_fast_slot *mt_fast_slots(void *ring)
 {
 	return (struct mt_fast_slot *)((char *)ring + MT_FAST_HDR_BYTES);

@@ -172,7 +172,8 @@ bool interpose_owns_malloc(void)
 /* Enters an allocator call; returns whether it is the thread's outermost one to record. */
 static inline bool enter(void)
 {
-	return tls_depth++ == 0 && fast_recording;
+	/* a call that starts while recording is off is not recorded (alloc_enter) */
+	return tls_depth++ == 0 && fast_recording && *fast_heap_switch;
 }
 
 static inline void leave(unsigned *unused)
@@ -375,7 +376,7 @@ static inline void new_done(bool *mine)
  */
 static inline bool new_begin(int i, uint16_t type, size_t n, size_t align)
 {
-	if (tls_depth || tls_new.active || !fast_recording)
+	if (tls_depth || tls_new.active || !fast_recording || !*fast_heap_switch)
 		return false;
 	tls_new = (struct pending_new){ true, fn_id[i], type, n, align };
 	return true;

@@ -37,6 +37,11 @@
 
 volatile int fast_recording;
 
+/* Where a call is on until the answer maps memtrack's switch. */
+static const uint32_t always_on = 1;
+const volatile uint32_t *fast_heap_switch = &always_on;
+
+
 /*
  * vfork(): the child runs on this process's memory, library included, but
  * is a process of its own that never announced: its calls belong to the
@@ -63,6 +68,8 @@ static struct {
 	struct mt_fast_hdr *hdr;    /* in ring */
 	int sock;		    /* to memtrack, -1 if none */
 	pid_t pid;		    /* the process that announced */
+	void *switch_map;	    /* memtrack's .data map, mapped by accepted() */
+	size_t switch_bytes;
 } S = { .sock = -1 };
 
 static __thread pid_t tls_tid TLS_IE;
@@ -115,6 +122,8 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
 	struct timespec ts;
 	uint64_t pos, lap;
 
+	if (__builtin_expect(!*fast_heap_switch, 0))
+		return; /* recording switched off (control socket), as in alloc.bpf.c */
 	if (__builtin_expect(fast_vfork_flag, 0)) {
 		if (syscall(SYS_getpid) != S.pid)
 			return;	     /* a vfork child: the uprobes record it */
@@ -165,15 +174,44 @@ static int send_ring(int sock, int memfd)
 	return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(hello) ? 0 : -1;
 }
 
-/* memtrack's answer: 'y' (a process of its tree) within a few seconds. */
+/*
+ * memtrack's answer: 'y' (a process of its tree) within a few seconds,
+ * with the heap-recording switch, which is mapped here.
+ */
 static bool accepted(int sock)
 {
 	struct pollfd p = { .fd = sock, .events = POLLIN };
-	char c = 0;
+	struct mt_fast_answer a;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &a, sizeof(a) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	void *map = MAP_FAILED;
+	int fd = -1;
 
-	if (poll(&p, 1, 5000) != 1)
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	if (poll(&p, 1, 5000) != 1 || recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != sizeof(a))
 		return false;
-	return recv(sock, &c, 1, 0) == 1 && c == 'y';
+	cm = CMSG_FIRSTHDR(&msg);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+	if (fd >= 0) {
+		map = mmap(NULL, a.map_bytes, PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+	}
+	if (a.verdict != 'y' || map == MAP_FAILED || a.switch_offset + 4 > a.map_bytes) {
+		if (map != MAP_FAILED)
+			munmap(map, a.map_bytes);
+		return false;
+	}
+	fast_heap_switch = (const volatile uint32_t *)((char *)map + a.switch_offset);
+	S.switch_map = map;
+	S.switch_bytes = a.map_bytes;
+	return true;
 }
 
 static int connect_memtrack(const char *path)
@@ -202,6 +240,10 @@ static void drop_session(void)
 		munmap(S.ring, MT_FAST_RING_BYTES);
 	if (S.sock >= 0)
 		close(S.sock);
+	fast_heap_switch = &always_on;
+	if (S.switch_map)
+		munmap(S.switch_map, S.switch_bytes);
+	S.switch_map = NULL;
 	S.ring = NULL;
 	S.slots = NULL;
 	S.hdr = NULL;

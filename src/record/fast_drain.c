@@ -41,6 +41,9 @@ struct fast_drain {
 	int tracked_fd; /* borrowed */
 	fast_admit_fn admit;
 	void *admit_ctx;
+	int switch_fd; /* borrowed, -1: none */
+	uint32_t switch_offset;
+	uint64_t switch_map_bytes;
 	int listen_fd;
 	int epoll_fd;
 	char dir[64];
@@ -69,6 +72,7 @@ struct fast_drain *fast_drain__new(int tracked_fd, fast_admit_fn admit, void *ct
 	d->tracked_fd = tracked_fd;
 	d->admit = admit;
 	d->admit_ctx = ctx;
+	d->switch_fd = -1;
 	d->listen_fd = d->epoll_fd = -1;
 	if (!tmp || !*tmp || strlen(tmp) > 40)
 		tmp = "/tmp";
@@ -98,6 +102,40 @@ fail:
 	fast_drain__free(d);
 	errno = err;
 	return NULL;
+}
+
+void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes)
+{
+	d->switch_fd = map_fd;
+	d->switch_offset = offset;
+	d->switch_map_bytes = map_bytes;
+}
+
+/* Sends the answer, with the switch's map when it is a yes.  Returns 0 or -1. */
+static int answer(const struct fast_drain *d, int sock, bool yes)
+{
+	struct mt_fast_answer a = { .verdict = yes ? 'y' : 'n',
+				    .switch_offset = d->switch_offset,
+				    .map_bytes = d->switch_map_bytes };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &a, sizeof(a) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	memset(&u, 0, sizeof(u));
+	if (yes && d->switch_fd >= 0) {
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &d->switch_fd, sizeof(int));
+	}
+	return sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(a) ? 0 : -1;
 }
 
 const char *fast_drain__path(const struct fast_drain *d)
@@ -185,7 +223,7 @@ static bool open_ring(struct fast_drain *d, struct fast_conn *c)
 		goto refuse;
 	}
 	c->pid = cred.pid;
-	if (send(c->sock, "y", 1, MSG_NOSIGNAL) != 1)
+	if (answer(d, c->sock, true))
 		return false;
 	d->st.rings++;
 	if (++d->nopen > d->st.max_open)
@@ -194,7 +232,7 @@ static bool open_ring(struct fast_drain *d, struct fast_conn *c)
 refuse:
 	if (fd >= 0)
 		close(fd);
-	if (send(c->sock, "n", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+	if (answer(d, c->sock, false)) {
 		/* the peer is gone already */
 	}
 	d->st.refused++;

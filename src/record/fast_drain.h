@@ -38,6 +38,12 @@ typedef bool (*fast_admit_fn)(void *ctx, pid_t pid);
  */
 struct fast_drain *fast_drain__new(int tracked_fd, fast_admit_fn admit, void *ctx);
 
+/*
+ * The heap-recording switch every library must read: a __u32 at @offset of
+ * the mmapable BPF map @map_fd (borrowed) of @map_bytes bytes.
+ */
+void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes);
+
 /* The socket's path, for MEMTRACK_FAST_SOCKET. */
 const char *fast_drain__path(const struct fast_drain *d);
 

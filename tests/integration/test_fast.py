@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from mtlib import (BUILD, MEMTRACK, Artifact, check_eq, check_true, fixture, heap,
-                   of_type, require, require_eq, run, spawn_track, track)
+                   of_type, proj, require, require_eq, run, spawn_track, track)
 import test_exact
 
 FAST_LIB = BUILD / "libmemtrack-fast.so"
@@ -234,3 +234,21 @@ def test_memtrack_killed_program_runs_on(tmp):
         time.sleep(0.1)
     check_eq(done.exists() and done.read_text(), "ok\n",
              "the program ran to completion after memtrack was killed")
+
+
+def test_control_switch_applies_in_process(tmp):
+    """--control --start-disabled: the library reads the same switch as the
+    uprobes, so only ctl_phases' enabled phase is recorded."""
+    sock = Path(tmp) / "ctl.sock"
+    t = track(tmp, [fixture("ctl_phases")],
+              opts=["--fast", "--control", str(sock), "--start-disabled"])
+    require(of_type(t.events, "fast"), "ctl_phases went in-process")
+    a = dict(line.split() for line in t.stdout.splitlines())
+    a = [int(a["a%d" % i]) for i in range(3)]
+    check_eq([proj(e) for e in heap(t.events)],
+             [{"type": "malloc", "addr": a[0], "size": 5002},
+              {"type": "malloc", "addr": a[1], "size": 5002},
+              {"type": "malloc", "addr": a[2], "size": 5002},
+              {"type": "free", "addr": a[0]},
+              {"type": "free", "addr": a[1]}],
+             "heap records of the whole run")
