@@ -30,6 +30,13 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
 /* Resolves the functions interposed (interpose.c); idempotent. */
 void interpose_resolve(void) HIDDEN;
 
+/*
+ * Redirects the executable's own operator delete forms to hooks of the
+ * library (interpose.c); call once memtrack accepted the process, before
+ * the marker.
+ */
+void interpose_patch_exe(void) HIDDEN;
+
 /* Whether this process's malloc is ours, then libc's (no other allocator linked). */
 bool interpose_owns_malloc(void) HIDDEN;
 

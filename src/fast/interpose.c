@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <linux/types.h>
 #include "event.h"
@@ -134,6 +136,39 @@ static void resolve_one(int i)
 	__atomic_store_n(&real[i], p, __ATOMIC_RELEASE);
 }
 
+/*
+ * The executable's own C++ operators: a program that links the C++
+ * runtime statically (gcc's cc1) calls them inside the executable, past
+ * this library, and they call malloc and free (through the PLT: ours).
+ * The uprobe path records such a call under the operator's name, so the
+ * malloc or free it makes is recorded here under the operator the program
+ * called: found from the return addresses (see exe_caller).
+ */
+struct exe_op {
+	uintptr_t start, end; /* the function's code */
+	uint16_t fn;	      /* enum mt_fn */
+	bool is_new;	      /* an operator new form (else delete) */
+};
+static struct exe_op exe_ops[I_COUNT - I_FIRST_CXX];
+static unsigned n_exe_ops;
+static uintptr_t exe_lo, exe_hi; /* the executable's code */
+
+static void find_exe_ops(void)
+{
+	for (int i = I_FIRST_CXX; i < I_COUNT; i++) {
+		unsigned long size, lo, hi;
+		void *p = exe_sym(names[i], &size, &lo, &hi);
+
+		if (!p)
+			continue;
+		exe_lo = lo;
+		exe_hi = hi;
+		exe_ops[n_exe_ops++] =
+			(struct exe_op){ (uintptr_t)p, (uintptr_t)p + (size ? size : 1),
+					 natural_fn[i], i < I_DELETE };
+	}
+}
+
 void interpose_resolve(void)
 {
 	if (__atomic_load_n(&real[I_MALLOC], __ATOMIC_ACQUIRE))
@@ -141,8 +176,99 @@ void interpose_resolve(void)
 	for (int i = 0; i < I_FIRST_CXX; i++)
 		if (i != I_MALLOC)
 			resolve_one(i);
+	find_exe_ops();
 	resolve_one(I_MALLOC); /* last: its pointer says all are done */
 }
+
+static bool in_code(uintptr_t a)
+{
+	return a >= exe_lo + 5 && a < exe_hi;
+}
+
+/* The operator whose body holds @a, or NULL. */
+static const struct exe_op *op_at(uintptr_t a)
+{
+	for (unsigned i = 0; i < n_exe_ops; i++)
+		if (a >= exe_ops[i].start && a < exe_ops[i].end)
+			return &exe_ops[i];
+	return NULL;
+}
+
+static const struct exe_op *op_starting(uintptr_t a)
+{
+	for (unsigned i = 0; i < n_exe_ops; i++)
+		if (exe_ops[i].start == a)
+			return &exe_ops[i];
+	return NULL;
+}
+
+/* Bytes of a called function searched for a tail jump to an operator. */
+#define TAIL_SCAN 64
+
+/*
+ * The operator a `call rel32` that returns to @ra (in the code) called, or
+ * NULL.  A small function that ends in a tail jump to an operator (`void
+ * destroy(T *p) { delete p; }`) counts as a call of that operator: its
+ * first TAIL_SCAN bytes are searched for a `jmp rel32` to one.
+ */
+static const struct exe_op *call_target(uintptr_t ra)
+{
+	const unsigned char *c = (const unsigned char *)(ra - 5);
+	const struct exe_op *op;
+	uintptr_t fn;
+	int32_t rel;
+
+	if (c[0] != 0xe8)
+		return NULL;
+	memcpy(&rel, c + 1, sizeof(rel));
+	fn = ra + (intptr_t)rel;
+	op = op_starting(fn);
+	if (op || fn < exe_lo || fn + TAIL_SCAN + 5 > exe_hi)
+		return op;
+	for (const unsigned char *b = (const unsigned char *)fn;
+	     b < (const unsigned char *)fn + TAIL_SCAN; b++) {
+		if (*b != 0xe9)
+			continue;
+		memcpy(&rel, b + 1, sizeof(rel));
+		op = op_starting((uintptr_t)b + 5 + (intptr_t)rel);
+		if (op)
+			return op;
+	}
+	return NULL;
+}
+
+/*
+ * The executable's operator the program called, when our caller (return
+ * address slot[0]) is one or was jumped to from one, else NULL.  The
+ * operators tail-jump to each other and to free (operator delete[](size)
+ * -> operator delete[] -> operator delete -> free): then our return
+ * address is the program's, right after its call of the operator.  An
+ * operator new calls malloc: then the program's call is a few words up
+ * its frame, the first return address there that is not inside an
+ * operator.  Only the code's own direct calls are recognised; a call
+ * through a pointer is recorded as plain malloc or free.
+ */
+static const struct exe_op *exe_caller(const uintptr_t *slot, bool is_new)
+{
+	const struct exe_op *op = NULL;
+	uintptr_t ra = slot[0];
+
+	if (!in_code(ra))
+		return NULL;
+	if (!op_at(ra)) {
+		op = call_target(ra);
+	} else {
+		for (int k = 1; k <= 8 && !op; k++)
+			if (in_code(slot[k]) && !op_at(slot[k]))
+				op = call_target(slot[k]);
+	}
+	return op && op->is_new == is_new ? op : NULL;
+}
+
+#define CALLER_SLOT() ((const uintptr_t *)__builtin_frame_address(0) + 1)
+
+static bool exe_deletes_patched; /* see interpose_patch_exe() */
+
 
 /* The C++ runtime may be loaded later (dlopen): resolved at first use. */
 static void *cxx_real(int i)
@@ -205,11 +331,104 @@ static inline void record_alloc(int i, uint16_t type, void *p, uint64_t size, ui
 		fast_record(type, fn_id[i], nfields_of(type), (uintptr_t)p, size, third);
 }
 
+static inline void record_as(uint16_t fn, uint16_t type, void *p, uint64_t size, uint64_t third)
+{
+	if (p)
+		fast_record(type, fn, nfields_of(type), (uintptr_t)p, size, third);
+}
+
 /* A free inside an operator new (not a program's call) is not recorded. */
 static inline void record_free(int i, void *p)
 {
 	if (p && !tls_new.active)
 		fast_record(MT_FREE, fn_id[i], 1, (uintptr_t)p, 0, 0);
+}
+
+/*
+ * The executable's operator delete forms jump to one another and to free,
+ * often from a tail jump of the program's own (a destructor ending in
+ * `jmp operator delete`): return addresses cannot say which one the
+ * program called.  Once memtrack accepted the process, each one's entry is
+ * overwritten with a jump to a hook of ours that records the free under
+ * its name and frees: exactly what the runtime's operator delete does on
+ * glibc (the aligned forms too: aligned_alloc's blocks are freed by free).
+ */
+static void hooked_delete(int i, void *p)
+{
+	if (enter() && p && !tls_new.active)
+		fast_record(MT_FREE, natural_fn[i], 1, (uintptr_t)p, 0, 0);
+	REAL(I_FREE, void (*)(void *))(p);
+	tls_depth--;
+}
+
+#define DELETE_HOOK(id)                   \
+	static void hook_##id(void *p)    \
+	{                                 \
+		hooked_delete(I_##id, p); \
+	}
+DELETE_HOOK(DELETE)
+DELETE_HOOK(DELETE_ARRAY)
+DELETE_HOOK(DELETE_SIZED)
+DELETE_HOOK(DELETE_ARRAY_SIZED)
+DELETE_HOOK(DELETE_ALIGNED)
+DELETE_HOOK(DELETE_ARRAY_ALIGNED)
+DELETE_HOOK(DELETE_SIZED_ALIGNED)
+DELETE_HOOK(DELETE_ARRAY_SIZED_ALIGNED)
+DELETE_HOOK(DELETE_NOTHROW)
+DELETE_HOOK(DELETE_ARRAY_NOTHROW)
+DELETE_HOOK(DELETE_ALIGNED_NOTHROW)
+DELETE_HOOK(DELETE_ARRAY_ALIGNED_NOTHROW)
+
+static void (*const delete_hooks[])(void *) = {
+	hook_DELETE,
+	hook_DELETE_ARRAY,
+	hook_DELETE_SIZED,
+	hook_DELETE_ARRAY_SIZED,
+	hook_DELETE_ALIGNED,
+	hook_DELETE_ARRAY_ALIGNED,
+	hook_DELETE_SIZED_ALIGNED,
+	hook_DELETE_ARRAY_SIZED_ALIGNED,
+	hook_DELETE_NOTHROW,
+	hook_DELETE_ARRAY_NOTHROW,
+	hook_DELETE_ALIGNED_NOTHROW,
+	hook_DELETE_ARRAY_ALIGNED_NOTHROW,
+};
+_Static_assert(sizeof(delete_hooks) / sizeof(delete_hooks[0]) == I_COUNT - I_DELETE,
+	       "a hook per operator delete form");
+
+/* Writes `movabs $hook, %rax; jmp *%rax` (12 bytes) at @at.  Returns 0 or -1. */
+static int write_jump(uintptr_t at, void (*hook)(void *))
+{
+	unsigned char code[12] = { 0x48, 0xb8 };
+	uintptr_t page = at & ~(uintptr_t)4095, end = (at + sizeof(code) + 4095) & ~(uintptr_t)4095;
+	uint64_t target = (uintptr_t)hook;
+
+	memcpy(code + 2, &target, sizeof(target));
+	code[10] = 0xff;
+	code[11] = 0xe0;
+	if (mprotect((void *)page, end - page, PROT_READ | PROT_WRITE | PROT_EXEC))
+		return -1;
+	memcpy((void *)at, code, sizeof(code));
+	mprotect((void *)page, end - page, PROT_READ | PROT_EXEC);
+	return 0;
+}
+
+void interpose_patch_exe(void)
+{
+	for (unsigned k = 0; k < n_exe_ops; k++) {
+		const struct exe_op *op = &exe_ops[k];
+		int i = -1;
+
+		for (int j = I_DELETE; j < I_COUNT; j++)
+			if (natural_fn[j] == op->fn)
+				i = j;
+		/* functions start 16-byte aligned: 12 bytes never reach the next one */
+		if (op->is_new || i < 0 || op->start % 16)
+			continue;
+		if (write_jump(op->start, delete_hooks[i - I_DELETE]))
+			return; /* not allowed (W^X policy): the return-address heuristics remain */
+	}
+	exe_deletes_patched = n_exe_ops > 0;
 }
 
 EXPORT void *malloc(size_t n)
@@ -220,6 +439,14 @@ EXPORT void *malloc(size_t n)
 	if (__builtin_expect(!real[I_MALLOC], 0))
 		interpose_resolve();
 	p = real[I_MALLOC] ? REAL(I_MALLOC, void *(*)(size_t))(n) : __libc_malloc(n);
+	if (rec && n_exe_ops && !tls_new.active) {
+		const struct exe_op *op = exe_caller(CALLER_SLOT(), true);
+
+		if (op) {
+			record_as(op->fn, MT_MALLOC, p, n, 0);
+			rec = false;
+		}
+	}
 	if (rec)
 		record_alloc(I_MALLOC, MT_MALLOC, p, n, 0);
 	tls_depth--;
@@ -282,8 +509,15 @@ EXPORT void *reallocarray(void *old, size_t n, size_t size)
 
 EXPORT void free(void *p)
 {
-	if (enter())
-		record_free(I_FREE, p);
+	if (enter()) {
+		const struct exe_op *op =
+			n_exe_ops && !exe_deletes_patched ? exe_caller(CALLER_SLOT(), false) : NULL;
+
+		if (op && p && !tls_new.active)
+			fast_record(MT_FREE, op->fn, 1, (uintptr_t)p, 0, 0);
+		else
+			record_free(I_FREE, p);
+	}
 	if (__builtin_expect(!real[I_MALLOC], 0))
 		interpose_resolve();
 	if (real[I_FREE])

@@ -53,8 +53,12 @@ static bool contains(const struct dl_phdr_info *info, const void *addr)
 	return false;
 }
 
-/* @name's default-version function definition in one object, or NULL. */
-static void *object_lookup(const struct dl_phdr_info *info, const char *name, uint32_t h)
+/*
+ * @name's default-version function definition in one object, or NULL
+ * (its size in *@size when not NULL).
+ */
+static void *object_lookup_sized(const struct dl_phdr_info *info, const char *name, uint32_t h,
+				 unsigned long *size)
 {
 	const Elf64_Dyn *dyn = NULL;
 	const Elf64_Sym *symtab = NULL;
@@ -92,12 +96,61 @@ static void *object_lookup(const struct dl_phdr_info *info, const char *name, ui
 
 			if ((h | 1) == (h2 | 1) && s->st_shndx != SHN_UNDEF && s->st_value &&
 			    ELF64_ST_TYPE(s->st_info) == STT_FUNC &&
-			    !(versym && (versym[i] & 0x8000)) && !strcmp(strtab + s->st_name, name))
+			    !(versym && (versym[i] & 0x8000)) &&
+			    !strcmp(strtab + s->st_name, name)) {
+				if (size)
+					*size = s->st_size;
 				return (void *)(info->dlpi_addr + s->st_value);
+			}
 			if (h2 & 1)
 				return NULL;
 		}
 	}
+}
+
+static void *object_lookup(const struct dl_phdr_info *info, const char *name, uint32_t h)
+{
+	return object_lookup_sized(info, name, h, NULL);
+}
+
+struct exe_lookup {
+	const char *name;
+	void *found;
+	unsigned long size, lo, hi;
+};
+
+/* Only the first object: the program. */
+static int exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct exe_lookup *l = arg;
+
+	l->lo = ~0ul;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const Elf64_Phdr *ph = &info->dlpi_phdr[i];
+		unsigned long start = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		if (start < l->lo)
+			l->lo = start;
+		if (start + ph->p_memsz > l->hi)
+			l->hi = start + ph->p_memsz;
+	}
+	l->found = object_lookup_sized(info, l->name, gnu_hash(l->name), &l->size);
+	return 1;
+}
+
+void *exe_sym(const char *name, unsigned long *size, unsigned long *lo, unsigned long *hi)
+{
+	struct exe_lookup l = { .name = name };
+
+	dl_iterate_phdr(exe_cb, &l);
+	*size = l.size;
+	if (lo)
+		*lo = l.lo;
+	if (hi)
+		*hi = l.hi;
+	return l.found;
 }
 
 static int lookup_cb(struct dl_phdr_info *info, size_t size, void *arg)

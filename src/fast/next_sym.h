@@ -16,6 +16,13 @@
  */
 void *next_sym(const char *name, const void *self);
 
+/*
+ * @name's definition in the program itself (the executable), or NULL; its
+ * size in bytes in *@size.  *@lo, *@hi (if not NULL) receive the bounds of
+ * the executable's code (its executable PT_LOAD segments).
+ */
+void *exe_sym(const char *name, unsigned long *size, unsigned long *lo, unsigned long *hi);
+
 /* Whether some loaded object defines both @a and @b. */
 bool one_object_defines(const char *a, const char *b);
 

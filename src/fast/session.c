@@ -279,6 +279,7 @@ static void start_session(void)
 	if (S.sock < 0 || send_ring(S.sock, memfd) || !accepted(S.sock))
 		goto fail;
 	close(memfd);
+	interpose_patch_exe();
 	/* the handover: fails with EINVAL, after fast.bpf.c has seen it */
 	prctl(MT_FAST_PRCTL, MT_FAST_VERSION, 0, 0, 0);
 	fast_recording = 1;

@@ -624,7 +624,14 @@ bool probes_exe_allocates(struct probes *p, pid_t pid)
 	if (stat(path, &st))
 		return true; /* cannot tell: the uprobes are always right */
 	fi = file_lookup(p, path, st.st_dev, st.st_ino);
-	return !fi || fi->syms.n > 0;
+	if (!fi)
+		return true;
+	/* its own C++ operators are fine: the library tells their calls apart */
+	for (unsigned i = 0; i < fi->syms.n; i++)
+		if (fi->syms.site[i].fn < MT_FN_NEW ||
+		    fi->syms.site[i].fn > MT_FN_DELETE_ARRAY_ALIGNED_NOTHROW)
+			return true;
+	return false;
 }
 
 bool probes_is_fast(const struct probes *p, pid_t pid)

@@ -69,9 +69,10 @@ void probes_fast(struct probes *p, pid_t pid);
 
 /*
  * Whether @pid's executable defines allocator functions of its own (a
- * statically linked C++ runtime's operator new, a linked-in allocator):
- * calls inside the executable bind there, past libmemtrack-fast.so, so
- * such a process stays on the uprobes.
+ * linked-in allocator): calls inside the executable bind there, past
+ * libmemtrack-fast.so, so such a process stays on the uprobes.  C++
+ * operators alone (a statically linked C++ runtime, gcc's cc1) do not
+ * count: the library recognises their calls of malloc and free.
  */
 bool probes_exe_allocates(struct probes *p, pid_t pid);
 
