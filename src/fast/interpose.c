@@ -147,6 +147,7 @@ static void resolve_one(int i)
 struct exe_op {
 	uintptr_t start, end; /* the function's code */
 	uint16_t fn;	      /* enum mt_fn */
+	uint16_t delete_idx;  /* operator delete forms: its position from I_DELETE */
 	bool is_new;	      /* an operator new form (else delete) */
 };
 static struct exe_op exe_ops[I_COUNT - I_FIRST_CXX];
@@ -165,7 +166,8 @@ static void find_exe_ops(void)
 		exe_hi = hi;
 		exe_ops[n_exe_ops++] =
 			(struct exe_op){ (uintptr_t)p, (uintptr_t)p + (size ? size : 1),
-					 natural_fn[i], i < I_DELETE };
+					 natural_fn[i], (uint16_t)(i < I_DELETE ? 0 : i - I_DELETE),
+					 i < I_DELETE };
 	}
 }
 
@@ -417,15 +419,11 @@ void interpose_patch_exe(void)
 {
 	for (unsigned k = 0; k < n_exe_ops; k++) {
 		const struct exe_op *op = &exe_ops[k];
-		int i = -1;
 
-		for (int j = I_DELETE; j < I_COUNT; j++)
-			if (natural_fn[j] == op->fn)
-				i = j;
 		/* functions start 16-byte aligned: 12 bytes never reach the next one */
-		if (op->is_new || i < 0 || op->start % 16)
+		if (op->is_new || op->start % 16 || op->delete_idx >= I_COUNT - I_DELETE)
 			continue;
-		if (write_jump(op->start, delete_hooks[i - I_DELETE]))
+		if (write_jump(op->start, delete_hooks[op->delete_idx]))
 			return; /* not allowed (W^X policy): the return-address heuristics remain */
 	}
 	exe_deletes_patched = n_exe_ops > 0;
