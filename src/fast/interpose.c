@@ -544,11 +544,14 @@ EXPORT void *memalign(size_t align, size_t n)
 }
 
 /*
- * glibc's aligned_alloc is its memalign (one address, so the uprobes record
- * both as memalign, symbols.c): ours is too, so that a process running this
- * library records the same whichever path records it.
+ * glibc's aligned_alloc is its memalign (one address): the uprobes record
+ * both as memalign (symbols.c), and so does fn_id (resolve_one).  Another
+ * allocator's distinct aligned_alloc is forwarded to as itself.
  */
-EXPORT void *aligned_alloc(size_t align, size_t n) __attribute__((alias("memalign")));
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	return aligned(I_ALIGNED_ALLOC, align, n);
+}
 
 EXPORT int posix_memalign(void **pp, size_t align, size_t n)
 {

@@ -239,16 +239,47 @@ refuse:
 	return false;
 }
 
-/* Reads the wakeup bytes; notes a closed peer. */
+static void conn_free(struct fast_drain *d, struct fast_conn *c)
+{
+	if (c->ring) {
+		munmap(c->ring, MT_FAST_RING_BYTES);
+		d->nopen--;
+	}
+	close(c->sock); /* also leaves the epoll set */
+	free(c);
+}
+
+/*
+ * Reads the wakeup bytes (one read: a producer waiting on a full ring
+ * keeps sending them until the ring is read, so reading until there are
+ * none would never end); notes a closed peer.
+ */
 static void read_wakeups(struct fast_conn *c)
 {
 	char buf[256];
-	ssize_t n;
+	ssize_t n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
 
-	while ((n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		;
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 		c->closing = true;
+}
+
+/*
+ * The pipeline failed (disk full ...): nothing will be drained any more.
+ * Closing every connection tells each library to stop recording (it sees
+ * the end of the socket while it waits on a full ring), so no program
+ * stalls on a ring nobody reads.
+ */
+static void abandon(struct fast_drain *d)
+{
+	while (d->conns) {
+		struct fast_conn *c = d->conns;
+
+		d->conns = c->next;
+		conn_free(d, c);
+	}
+	if (d->listen_fd >= 0)
+		close(d->listen_fd);
+	d->listen_fd = -1;
 }
 
 /*
@@ -289,16 +320,6 @@ static int drain_ring(struct fast_drain *d, struct fast_conn *c, struct pipeline
 	return n;
 }
 
-static void conn_free(struct fast_drain *d, struct fast_conn *c)
-{
-	if (c->ring) {
-		munmap(c->ring, MT_FAST_RING_BYTES);
-		d->nopen--;
-	}
-	close(c->sock); /* also leaves the epoll set */
-	free(c);
-}
-
 int fast_drain_source(void *ctx, struct pipeline *p)
 {
 	struct fast_drain *d = ctx;
@@ -306,19 +327,20 @@ int fast_drain_source(void *ctx, struct pipeline *p)
 	struct fast_conn **pc;
 	int n, total = 0;
 
-	while ((n = epoll_wait(d->epoll_fd, ev, 16, 0)) > 0) {
-		for (int i = 0; i < n; i++) {
-			struct fast_conn *c = ev[i].data.ptr;
+	/*
+	 * One look per call: producers waiting on full rings keep poking, so
+	 * looking until nothing is ready would starve the draining below.
+	 */
+	n = epoll_wait(d->epoll_fd, ev, 16, 0);
+	for (int i = 0; i < n; i++) {
+		struct fast_conn *c = ev[i].data.ptr;
 
-			if (!c)
-				accept_all(d);
-			else if (!c->ring && !open_ring(d, c))
-				c->closing = true;
-			else if (c->ring)
-				read_wakeups(c);
-		}
-		if (n < 16)
-			break;
+		if (!c)
+			accept_all(d);
+		else if (!c->ring && !open_ring(d, c))
+			c->closing = true;
+		else if (c->ring)
+			read_wakeups(c);
 	}
 	for (pc = &d->conns; *pc;) {
 		struct fast_conn *c = *pc;
@@ -326,8 +348,10 @@ int fast_drain_source(void *ctx, struct pipeline *p)
 		if (c->ring) {
 			int fed = drain_ring(d, c, p);
 
-			if (fed < 0)
+			if (fed < 0) {
+				abandon(d);
 				return fed;
+			}
 			total += fed;
 		}
 		if (c->closing) {

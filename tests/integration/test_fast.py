@@ -252,3 +252,13 @@ def test_control_switch_applies_in_process(tmp):
               {"type": "free", "addr": a[0]},
               {"type": "free", "addr": a[1]}],
              "heap records of the whole run")
+
+
+def test_many_processes_at_once(tmp):
+    """100 children connecting and filling their rings at once: memtrack
+    keeps draining (a poller that only read wakeup bytes would starve them)."""
+    t = track(tmp, [fixture("fork_many"), "100"], opts=["--fast"], timeout=60)
+    forks = [e for e in of_type(t.events, "fork") if not e["flags"] & 1]
+    check_eq(len(forks), 100, "children forked")
+    check_eq(len({e["pid"] for e in of_type(t.events, "fast")}), 101,
+             "processes that went in-process (the parent and every child)")
