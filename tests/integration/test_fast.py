@@ -262,3 +262,20 @@ def test_many_processes_at_once(tmp):
     check_eq(len(forks), 100, "children forked")
     check_eq(len({e["pid"] for e in of_type(t.events, "fast")}), 101,
              "processes that went in-process (the parent and every child)")
+
+
+def test_disk_full_does_not_stall_the_program(tmp):
+    """The pipeline fails (a full disk): memtrack closes the rings, the
+    libraries stop recording, the program runs to its end; memtrack exits 1
+    with one line, as without --fast."""
+    mnt = Path(tmp) / "small"
+    mnt.mkdir()
+    m = run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)])
+    require(m.rc == 0, "mount a 64 KiB tmpfs: " + m.describe())
+    try:
+        p = run([MEMTRACK, "track", "-q", "--fast", "-o", str(mnt / "x.mtrk"), "--",
+                 fixture("heap_many"), "100000"], timeout=60)
+        check_eq(p.rc, 1, "exit status on a full disk (stderr %r)" % p.stderr)
+        check_true("No space left on device" in p.stderr, "the problem named: %r" % p.stderr)
+    finally:
+        run(["umount", str(mnt)])
