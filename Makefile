@@ -306,6 +306,7 @@ fuzz: $(OUT)/fuzz/fuzz_reader
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack
+	install -D -m 0644 $(OUT)/libmemtrack-fast.so $(DESTDIR)$(PREFIX)/lib/memtrack/libmemtrack-fast.so
 	install -D -m 0644 include/memtrack-ctl.h $(DESTDIR)$(PREFIX)/include/memtrack-ctl.h
 	install -D -m 0644 $(OUT)/libmemtrack-ctl.a $(DESTDIR)$(PREFIX)/lib/libmemtrack-ctl.a
 	install -D -m 0644 $(OUT)/memtrack-ctl.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/memtrack-ctl.pc

@@ -514,6 +514,9 @@ static void *poller_main(void *arg)
 		err = pipeline_flush(p, atomic_load(&p->stop_cause) < 0
 						? FLUSH_SHUTDOWN
 						: (enum flush_cause)atomic_load(&p->stop_cause));
+	/* a failed pipeline reads nothing more: the source must stop its producers */
+	if (err < 0 && p->src_fn)
+		p->src_fn(p->src_ctx, NULL);
 	p->poller_err = err < 0 ? err : 0;
 	return NULL;
 }

@@ -127,7 +127,8 @@ int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx)
  * the rings are read, right after the events ring, and again after the
  * control ring gave records (an exit follows every record of its process).
  * It feeds what it has with pipeline_feed(); returns >= 0 or -errno
- * (which stops the poller).
+ * (which stops the poller).  When the poller stops on an error it is called
+ * once more with @p NULL: nothing will be read any more.
  */
 typedef int (*pipeline_source_fn)(void *ctx, struct pipeline *p);
 

@@ -327,6 +327,10 @@ int fast_drain_source(void *ctx, struct pipeline *p)
 	struct fast_conn **pc;
 	int n, total = 0;
 
+	if (!p) { /* the pipeline failed */
+		abandon(d);
+		return 0;
+	}
 	/*
 	 * One look per call: producers waiting on full rings keep poking, so
 	 * looking until nothing is ready would starve the draining below.

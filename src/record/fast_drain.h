@@ -52,8 +52,10 @@ int fast_drain__fd(const struct fast_drain *d);
 
 /*
  * The pipeline source (pipeline_source_fn): answers new connections, reads
- * every ring to empty, closes the rings of processes that are gone.
- * Returns the records fed, or the pipeline's -errno.
+ * every ring to empty, closes the rings of processes that are gone.  With
+ * @p NULL (the pipeline failed), or when feeding fails, closes every
+ * connection and the socket.  Returns the records fed, or the pipeline's
+ * -errno.
  */
 int fast_drain_source(void *ctx, struct pipeline *p);
 
