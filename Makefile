@@ -30,12 +30,12 @@ endif
 # Link order matters to bpftool 7.1's linker: ring.bpf.c (which defines the
 # shared maps) first, then the objects that define no map of their own, then
 # the rest; other orders fail in `gen skeleton` with "map relo failed".
-BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c)
+BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c fast.bpf.c)
 BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 # src/ is split by phase.  The pure phases (format, pipeline, analyze) go
 # into libmemtrack-core.a, which builds without clang, bpftool or a BTF
 # kernel and is all the unit tests link; record/ and cli/ need the skeleton.
-SRC_DIRS  := format pipeline analyze record cli
+SRC_DIRS  := format pipeline analyze record cli fast
 SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
 # unit-tested without the skeleton)
@@ -83,7 +83,7 @@ endif
 .PHONY: all demo test unit-test integration-test bench bench-pipeline bench-ctl clean install deps \
 	check check-werror format format-check tidy cppcheck shellcheck asan-test tsan-test fuzz
 
-all: $(OUT)/.deps $(OUT)/memtrack $(OUT)/libmemtrack-ctl.a $(OUT)/memtrack-ctl.pc
+all: $(OUT)/.deps $(OUT)/memtrack $(OUT)/libmemtrack-ctl.a $(OUT)/memtrack-ctl.pc $(OUT)/libmemtrack-fast.so
 
 # Installs the Debian packages the build needs (as root), or says which.
 $(OUT)/.deps: scripts/bootstrap.sh
@@ -126,6 +126,22 @@ $(SKEL_OBJS) $(OUT)/obj/cli/main.o: $(OUT)/obj/%.o: src/%.c $(OUT)/memtrack.skel
 $(OUT)/libmemtrack-core.a: $(CORE_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
+
+# libmemtrack-fast.so: the in-process heap path (--fast), preloaded into the
+# tracked programs.  Its own objects: position-independent, hidden by
+# default (only the allocator entry points are exported), and with unwind
+# tables, since C++ exceptions pass through its operator new.
+FAST_SRCS := $(wildcard src/fast/*.c)
+FAST_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(FAST_SRCS))
+FAST_CFLAGS := -fPIC -fvisibility=hidden -fexceptions -fno-strict-aliasing -fno-stack-protector
+$(FAST_OBJS): $(OUT)/obj/%.o: src/%.c | $(OUT)/.deps
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(filter-out -fsanitize=%,$(CFLAGS)) $(FAST_CFLAGS) -c $< -o $@
+
+$(OUT)/libmemtrack-fast.so: $(FAST_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) -shared -Wl,-z,nodelete -Wl,-z,now $^ -o $@
 
 $(OUT)/libmemtrack.a: $(SKEL_OBJS)
 	$(call msg,AR,$@)
@@ -337,6 +353,7 @@ fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack
+	install -D -m 0644 $(OUT)/libmemtrack-fast.so $(DESTDIR)$(PREFIX)/lib/memtrack/libmemtrack-fast.so
 	install -D -m 0644 include/memtrack-ctl.h $(DESTDIR)$(PREFIX)/include/memtrack-ctl.h
 	install -D -m 0644 $(OUT)/libmemtrack-ctl.a $(DESTDIR)$(PREFIX)/lib/libmemtrack-ctl.a
 	install -D -m 0644 $(OUT)/memtrack-ctl.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/memtrack-ctl.pc

@@ -874,6 +874,10 @@ def main():
             time.sleep(2)
         else:
             sys.exit(f"bench: {ctx.memtrack} --version fails; rebuild with make")
+        # the in-process heap path's library (--fast) lives beside the binary
+        fastlib = os.path.join(os.path.dirname(os.path.abspath(args.memtrack)), "libmemtrack-fast.so")
+        if os.path.exists(fastlib):
+            shutil.copy2(fastlib, os.path.join(bindir, "libmemtrack-fast.so"))
         if os.path.isdir(ctx.fixtures):
             shutil.copytree(ctx.fixtures, os.path.join(bindir, "fixtures"))
         ctx.memtrack, ctx.fixtures = os.path.join(bindir, "memtrack"), os.path.join(bindir, "fixtures")

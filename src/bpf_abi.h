@@ -28,6 +28,21 @@
  * records the inner memtrack itself and leaves its workload to it.
  */
 #define MT_PROC_NO_CHILDREN 1u
+/*
+ * The process announced libmemtrack-fast.so (--fast, src/fast/): its calls
+ * to the allocator names the library interposes are recorded in-process,
+ * and alloc.bpf.c ignores sites with MT_COOKIE_INTERPOSED.  Cleared at exec.
+ */
+#define MT_PROC_FAST 2u
+
+/*
+ * The marker syscall of the handover: prctl(MT_FAST_PRCTL, MT_FAST_VERSION),
+ * an option no kernel knows (it fails with EINVAL).  fast.bpf.c sees it at
+ * sys_enter and sets MT_PROC_FAST, so calls before it are BPF's and calls
+ * after it the library's.
+ */
+#define MT_FAST_PRCTL 0x4d544601u
+#define MT_FAST_VERSION 1u
 
 /* Per tracked process (key: tgid). */
 struct tracked_proc {

@@ -55,7 +55,9 @@
 	/* call stacks (--stacks): objects and mappings by userspace */     \
 	X(OBJECT, 18, "object", "path", 0)     /* an ELF file mapped exec */ \
 	X(MAPPING, 19, "mapping", NULL, 0)     /* one exec mapping */       \
-	X(STACK, 20, "stack", NULL, 0)         /* one deduplicated stack */
+	X(STACK, 20, "stack", NULL, 0)         /* one deduplicated stack */ \
+	/* the in-process heap path (--fast, src/record/fast_drain.c) */    \
+	X(FAST, 21, "fast", NULL, 0)           /* heap calls in-process */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
@@ -127,6 +129,7 @@
 #define MT_FIELDS_STACK(F)                     /* the frames follow */      \
 	F(STACK_ID, "id", UINT)                /* > 0 */                    \
 	F(STACK_TRUNCATED, "truncated", UINT)  /* 1: not unwound to the end */
+#define MT_FIELDS_FAST(F)                      /* from here the library records */
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
@@ -237,6 +240,7 @@ enum mt_fn {
 #define MT_COOKIE_FN_MASK 0xffffu
 #define MT_COOKIE_GUARDED 0x10000u
 #define MT_COOKIE_NORET 0x20000u /* an allocating site without a return probe (operator new) */
+#define MT_COOKIE_INTERPOSED 0x40000u /* a name libmemtrack-fast.so interposes (--fast) */
 #define MT_COOKIE_KIND_SHIFT 20 /* the enum mt_fn_kind, so BPF needs no table */
 #define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
 

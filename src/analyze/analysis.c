@@ -411,7 +411,9 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 	case MT_EXEC:
 		sweep_proc(a, p);
 		set_command(p, ev->str);
+		p->fast_heap = false; /* a new image starts on the uprobes */
 		return 0;
+	case MT_FAST: p->fast_heap = true; return 0;
 	case MT_EXIT:
 		sweep_proc(a, p);
 		p->exited = true;

@@ -223,6 +223,8 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 
 	if (!heap_enabled) /* recording switched off (control socket) */
 		return 0;
+	if ((cookie & MT_COOKIE_INTERPOSED) && fast_records(bpf_get_current_pid_tgid() >> 32))
+		return 0; /* libmemtrack-fast.so records it (fast.bpf.c) */
 	outer = enter_kind(fn, kind, cookie, noret, sp, a0, a1, a2);
 	/* the stack of the program's own call: one unwinder in the program */
 	if (outer == 1 && stacks_on) {

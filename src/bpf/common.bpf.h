@@ -23,6 +23,7 @@ extern const volatile __u64 rss_granularity_pages; /* report RSS after this much
 extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters */
 extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */
 extern const volatile __u32 memtrack_tgid; /* memtrack itself: its exit resumes what is parked */
+extern const volatile __u32 fast_path;	   /* --fast given */
 
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
 				__u64 value) __ksym;
@@ -95,6 +96,20 @@ extern struct {
 static __always_inline bool is_tracked(__u32 tgid)
 {
 	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+}
+
+/*
+ * --fast, at a site the library interposes: whether the library records
+ * this call (the process announced, fast.bpf.c).
+ */
+static __always_inline bool fast_records(__u32 tgid)
+{
+	struct tracked_proc *tp;
+
+	if (!fast_path)
+		return false;
+	tp = bpf_map_lookup_elem(&tracked, &tgid);
+	return tp && (tp->flags & MT_PROC_FAST);
 }
 
 static __always_inline void count_drop(__u32 type)

@@ -14,6 +14,7 @@ const volatile __u64 rss_granularity_pages = 8; /* 32 KiB: ~1% of a small proces
 const volatile __u32 nr_cpus = 1;
 const volatile __u64 page_size = 4096; /* the loader writes sysconf(_SC_PAGESIZE) */
 const volatile __u32 memtrack_tgid = 0;
+const volatile __u32 fast_path = 0; /* --fast: the in-process heap path (fast.bpf.c) */
 
 /*
  * Heap recording on (1) or off (0).  Not const: userspace flips it at run

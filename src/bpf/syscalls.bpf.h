@@ -13,6 +13,12 @@
 #define NR_mremap 25
 #define NR_execve 59
 #define NR_execveat 322
+#define NR_prctl 157
+#define NR_clone 56
+#define NR_vfork 58
+#define NR_clone3 435
+#define SYSCALL_PARM1(regs) BPF_CORE_READ(regs, di)
+#define SYSCALL_PARM2(regs) BPF_CORE_READ(regs, si)
 #define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
 #define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, r9) /* libbpf 1.1 has no PT_REGS_PARM6 */
 #elif defined(__TARGET_ARCH_arm64)
@@ -22,6 +28,12 @@
 #define NR_execve 221
 #define NR_mmap 222
 #define NR_execveat 281
+#define NR_prctl 167
+#define NR_clone 220
+#define NR_vfork -1 /* none on arm64 */
+#define NR_clone3 435
+#define SYSCALL_PARM1(regs) BPF_CORE_READ(regs, regs[0])
+#define SYSCALL_PARM2(regs) BPF_CORE_READ(regs, regs[1])
 #define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
 #define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, regs[5])
 #else

@@ -136,6 +136,8 @@ static int print_text(struct report *r)
 		       human(p->allocated_bytes, b1, sizeof(b1)));
 		if (a->has_rss)
 			printf("  peak RSS %s", human(p->peak_rss_bytes, b2, sizeof(b2)));
+		if (p->fast_heap)
+			printf("  heap in-process");
 		printf("\n");
 	}
 	if (r->truncated)
@@ -210,6 +212,7 @@ static int print_json(struct report *r)
 		       (unsigned long long)p->allocs, (unsigned long long)p->allocated_bytes,
 		       (unsigned long long)p->peak_heap_bytes, (unsigned long long)p->leaked_bytes);
 		print_opt_u64("peak_rss_bytes", a->has_rss, p->peak_rss_bytes);
+		printf(",\"heap_path\":\"%s\"", p->fast_heap ? "in-process" : "uprobes");
 		if (p->exited)
 			printf(",\"exit_code\":%lld,\"exit_signal\":%u", (long long)p->exit_code,
 			       p->exit_signal);

@@ -33,6 +33,8 @@
 #include "bpf_abi.h"
 #include "cli.h"
 #include "control.h"
+#include "fast_drain.h"
+#include "fast_ring.h"
 #include "loader.h"
 #include "memtrack.skel.h"
 #include "pipeline.h"
@@ -52,6 +54,7 @@ struct track_opts {
 	bool start_disabled;  /* --start-disabled: heap recording off until `enable` */
 	bool stacks;	      /* --stacks: a call stack for each allocation and mmap */
 	uint64_t unwind_rows; /* --unwind-rows: size of the kernel's unwind table */
+	bool fast;	      /* --fast: heap calls recorded in-process where possible */
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;
@@ -64,7 +67,8 @@ struct track_run {
 	struct probes *probes;
 	struct stacks *stacks; /* NULL without --stacks */
 	struct pipeline *pipe;
-	struct control *ctl; /* NULL without --control (or when it failed) */
+	struct control *ctl;	 /* NULL without --control (or when it failed) */
+	struct fast_drain *fast; /* --fast: the in-process rings, else NULL */
 	struct mt_writer *writer;
 	struct mt_header hdr;
 	struct spawn child;
@@ -94,6 +98,7 @@ enum {
 	OPT_START_DISABLED,
 	OPT_STACKS,
 	OPT_UNWIND_ROWS,
+	OPT_FAST,
 };
 
 static const struct option track_options[] = {
@@ -109,6 +114,7 @@ static const struct option track_options[] = {
 	{ "start-disabled", no_argument, NULL, OPT_START_DISABLED },
 	{ "stacks", no_argument, NULL, OPT_STACKS },
 	{ "unwind-rows", required_argument, NULL, OPT_UNWIND_ROWS },
+	{ "fast", no_argument, NULL, OPT_FAST },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -133,6 +139,8 @@ static void track_usage(FILE *out)
 		"      --start-disabled  heap recording off until `enable` (needs --control)\n"
 		"      --stacks          record the call stack of every allocation and mmap\n"
 		"      --unwind-rows N   --stacks: unwind table rows in the kernel (default 1M, 16 bytes each)\n"
+		"      --fast            record heap calls inside the processes (a preloaded\n"
+		"                        library) where possible, uprobes elsewhere\n"
 		"  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 		"  -q, --quiet           no summary line\n");
 }
@@ -182,6 +190,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			}
 			o->unwind_rows = v;
 			break;
+		case OPT_FAST: o->fast = true; break;
 		case OPT_RING:
 			/* the kernel takes a map size in 32 bits: 2G at most */
 			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096 || v > (1ull << 31)) {
@@ -235,6 +244,15 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	if (o->start_disabled && !o->control) {
 		die_msg("--start-disabled needs --control PATH, or nothing could ever enable recording; add --control PATH");
+		return 2;
+	}
+	if (o->fast && !o->allocators) {
+		die_msg("--fast records heap calls and --no-allocators records none; drop one of them");
+		return 2;
+	}
+	if (o->fast && o->stacks) {
+		/* the in-process path does not unwind yet: its heap records would have no stack */
+		die_msg("--fast records heap calls without call stacks; drop --fast to use --stacks");
 		return 2;
 	}
 	o->argv = argv + optind;
@@ -377,8 +395,14 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 			stacks_forget(run->stacks, pid);
 		return;
 	}
+	if (h->type == MT_FAST) { /* its library records its heap calls from now on */
+		probes_fast(run->probes, pid);
+		return;
+	}
 	if (h->type == MT_EXEC && f[EXEC_OLD_PID] != h->pid)
 		probes_forget(run->probes, pid, true);
+	else if (h->type == MT_EXEC && probes_is_fast(run->probes, pid))
+		probes_forget(run->probes, pid, false); /* the new image starts on uprobes */
 	if (h->type == MT_EXEC && run->stacks)
 		stacks_forget(run->stacks, pid);
 	if (h->type == MT_EXEC && is_memtrack((const char *)(f + EXEC_NFIELDS)))
@@ -549,6 +573,16 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 		(unsigned long long)ps->poller_waits, (unsigned long long)total_drops(t),
 		ps->encode_ns / 1e6, (unsigned long long)ps->frames,
 		(unsigned long long)ps->raw_bytes, (unsigned long long)ps->file_bytes);
+	if (run->fast) {
+		struct fast_drain_stats fs;
+
+		fast_drain__stats(run->fast, &fs);
+		fprintf(stderr,
+			"memtrack: fast: %llu processes recorded in-process (%llu refused), %llu records, %llu lost, %llu rings open at most\n",
+			(unsigned long long)fs.rings, (unsigned long long)fs.refused,
+			(unsigned long long)fs.records, (unsigned long long)fs.lost,
+			(unsigned long long)fs.max_open);
+	}
 	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
 		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
 		(run->t_finished - run->t_exited) / 1e6);
@@ -588,6 +622,13 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	if (run->hook_failures)
 		die_msg("could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
 			run->hook_failures, run->hook_err_pid, strerror(-run->hook_err));
+	if (run->fast) {
+		struct fast_drain_stats fs;
+
+		/* slots a killed thread reserved and never wrote: lost, type unknown */
+		fast_drain__stats(run->fast, &fs);
+		t->dropped[0] += fs.lost;
+	}
 	if (run->probes) {
 		struct probes_stats pr;
 
@@ -733,6 +774,86 @@ static const char *loader_reason(enum loader_step step, int err, char *buf, size
 }
 
 /*
+ * Finds libmemtrack-fast.so: next to the memtrack binary (the build tree),
+ * else in the install's lib/memtrack.  Returns 0 or -ENOENT.
+ */
+static int fast_lib_path(char *buf, size_t len)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n > 0) {
+		exe[n] = 0;
+		slash = strrchr(exe, '/');
+		if (slash &&
+		    (size_t)snprintf(buf, len, "%.*s/libmemtrack-fast.so", (int)(slash - exe),
+				     exe) < len &&
+		    !access(buf, R_OK))
+			return 0;
+		if (slash && (slash = memrchr(exe, '/', slash - exe)) &&
+		    (size_t)snprintf(buf, len, "%.*s/lib/memtrack/libmemtrack-fast.so",
+				     (int)(slash - exe), exe) < len &&
+		    !access(buf, R_OK))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/* Poller thread: a process whose executable allocates itself stays on the uprobes. */
+static bool fast_admit(void *ctx, pid_t pid)
+{
+	struct track_run *run = ctx;
+
+	return !probes_exe_allocates(run->probes, pid);
+}
+
+/*
+ * --fast: opens the socket the library hands its rings to, makes the
+ * pipeline drain them, and puts the library first in the command's
+ * LD_PRELOAD (the command sees it there, and MEMTRACK_FAST_SOCKET: exec'd
+ * programs keep the path through them).  Returns 0 or -errno with a
+ * message in @err.
+ */
+static int start_fast(struct track_run *run, char *err, size_t errlen)
+{
+	char lib[4096], *preload;
+	const char *old = getenv("LD_PRELOAD");
+	int ret;
+
+	if (fast_lib_path(lib, sizeof(lib))) {
+		snprintf(
+			err, errlen,
+			"--fast needs libmemtrack-fast.so next to the memtrack binary or in lib/memtrack of its install; run make (or make install), or drop --fast");
+		return -ENOENT;
+	}
+	run->fast = fast_drain__new(bpf_map__fd(run->skel->maps.tracked), fast_admit, run);
+	if (!run->fast) {
+		ret = -errno;
+		snprintf(
+			err, errlen,
+			"cannot create the --fast socket: %s; set TMPDIR to a writable directory or drop --fast",
+			strerror(-ret));
+		return ret;
+	}
+	/* the heap switch (control socket) lives in the BPF side's mmapable .data */
+	fast_drain__set_switch(run->fast, bpf_map__fd(run->skel->maps.data),
+			       (uint32_t)((const char *)loader_heap_switch(run->skel) -
+					  (const char *)run->skel->data),
+			       bpf_map__value_size(run->skel->maps.data));
+	ret = pipeline__add_source(run->pipe, fast_drain__fd(run->fast), fast_drain_source,
+				   run->fast);
+	if (ret)
+		return ret;
+	if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)
+		return -ENOMEM;
+	setenv("LD_PRELOAD", preload, 1);
+	free(preload);
+	setenv(MT_FAST_SOCKET_ENV, fast_drain__path(run->fast), 1);
+	return 0;
+}
+
+/*
  * Loads the BPF side and creates the writer, the probe registry and the
  * pipeline.  Returns 0, or -errno with a one-line message in @err (what was
  * created is freed by the caller's cleanup).
@@ -749,6 +870,7 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.stacks = run->o->stacks,
 		.unwind_rows = run->o->unwind_rows ? (uint32_t)run->o->unwind_rows
 						   : MT_UNWIND_ROWS_DEFAULT,
+		.fast = run->o->fast,
 	};
 	enum loader_step step;
 	int ret;
@@ -778,6 +900,7 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 			snprintf(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
+		probes__set_fast(run->probes, run->o->fast);
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
 	if (run->pipe && run->o->stacks) {
@@ -791,6 +914,11 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 	}
 	if (run->pipe && run->ctl)
 		start_control(run);
+	if (run->pipe && run->o->fast) {
+		ret = start_fast(run, err, errlen);
+		if (ret)
+			return ret;
+	}
 	ret = !run->pipe ? -errno
 			 : pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
 						  bpf_map__fd(run->skel->maps.ctl_events));
@@ -1033,7 +1161,8 @@ fail_setup:
 	ret = 1;
 out:
 	pipeline__free(run.pipe);
-	control__free(run.ctl); /* after the poller, which serves it */
+	control__free(run.ctl);	    /* after the poller, which serves it */
+	fast_drain__free(run.fast); /* after the poller, which drains it */
 	mt_writer__free(run.writer);
 	teardown(&run);
 	if (run.out_fd >= 0)

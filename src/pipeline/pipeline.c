@@ -70,6 +70,9 @@ struct pipeline {
 	int aux_fd; /* pipeline__watch_fd()'s fd, or -1 */
 	pipeline_fd_fn aux_fn;
 	void *aux_ctx;
+	int src_fd; /* pipeline__add_source()'s fd, or -1 */
+	pipeline_source_fn src_fn;
+	void *src_ctx;
 
 	struct pipeline_stats st; /* poller fields; writer ones merged at stop */
 };
@@ -305,6 +308,7 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 	p->stop_fd = -1;
 	p->epoll_fd = -1;
 	p->aux_fd = -1;
+	p->src_fd = -1;
 	pthread_mutex_init(&p->turn_lock, NULL);
 	pthread_cond_init(&p->turn_cond, NULL);
 	p->full = queue__new(p->opts.batches);
@@ -372,7 +376,7 @@ int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
 	if (!rec_valid(p, rec, size))
 		return 0;     /* not a record of ours: ignore rather than stop the run */
 	size = rec_size(rec); /* the ring may pad: keep the record's own bytes */
-	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT))
+	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT || h->type == MT_FAST))
 		p->hook(p->hook_ctx, h, (const __u64 *)(h + 1));
 	if (!p->cur->nrec)
 		now = mono_ns();
@@ -411,6 +415,30 @@ int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx)
 	return 0;
 }
 
+int pipeline__add_source(struct pipeline *p, int fd, pipeline_source_fn fn, void *ctx)
+{
+	if (p->src_fd >= 0)
+		return -EBUSY;
+	p->src_fd = fd;
+	p->src_fn = fn;
+	p->src_ctx = ctx;
+	return 0;
+}
+
+/* The events ring, then the other source (if any). */
+static int consume_events(struct pipeline *p)
+{
+	int err = ring_buffer__consume(p->rb);
+
+	if (err >= 0 && p->src_fn) {
+		int n = p->src_fn(p->src_ctx, p);
+
+		if (n < 0)
+			err = n;
+	}
+	return err;
+}
+
 static int ring_cb(void *ctx, void *data, size_t size)
 {
 	return pipeline_feed(ctx, data, size);
@@ -427,13 +455,13 @@ static int consume_rings(struct pipeline *p)
 {
 	int n, err;
 
-	err = ring_buffer__consume(p->rb);
+	err = consume_events(p);
 	if (err < 0 || !p->ctl_rb)
 		return err;
 	n = ring_buffer__consume(p->ctl_rb);
 	if (n <= 0)
 		return n;
-	err = ring_buffer__consume(p->rb);
+	err = consume_events(p);
 	return err < 0 ? err : 0;
 }
 
@@ -462,14 +490,14 @@ static void *poller_main(void *arg)
 {
 	struct pipeline *p = arg;
 	int poll_ms = p->opts.flush_ms / 2 ? p->opts.flush_ms / 2 : 1;
-	struct epoll_event ev[4];
+	struct epoll_event ev[8];
 	int err = 0;
 
 	if (poll_ms > 100)
 		poll_ms = 100;
 	raise_priority();
 	while (atomic_load(&p->stop_cause) < 0) {
-		int n = epoll_wait(p->epoll_fd, ev, 4, poll_ms);
+		int n = epoll_wait(p->epoll_fd, ev, 8, poll_ms);
 
 		if (n < 0 && errno != EINTR) {
 			err = -errno;
@@ -490,6 +518,9 @@ static void *poller_main(void *arg)
 		err = pipeline_flush(p, atomic_load(&p->stop_cause) < 0
 						? FLUSH_SHUTDOWN
 						: (enum flush_cause)atomic_load(&p->stop_cause));
+	/* a failed pipeline reads nothing more: the source must stop its producers */
+	if (err < 0 && p->src_fn)
+		p->src_fn(p->src_ctx, NULL);
 	p->poller_err = err < 0 ? err : 0;
 	return NULL;
 }
@@ -517,6 +548,8 @@ static int setup_poll(struct pipeline *p)
 		err = epoll_add(p->epoll_fd, p->stop_fd);
 	if (!err && p->aux_fd >= 0)
 		err = epoll_add(p->epoll_fd, p->aux_fd);
+	if (!err && p->src_fd >= 0)
+		err = epoll_add(p->epoll_fd, p->src_fd);
 	return err;
 }
 

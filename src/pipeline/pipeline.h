@@ -59,7 +59,8 @@ struct pipeline_opts {
 
 /*
  * Called on the poller thread for every record whose task was parked
- * (MT_REC_PARKED) and for every EXIT record, before the record is batched.
+ * (MT_REC_PARKED) and for every EXIT and FAST record, before the record is
+ * batched.
  */
 typedef void (*pipeline_hook_fn)(void *ctx, const struct mt_rec_hdr *h, const __u64 *f);
 
@@ -119,6 +120,24 @@ typedef void (*pipeline_fd_fn)(void *ctx);
  * pipeline__start_poller().  Returns 0, or -EBUSY when one is set already.
  */
 int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx);
+
+/*
+ * A record source besides the BPF rings (the in-process heap rings of
+ * --fast, src/record/fast_drain.c): called on the poller thread each time
+ * the rings are read, right after the events ring, and again after the
+ * control ring gave records (an exit follows every record of its process).
+ * It feeds what it has with pipeline_feed(); returns >= 0 or -errno
+ * (which stops the poller).  When the poller stops on an error it is called
+ * once more with @p NULL: nothing will be read any more.
+ */
+typedef int (*pipeline_source_fn)(void *ctx, struct pipeline *p);
+
+/*
+ * Makes the poller also wait on @fd (borrowed; an epoll fd is fine) and
+ * read @fn(@ctx) with the rings.  One source at most; call it before
+ * pipeline__start_poller().  Returns 0, or -EBUSY when one is set already.
+ */
+int pipeline__add_source(struct pipeline *p, int fd, pipeline_source_fn fn, void *ctx);
 
 /*
  * Poller side (or before the poller starts): batches a record made by

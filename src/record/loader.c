@@ -42,6 +42,13 @@ static void set_alloc_autoload(struct memtrack_bpf *skel, bool on)
 	}
 }
 
+/* The in-process heap path's programs (fast.bpf.c) load only with --fast. */
+static void set_fast_autoload(struct memtrack_bpf *skel, bool on)
+{
+	bpf_program__set_autoload(skel->progs.handle_fast_marker, on);
+	bpf_program__set_autoload(skel->progs.handle_fast_exec, on);
+}
+
 /* Attaches the tracepoint programs; uprobes are left to probes.c. */
 static int attach_tracepoints(struct memtrack_bpf *skel)
 {
@@ -180,6 +187,8 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	bpf_map__set_max_entries(skel->maps.stacks_seen, o->stacks ? MT_STACKS_SEEN : 1);
 	set_alloc_autoload(skel, o->allocators);
 	set_physical_autoload(skel, o->physical);
+	skel->rodata->fast_path = o->fast && o->allocators;
+	set_fast_autoload(skel, o->fast && o->allocators);
 	if (o->physical) {
 		uint64_t words = (max_pfn() + 63) / 64;
 

@@ -31,6 +31,7 @@ struct loader_opts {
 	bool heap_disabled;    /* start with heap recording off (--start-disabled) */
 	bool stacks;	       /* unwind call stacks (--stacks) */
 	uint32_t unwind_rows;  /* --stacks: rows of the unwind table (MT_UNWIND_ROWS_DEFAULT) */
+	bool fast;	       /* --fast: load the in-process heap path's programs */
 	/* out: why physical was turned off (-errno and step), 0 if it was not */
 	int physical_err;
 	enum loader_step physical_step;

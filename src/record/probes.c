@@ -66,6 +66,8 @@ struct proc_links {
 	int *links;				     /* owned link fds */
 	unsigned nlinks;
 	unsigned cap;
+	struct proc_links *ilinks; /* --fast: links of interposed sites, owned (NULL: none) */
+	bool fast;		   /* announced the in-process path: no interposed sites */
 };
 
 struct probes {
@@ -82,6 +84,7 @@ struct probes {
 	struct proc_links *procs; /* owned */
 	unsigned nprocs;
 	struct probes_stats stats;
+	bool fast_path; /* --fast: interposed sites are marked and linked apart */
 };
 
 static uint64_t now_ns(void)
@@ -237,6 +240,67 @@ static bool is_operator_new(unsigned fn)
 }
 
 /*
+ * Whether the calls of site @s of @fi all pass through libmemtrack-fast.so:
+ * a standard name (the library defines it, so the program's calls bind to
+ * the library's) of a file that is not an allocator library of its own.
+ * jemalloc's, mimalloc's and tcmalloc's functions also go by their own
+ * names (mimalloc's free is mi_free), which a program can call directly
+ * (dlsym): their sites stay with the uprobes.
+ */
+static bool is_interposed(const struct file_info *fi, const struct alloc_site *s)
+{
+	return !fi->syms.vendor && !s->vendor && s->fn != MT_FN_FREE_SIZED &&
+	       s->fn != MT_FN_FREE_ALIGNED_SIZED;
+}
+
+/* One link group's sites: entries (alloc_enter) and returns (alloc_exit). */
+struct site_set {
+	uint64_t off[MT_MAX_SITES], cookie[MT_MAX_SITES];
+	uint64_t roff[MT_MAX_SITES], rcookie[MT_MAX_SITES];
+	unsigned n, nr;
+};
+
+/* Adds site @s with cookie @c to @set, as attach_file() describes. */
+static void add_site(struct site_set *set, const struct alloc_site *s, uint64_t c, bool guard_free,
+		     bool vendor_file)
+{
+	int kind = mt_fn_kind(s->fn);
+
+	if (kind == MT_K_FREE && !guard_free) {
+		set->off[set->n] = s->offset;
+		set->cookie[set->n++] = c;
+		return;
+	}
+	if (is_operator_new(s->fn) && !vendor_file) {
+		set->off[set->n] = s->entry;
+		set->cookie[set->n++] = c | MT_COOKIE_NORET;
+		return;
+	}
+	if (kind == MT_K_FREE)
+		c |= MT_COOKIE_GUARDED;
+	set->off[set->n] = s->entry;
+	set->cookie[set->n++] = c;
+	set->roff[set->nr] = s->entry;
+	set->rcookie[set->nr++] = c;
+}
+
+/* Links @set's sites for @pl's process (into @pl's link list @into). */
+static int link_set(struct probes *p, struct proc_links *pl, struct proc_links *into,
+		    const struct site_set *set, const char *path)
+{
+	int err = 0;
+
+	into->pid = pl->pid;
+	if (set->n)
+		err = link_uprobe_multi(p, into, p->skel->progs.alloc_enter, path, set->off,
+					set->cookie, set->n, false);
+	if (!err && set->nr)
+		err = link_uprobe_multi(p, into, p->skel->progs.alloc_exit, path, set->roff,
+					set->rcookie, set->nr, true);
+	return err;
+}
+
+/*
  * Attaches every site of @fi for @pl's process: entries (free included) to
  * alloc_enter, returns to alloc_exit.  A free-kind site outside libc gets a
  * return probe too (MT_COOKIE_GUARDED) when the process has (or, being
@@ -244,46 +308,42 @@ static bool is_operator_new(unsigned fn)
  * calling free, or an LD_PRELOAD wrapper's free calling libc's, is then one
  * call, recorded once.  That return probe
  * sits at the function's entry, so such a site is probed there too, not
- * past free's NULL check.  Returns the sites attached or -errno.
+ * past free's NULL check.  Under --fast, sites libmemtrack-fast.so
+ * interposes go into links of their own (pl->ilinks), or nowhere once the
+ * process has announced.  Returns the sites attached or -errno.
  */
 static int attach_file(struct probes *p, struct proc_links *pl, struct file_info *fi,
 		       const char *path, bool others)
 {
-	uint64_t off[MT_MAX_SITES] = { 0 }, cookie[MT_MAX_SITES] = { 0 };
-	uint64_t roff[MT_MAX_SITES], rcookie[MT_MAX_SITES];
+	struct site_set *sets = calloc(2, sizeof(*sets)); /* [0] others, [1] interposed */
 	bool guard_free = others && !is_libc(path);
-	unsigned n = 0, nr = 0;
-	int err;
+	int err = -ENOMEM;
 
 	if (!fi)
-		return -EINVAL;
+		err = -EINVAL;
+	if (!fi || !sets)
+		goto out;
 	for (unsigned i = 0; i < fi->syms.n; i++) {
 		const struct alloc_site *s = &fi->syms.site[i];
-		int kind = mt_fn_kind(s->fn);
-		uint64_t c = s->fn | (uint64_t)kind << MT_COOKIE_KIND_SHIFT;
+		uint64_t c = s->fn | (uint64_t)mt_fn_kind(s->fn) << MT_COOKIE_KIND_SHIFT;
+		bool interposed = p->fast_path && is_interposed(fi, s);
 
-		if (kind == MT_K_FREE && !guard_free) {
-			off[n] = s->offset;
-			cookie[n++] = c;
+		if (interposed && pl->fast)
 			continue;
-		}
-		if (is_operator_new(s->fn) && !fi->syms.vendor) {
-			off[n] = s->entry;
-			cookie[n++] = c | MT_COOKIE_NORET;
-			continue;
-		}
-		if (kind == MT_K_FREE)
-			c |= MT_COOKIE_GUARDED;
-		off[n] = s->entry;
-		cookie[n++] = c;
-		roff[nr] = s->entry;
-		rcookie[nr++] = c;
+		add_site(&sets[interposed], s, c | (interposed ? MT_COOKIE_INTERPOSED : 0),
+			 guard_free, fi->syms.vendor);
 	}
-	err = link_uprobe_multi(p, pl, p->skel->progs.alloc_enter, path, off, cookie, n, false);
-	if (!err && nr)
-		err = link_uprobe_multi(p, pl, p->skel->progs.alloc_exit, path, roff, rcookie, nr,
-					true);
-	return err ? err : (int)(n + nr);
+	err = link_set(p, pl, pl, &sets[0], path);
+	if (!err && sets[1].n) {
+		if (!pl->ilinks)
+			pl->ilinks = calloc(1, sizeof(*pl->ilinks));
+		err = pl->ilinks ? link_set(p, pl, pl->ilinks, &sets[1], path) : -ENOMEM;
+	}
+	if (!err)
+		err = (int)(sets[0].n + sets[0].nr + sets[1].n + sets[1].nr);
+out:
+	free(sets);
+	return err;
 }
 
 static bool proc_has_file(const struct proc_links *pl, const struct file_info *fi)
@@ -326,6 +386,18 @@ static int gone_or_lost(struct probes *p, int err)
 	return err;
 }
 
+/*
+ * libmemtrack-fast.so (--fast) only forwards each call to the next
+ * definition, which is probed: its own sites would trap every call twice
+ * in a process that stays on the uprobes, and record nothing more.
+ */
+static bool is_fast_lib(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return !strcmp(base ? base + 1 : path, "libmemtrack-fast.so");
+}
+
 /* The dynamic loader (ld-linux-x86-64.so.2, ld-musl-x86_64.so.1 ...). */
 static bool is_dynamic_loader(const char *path)
 {
@@ -365,6 +437,8 @@ static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 		if (!exec_file_mapping(line, path, sizeof(path)))
 			continue;
 		*dynamic |= is_dynamic_loader(path);
+		if (is_fast_lib(path))
+			continue;
 		/* through the process's root, so chroots and deleted files still work */
 		snprintf(out[n].path, sizeof(out[n].path), "/proc/%d/root%s", pid, path);
 		if (stat(out[n].path, &st))
@@ -515,12 +589,72 @@ static void bury(struct probes *p, struct proc_links *pl)
 	pl->nlinks = pl->cap = 0;
 }
 
+/* Hands @pl's interposed-site links to the closers. */
+static void bury_ilinks(struct probes *p, struct proc_links *pl)
+{
+	if (!pl->ilinks)
+		return;
+	bury(p, pl->ilinks);
+	free(pl->ilinks);
+	pl->ilinks = NULL;
+}
+
+void probes__set_fast(struct probes *p, bool on)
+{
+	p->fast_path = on;
+}
+
+void probes_fast(struct probes *p, pid_t pid)
+{
+	struct proc_links *pl = proc_lookup(p, pid, true);
+
+	if (!pl)
+		return;
+	pl->fast = true;
+	bury_ilinks(p, pl);
+}
+
+bool probes_exe_allocates(struct probes *p, pid_t pid)
+{
+	struct file_info *fi;
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	if (stat(path, &st))
+		return true; /* cannot tell: the uprobes are always right */
+	fi = file_lookup(p, path, st.st_dev, st.st_ino);
+	if (!fi)
+		return true;
+	/* its own C++ operators are fine: the library tells their calls apart */
+	for (unsigned i = 0; i < fi->syms.n; i++)
+		if (fi->syms.site[i].fn < MT_FN_NEW ||
+		    fi->syms.site[i].fn > MT_FN_DELETE_ARRAY_ALIGNED_NOTHROW)
+			return true;
+	return false;
+}
+
+bool probes_is_fast(const struct probes *p, pid_t pid)
+{
+	for (unsigned i = 0; i < p->nprocs; i++)
+		if (p->procs[i].pid == pid)
+			return p->procs[i].fast;
+	return false;
+}
+
 void probes_forget(struct probes *p, pid_t pid, bool detach_now)
 {
 	struct proc_links *pl = proc_lookup(p, pid, false);
 
 	if (!pl)
 		return;
+	if (pl->ilinks && detach_now) {
+		destroy_links_parallel(pl->ilinks->links, pl->ilinks->nlinks);
+		free(pl->ilinks->links);
+		free(pl->ilinks);
+		pl->ilinks = NULL;
+	}
+	bury_ilinks(p, pl);
 	if (detach_now) {
 		destroy_links_parallel(pl->links, pl->nlinks);
 		free(pl->links);
@@ -545,8 +679,10 @@ void probes__free(struct probes *p)
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned i = 0; i < p->nclosers; i++)
 		pthread_join(p->closer[i], NULL);
-	for (unsigned i = 0; i < p->nprocs; i++)
+	for (unsigned i = 0; i < p->nprocs; i++) {
+		bury_ilinks(p, &p->procs[i]);
 		bury(p, &p->procs[i]);
+	}
 	/* the rest together: their grace periods overlap */
 	destroy_links_parallel(p->graveyard.links, p->graveyard.nlinks);
 	free(p->graveyard.links);

@@ -52,6 +52,33 @@ MT_MUST_CHECK int probes_sync(struct probes *p, pid_t pid);
  */
 void probes_forget(struct probes *p, pid_t pid, bool detach_now);
 
+/*
+ * --fast: sites under the names libmemtrack-fast.so interposes carry
+ * MT_COOKIE_INTERPOSED (alloc.bpf.c ignores them once the process has
+ * announced) and get links of their own, which probes_fast() detaches.
+ * Call before the first probes_sync().
+ */
+void probes__set_fast(struct probes *p, bool on);
+
+/*
+ * @pid announced the in-process path: detaches its interposed sites (their
+ * calls stop trapping) and attaches none from now on; the other sites (a
+ * vendor allocator's own API) stay.  Until its next exec.
+ */
+void probes_fast(struct probes *p, pid_t pid);
+
+/*
+ * Whether @pid's executable defines allocator functions of its own (a
+ * linked-in allocator): calls inside the executable bind there, past
+ * libmemtrack-fast.so, so such a process stays on the uprobes.  C++
+ * operators alone (a statically linked C++ runtime, gcc's cc1) do not
+ * count: the library recognises their calls of malloc and free.
+ */
+bool probes_exe_allocates(struct probes *p, pid_t pid);
+
+/* Whether @pid announced the in-process path (and has not exec'd since). */
+bool probes_is_fast(const struct probes *p, pid_t pid);
+
 void probes__stats(const struct probes *p, struct probes_stats *st);
 
 /* Detaches every probe and frees the registry (NULL is fine). */

@@ -235,6 +235,7 @@ int alloc_syms_read(const char *path, struct alloc_syms *out)
 			continue;
 		out->site[out->n].fn = fn;
 		out->site[out->n].entry = off;
+		out->site[out->n].vendor = sym_names[i].vendor;
 		out->site[out->n].offset = fn == MT_FN_FREE ? skip_null_check(fd, off) : off;
 		out->n++;
 	}

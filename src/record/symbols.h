@@ -15,6 +15,7 @@ struct alloc_site {
 	unsigned fn;	 /* enum mt_fn */
 	uint64_t offset; /* file offset of the probe */
 	uint64_t entry;	 /* file offset of the function itself */
+	bool vendor;	 /* under an allocator library's own name (mi_*, tc_*, mallocx ...) */
 };
 
 /* Allocator symbols a file can define (symbols.c lists them). */

@@ -91,13 +91,15 @@ def memtrack_counts(events):
     return out
 
 
-def run_counted(tmp, shell_cmd, cwd=None, timeout=120):
-    """Tracks `sh -c shell_cmd` with the counter preloaded in memtrack's
-    environment; returns (artifact, {pid: counts}, {pid: counts})."""
+def run_counted(tmp, shell_cmd, cwd=None, timeout=120, opts=()):
+    """Tracks `sh -c shell_cmd` (memtrack options opts) with the counter
+    preloaded in memtrack's environment; returns (artifact, {pid: counts},
+    {pid: counts})."""
     require(COUNTER.exists(), "%s is not built (make test builds it)" % COUNTER)
     out, log = Path(tmp) / "out.mtrk", Path(tmp) / "count.log"
     env = dict(os.environ, LD_PRELOAD=str(COUNTER), MT_COUNT_LOG=str(log))
-    argv = [MEMTRACK, "track", "-q", "-o", str(out), "--", "/bin/sh", "-c", shell_cmd]
+    argv = [MEMTRACK, "track", "-q", "-o", str(out)] + list(opts)
+    argv += ["--", "/bin/sh", "-c", shell_cmd]
     p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -110,8 +112,8 @@ def run_counted(tmp, shell_cmd, cwd=None, timeout=120):
     return art, memtrack_counts(art.events), interposer_counts(log, p.pid)
 
 
-def check_exact(tmp, shell_cmd, min_processes=1, cwd=None):
-    art, mine, theirs = run_counted(tmp, shell_cmd, cwd=cwd)
+def check_exact(tmp, shell_cmd, min_processes=1, cwd=None, opts=()):
+    art, mine, theirs = run_counted(tmp, shell_cmd, cwd=cwd, opts=opts)
     pids = set(tree_pids(art.events))
     require(len(pids) >= min_processes, "processes recorded: %d, expected at least %d"
             % (len(pids), min_processes))

@@ -179,3 +179,11 @@ def test_stacks_needs_allocators(tmp):
     t = track(tmp, [fixture("stk_nofp"), "recurse"], opts=["--stacks", "--no-allocators"],
               expect_rc=2)
     check_true("drop --no-allocators" in t.stderr, "message names the fix: " + t.stderr)
+
+
+def test_stacks_refuses_fast(tmp):
+    """The in-process heap path takes no stacks: --fast with --stacks would
+    give heap records without them, so it is a usage error."""
+    t = track(tmp, [fixture("stk_nofp"), "recurse"], opts=["--stacks", "--fast"],
+              expect_rc=2)
+    check_true("drop --fast" in t.stderr, "message names the fix: " + t.stderr)

@@ -263,6 +263,7 @@ static size_t all_types(struct trec *r)
 	r[n] = rec(MT_MARK, 0, T + 2301, NULL, 0);
 	r[n++].str = long_path; /* cut at MT_PATH_MAX - 1 like a path */
 	r[n++] = rec(MT_ENABLE, 0, T + 2400, NULL, 0);
+	r[n++] = rec(MT_FAST, 0, T + 2500, NULL, 0); /* no fields: the handover */
 	/* extreme ids */
 	r[n] = R(MT_MALLOC, UINT16_MAX, T, UINT64_MAX, 1);
 	r[n].h.pid = UINT32_MAX;

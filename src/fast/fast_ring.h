@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fast_ring.h - the shared-memory ring of the in-process heap path
+ * (--fast): libmemtrack-fast.so writes heap records into it, memtrack
+ * drains it (src/record/fast_drain.c).  Both sides include this header.
+ *
+ * One ring per process (a memfd the library creates and hands to memtrack
+ * over the Unix socket named by MEMTRACK_FAST_SOCKET, with SCM_RIGHTS).
+ * A header page, then MT_FAST_SLOTS fixed 64-byte slots: many producers
+ * (the process's threads), one consumer (memtrack's poller).
+ *
+ * A slot's `seq` says whose turn it is, relative to the position p that
+ * maps to it (lap = p & ~(slots - 1)): lap means free for the producer of
+ * p, lap + 1 written (the consumer may read it), lap + slots consumed (free
+ * for p + slots).  Zeroed memory is a ring whose every slot is free for
+ * its first lap.  A producer takes p with one fetch-and-add on `head`; a
+ * full ring (seq still lap - slots + 1 ... ) makes it wait (it never drops).
+ * Records keep the ring's order per thread; the pipeline sorts batches by
+ * timestamp, as it does for the BPF rings.
+ */
+#ifndef MEMTRACK_FAST_RING_H
+#define MEMTRACK_FAST_RING_H
+
+#include <stdint.h>
+#include <linux/types.h>
+#include "event.h"
+
+#define MT_FAST_MAGIC 0x676e6972747366ull /* "fstring" */
+#define MT_FAST_SLOTS 8192u		  /* 512 KiB of slots per process */
+#define MT_FAST_HDR_BYTES 4096u
+#define MT_FAST_RING_BYTES (MT_FAST_HDR_BYTES + MT_FAST_SLOTS * 64u)
+/* a producer pokes the consumer (one byte on the socket) every this many records */
+#define MT_FAST_WAKE_EVERY (MT_FAST_SLOTS / 4)
+#define MT_FAST_SOCKET_ENV "MEMTRACK_FAST_SOCKET"
+
+struct mt_fast_hdr {
+	__u64 magic;   /* MT_FAST_MAGIC */
+	__u32 version; /* MT_FAST_VERSION (bpf_abi.h) */
+	__u32 slots;   /* MT_FAST_SLOTS */
+	__u8 pad0[48];
+	__u64 head; /* next position a producer takes (atomic) */
+	__u8 pad1[56];
+	__u64 tail; /* next position the consumer reads (its own, informative) */
+};
+
+struct mt_fast_slot {
+	__u64 seq;		  /* see above (atomic) */
+	struct mt_rec_hdr h;	  /* as the BPF side fills it */
+	__u64 f[REALLOC_NFIELDS]; /* heap records have at most 4 fields (the last: stack 0) */
+};
+
+_Static_assert(sizeof(struct mt_fast_slot) == 64, "fast slot layout");
+_Static_assert(sizeof(struct mt_fast_hdr) <= MT_FAST_HDR_BYTES, "fast header");
+_Static_assert(REALLOC_NFIELDS == 4 && ALIGNED_ALLOC_NFIELDS == 4, "heap records fit a slot");
+
+/* The first message on the socket, with the memfd (SCM_RIGHTS). */
+struct mt_fast_hello {
+	__u64 magic;   /* MT_FAST_MAGIC */
+	__u32 version; /* MT_FAST_VERSION */
+	__u32 bytes;   /* MT_FAST_RING_BYTES */
+};
+
+/*
+ * memtrack's answer: 'y' with the BPF side's .data map (SCM_RIGHTS), whose
+ * __u32 at switch_offset is the heap-recording switch (the control
+ * socket's enable/disable): the library reads it for every call, as the
+ * uprobes do; or 'n', no fd.
+ */
+struct mt_fast_answer {
+	char verdict; /* 'y' or 'n' */
+	char pad[3];
+	__u32 switch_offset; /* bytes into the map */
+	__u64 map_bytes;     /* to mmap */
+};
+
+static inline struct mt_fast_slot *mt_fast_slots(void *ring)
+{
+	return (struct mt_fast_slot *)((char *)ring + MT_FAST_HDR_BYTES);
+}
+
+#endif /* MEMTRACK_FAST_RING_H */

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fast_drain.h - memtrack's side of the in-process heap path (--fast):
+ * the socket libmemtrack-fast.so connects to, and the per-process rings it
+ * hands over (src/fast/fast_ring.h), drained into the pipeline.
+ *
+ * THREAD NOTES: main creates and frees it; between pipeline__add_source()
+ * and pipeline__stop() only the poller thread calls fast_drain_source().
+ * Statistics are read after pipeline__stop().
+ */
+#ifndef MEMTRACK_FAST_DRAIN_H
+#define MEMTRACK_FAST_DRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "compiler.h"
+
+struct pipeline;
+struct fast_drain;
+
+struct fast_drain_stats {
+	uint64_t rings;	   /* processes that handed a ring over */
+	uint64_t refused;  /* connections refused (not of the tree, bad hello) */
+	uint64_t records;  /* records drained */
+	uint64_t lost;	   /* slots a process left unwritten (killed in a call) */
+	uint64_t max_open; /* rings open at once, at most */
+};
+
+/* Whether process @pid may record in-process (called on the poller thread). */
+typedef bool (*fast_admit_fn)(void *ctx, pid_t pid);
+
+/*
+ * Creates the socket (in a fresh private directory under $TMPDIR or /tmp,
+ * connectable by anyone: only processes in the BPF map @tracked_fd, the
+ * tree, that @admit(@ctx) accepts are answered yes).  Returns NULL with
+ * errno set.
+ */
+struct fast_drain *fast_drain__new(int tracked_fd, fast_admit_fn admit, void *ctx);
+
+/*
+ * The heap-recording switch every library must read: a __u32 at @offset of
+ * the mmapable BPF map @map_fd (borrowed) of @map_bytes bytes.
+ */
+void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes);
+
+/* The socket's path, for MEMTRACK_FAST_SOCKET. */
+const char *fast_drain__path(const struct fast_drain *d);
+
+/* An fd that is readable when the source has work (an epoll fd). */
+int fast_drain__fd(const struct fast_drain *d);
+
+/*
+ * The pipeline source (pipeline_source_fn): answers new connections, reads
+ * every ring to empty, closes the rings of processes that are gone.  With
+ * @p NULL (the pipeline failed), or when feeding fails, closes every
+ * connection and the socket.  Returns the records fed, or the pipeline's
+ * -errno.
+ */
+int fast_drain_source(void *ctx, struct pipeline *p);
+
+void fast_drain__stats(const struct fast_drain *d, struct fast_drain_stats *st);
+
+/* Closes every ring and connection, removes the socket (NULL is fine). */
+void fast_drain__free(struct fast_drain *d);
+
+#endif /* MEMTRACK_FAST_DRAIN_H */

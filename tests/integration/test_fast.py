@@ -1,0 +1,281 @@
+# SPDX-License-Identifier: MIT
+"""The in-process heap path (`track --fast`, docs/DESIGN.md "The in-process
+heap path").
+
+Every allocation fixture and the real programs of test_exact.py run twice
+under `setarch -R`: with --fast, and on the uprobes with the library
+preloaded but unable to reach memtrack (MEMTRACK_FAST_SOCKET names no
+socket), so both runs execute the same process image (the library's
+thread-local storage makes glibc's per-thread DTV 16 bytes larger, its
+environment variables are copied by python...) and differ only in which
+path records.  The heap records of each process (matched by executable)
+must be the same list: type, fn, sizes, alignment, and which earlier block
+each address is (addresses move with the ring's mapping).  Timestamps and
+pids are ignored.  A process with more than one thread interleaves
+differently from run to run, and a real program's mremap'd blocks may grow
+in place or move: those compare as multisets without addresses.
+
+One difference is by design and left out of the comparison: frees of a
+block the process never allocated.  glibc frees a thread's tcache at thread
+exit through its internal __libc_free; the uprobes on free see that call
+(an allocation they never saw: tcache_init allocates internally), the
+library, which sees calls that come through the symbol table, does not.
+
+Then: the independent interposer count of test_exact.py for --fast, which
+path `report` says each process used, the fallbacks (static binary, env -i,
+an allocator linked into the program), and a --fast program that outlives a
+SIGKILLed memtrack.
+"""
+import collections
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from mtlib import (BUILD, MEMTRACK, Artifact, check_eq, check_true, fixture, heap,
+                   of_type, proj, require, require_eq, run, spawn_track, track)
+import test_exact
+
+FAST_LIB = BUILD / "libmemtrack-fast.so"
+SOCKET_LEN = len("/tmp/memtrack-fast.XXXXXX/sock")
+
+
+def run_track(tmp, cmd, name, fast, cwd=None, timeout=180, preload=True, env=None):
+    """memtrack track (under setarch -R) of cmd into tmp/name; returns the
+    artifact.  Without fast, the library is preloaded all the same (see the
+    module's comment) unless preload is False."""
+    out = Path(tmp) / name
+    env = dict(os.environ if env is None else env, PYTHONHASHSEED="0", TMPDIR="/tmp",
+               PERL_HASH_SEED="0", PERL_PERTURB_KEYS="0")
+    env.pop("LD_PRELOAD", None)
+    if not fast and preload:
+        env["LD_PRELOAD"] = str(FAST_LIB)
+        env["MEMTRACK_FAST_SOCKET"] = "/nonexistent/" + "x" * (SOCKET_LEN - 13)
+    argv = ["setarch", "-R", MEMTRACK, "track", "-q", "-o", str(out)]
+    argv += ["--fast"] if fast else []
+    argv += ["--"] + cmd if isinstance(cmd, list) else [cmd]
+    p = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    require_eq(p.returncode, 0, "memtrack's exit status (%s; stderr: %s)"
+               % (" ".join(argv), p.stderr.strip()))
+    return Artifact(out)
+
+
+def normalized(evs, addresses=True):
+    """[(executable, records)] per process, sorted: each record as (type, fn,
+    size, align or old block, block), blocks numbered by first appearance
+    in the process; frees of blocks not allocated at that point left out."""
+    per, threads, paths = collections.defaultdict(list), collections.defaultdict(set), {}
+    for e in evs:
+        if e["type"] == "exec":
+            paths[e["pid"]] = e["path"]
+    for e in heap(evs):
+        per[e["pid"]].append(e)
+        threads[e["pid"]].add(e["tid"])
+    out = []
+    for pid, recs in per.items():
+        ids, rows, live = {}, [], set()
+
+        def block(a):
+            return ids.setdefault(a, len(ids))
+        for e in recs:
+            if e["type"] == "free" and e["addr"] not in live:
+                continue
+            if e["type"] == "free":
+                live.discard(e["addr"])
+            else:
+                live.discard(e.get("old_addr"))
+                live.add(e["addr"])
+            third = e.get("align")
+            if "old_addr" in e:
+                third = ("old", block(e["old_addr"]))
+            rows.append((e["type"], e.get("fn", ""), e.get("size"), third,
+                         block(e["addr"])))
+        if len(threads[pid]) > 1 or not addresses:
+            rows = sorted((r[:3] for r in rows), key=repr)
+        out.append((paths.get(pid, "?"), rows))
+    return sorted(out, key=repr)
+
+
+def check_same(tmp, cmd, cwd=None, min_fast=1, addresses=True):
+    slow = run_track(tmp, cmd, "uprobes.mtrk", False, cwd=cwd)
+    fast = run_track(tmp, cmd, "fast.mtrk", True, cwd=cwd)
+    nfast = len(of_type(fast.events, "fast"))
+    require(nfast >= min_fast, "processes that went in-process: %d, expected at least %d"
+            % (nfast, min_fast))
+    a, b = normalized(slow.events, addresses), normalized(fast.events, addresses)
+    check_eq([p for p, _ in b], [p for p, _ in a], "processes with heap records")
+    for (path, x), (_, y) in zip(a, b):
+        check_eq(y, x, "heap records of %s, --fast vs uprobes" % path)
+    return slow, fast
+
+
+FIXTURES = [
+    ["heap_pairs"], ["heap_calloc"], ["heap_realloc"], ["heap_aligned"], ["heap_fail"],
+    ["heap_grow", "300000", "1000"], ["heap_many", "20000"], ["alloc_pairs", "20000"],
+    ["cxx_ops"], ["cxx_map"], ["threads"], ["thread_pairs", "4", "2000"],
+    ["fork_seq", "3"], ["vfork_alloc"], ["spawn_alloc"], ["dlopen_thread"],
+]
+
+
+@pytest.mark.parametrize("args", FIXTURES, ids=lambda a: a[0])
+def test_fixture_same_both_ways(tmp, args):
+    check_same(tmp, [fixture(args[0])] + args[1:])
+
+
+def test_forkexec_same_both_ways(tmp):
+    check_same(tmp, [fixture("forkexec"), fixture("heap_pairs"), "0"], min_fast=2)
+
+
+@pytest.mark.parametrize("name", ["alloc_jemalloc", "alloc_tcmalloc", "alloc_mimalloc"])
+def test_other_allocator_falls_back(tmp, name):
+    """jemalloc/tcmalloc/mimalloc as the program's malloc: never announced, same records."""
+    slow, fast = check_same(tmp, [fixture(name)], min_fast=0)
+    check_eq(len(of_type(fast.events, "fast")), 0, "processes that went in-process")
+
+
+REAL = {
+    "python": "/usr/bin/python3 -c \"import json,collections; "
+              "json.dumps([{'a': i, 'b': str(i)} for i in range(20000)]); "
+              "collections.Counter(range(5000))\"",
+    "perl": "perl -e 'my %h; $h{$_} = [$_] for 1..20000'",
+    "tar": "tar -cf - /usr/include/linux > /dev/null 2>&1",
+    "sort": None,
+    "gcc": "gcc -O1 -c prog.c -o /dev/null",  # an existing -o file changes what gcc allocates
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_real_program_same_both_ways(tmp, name):
+    cmd = REAL[name]
+    if name == "sort":
+        data = Path(tmp) / "lines.txt"
+        data.write_text("".join("%d\n" % ((i * 7919) % 100003) for i in range(100000)))
+        cmd = "sort --parallel=1 %s > /dev/null" % data
+    if name == "gcc":
+        (Path(tmp) / "prog.c").write_text(test_exact.C_SOURCE)
+    check_same(tmp, cmd, cwd=tmp, min_fast=3 if name == "gcc" else 1, addresses=False)
+
+
+EXACT = {
+    "python": REAL["python"],
+    "perl": REAL["perl"],
+    "tar": "tar -cf - /usr/include > /dev/null 2>&1",
+    "cxx_map": None,
+    "gcc": "gcc -O1 -c prog.c -o prog.o",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT))
+def test_fast_interposer_count(tmp, name):
+    """test_exact's independent count (an LD_PRELOAD counter behind the
+    library), with --fast: per process, records equal calls."""
+    cmd = EXACT[name] or fixture(name)
+    if name == "gcc":
+        (Path(tmp) / "prog.c").write_text(test_exact.C_SOURCE)
+    art = test_exact.check_exact(tmp, cmd, cwd=tmp, opts=["--fast"],
+                                 min_processes=3 if name == "gcc" else 1)
+    require(of_type(art.events, "fast"), "no process went in-process")
+
+
+def report_paths(art):
+    return {(p["command"], p["heap_path"]) for p in art.report["processes"]}
+
+
+def test_report_says_which_path(tmp):
+    """sh and a dynamic fixture in-process; a static binary on the uprobes."""
+    static, dyn = fixture("alloc_jemalloc_static"), fixture("heap_pairs")
+    t = track(tmp, "%s > /dev/null; %s > /dev/null" % (dyn, static), opts=["--fast"])
+    check_eq(report_paths(t), {("sh", "in-process"), ("heap_pairs", "in-process"),
+                               ("alloc_jemalloc_static", "uprobes")},
+             "(command, heap_path) of every process")
+    fast_pids = {e["pid"] for e in of_type(t.events, "fast")}
+    static_pid = [e["pid"] for e in of_type(t.events, "exec")
+                  if e["path"].endswith("alloc_jemalloc_static")]
+    check_eq(len(static_pid), 1, "exec records of the static binary")
+    check_true(static_pid[0] not in fast_pids, "the static binary never announced")
+    check_true(heap([e for e in t.events if e["pid"] == static_pid[0]]),
+               "the static binary's heap calls were recorded (uprobes)")
+    text = run([MEMTRACK, "report", str(t.artifact.path)])
+    check_true("heap in-process" in text.stdout, "the text report names the path")
+
+
+def test_env_cleared_falls_back(tmp):
+    """env -i: the program loses LD_PRELOAD; the uprobes record it as without --fast."""
+    cmd = ["env", "-i", fixture("heap_pairs")]
+    slow = run_track(tmp, cmd, "uprobes.mtrk", False, preload=False)
+    fast = run_track(tmp, cmd, "fast.mtrk", True)
+    pid = [e["pid"] for e in of_type(fast.events, "exec") if e["path"].endswith("heap_pairs")]
+    require(pid, "heap_pairs was exec'd")
+    check_eq([e["pid"] for e in of_type(fast.events, "fast")],
+             [e["pid"] for e in of_type(fast.events, "exec") if e["path"].endswith("/env")],
+             "processes that went in-process (env only)")
+    check_eq([r for p, r in normalized(fast.events) if p.endswith("heap_pairs")],
+             [r for p, r in normalized(slow.events) if p.endswith("heap_pairs")],
+             "heap_pairs' records, --fast (fallen back) vs uprobes")
+
+
+def test_memtrack_killed_program_runs_on(tmp):
+    """SIGKILL of memtrack mid-run: the library stops recording and never
+    blocks; the program finishes."""
+    done = Path(tmp) / "done"
+    cmd = "%s 20000000 > /dev/null && echo ok > %s" % (fixture("alloc_pairs"), done)
+    p, _ = spawn_track(tmp, cmd, opts=["--fast"])
+    time.sleep(1.0)
+    require(p.poll() is None, "memtrack still runs after 1 s")
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    deadline = time.time() + 60
+    while not done.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    check_eq(done.exists() and done.read_text(), "ok\n",
+             "the program ran to completion after memtrack was killed")
+
+
+def test_control_switch_applies_in_process(tmp):
+    """--control --start-disabled: the library reads the same switch as the
+    uprobes, so only ctl_phases' enabled phase is recorded."""
+    sock = Path(tmp) / "ctl.sock"
+    t = track(tmp, [fixture("ctl_phases")],
+              opts=["--fast", "--control", str(sock), "--start-disabled"])
+    require(of_type(t.events, "fast"), "ctl_phases went in-process")
+    a = dict(line.split() for line in t.stdout.splitlines())
+    a = [int(a["a%d" % i]) for i in range(3)]
+    check_eq([proj(e) for e in heap(t.events)],
+             [{"type": "malloc", "addr": a[0], "size": 5002},
+              {"type": "malloc", "addr": a[1], "size": 5002},
+              {"type": "malloc", "addr": a[2], "size": 5002},
+              {"type": "free", "addr": a[0]},
+              {"type": "free", "addr": a[1]}],
+             "heap records of the whole run")
+
+
+def test_many_processes_at_once(tmp):
+    """100 children connecting and filling their rings at once: memtrack
+    keeps draining (a poller that only read wakeup bytes would starve them)."""
+    t = track(tmp, [fixture("fork_many"), "100"], opts=["--fast"], timeout=60)
+    forks = [e for e in of_type(t.events, "fork") if not e["flags"] & 1]
+    check_eq(len(forks), 100, "children forked")
+    check_eq(len({e["pid"] for e in of_type(t.events, "fast")}), 101,
+             "processes that went in-process (the parent and every child)")
+
+
+def test_disk_full_does_not_stall_the_program(tmp):
+    """The pipeline fails (a full disk): memtrack closes the rings, the
+    libraries stop recording, the program runs to its end; memtrack exits 1
+    with one line, as without --fast."""
+    mnt = Path(tmp) / "small"
+    mnt.mkdir()
+    m = run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)])
+    require(m.rc == 0, "mount a 64 KiB tmpfs: " + m.describe())
+    try:
+        p = run([MEMTRACK, "track", "-q", "--fast", "-o", str(mnt / "x.mtrk"), "--",
+                 fixture("heap_many"), "100000"], timeout=60)
+        check_eq(p.rc, 1, "exit status on a full disk (stderr %r)" % p.stderr)
+        check_true("No space left on device" in p.stderr, "the problem named: %r" % p.stderr)
+    finally:
+        run(["umount", str(mnt)])
