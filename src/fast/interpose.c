@@ -474,7 +474,8 @@ static void record_realloc(int i, void *old, void *p, uint64_t size)
 	if (!old)
 		record_alloc(i, MT_MALLOC, p, size, 0);
 	else if (p)
-		fast_record(MT_REALLOC, fn_id[i], REALLOC_NFIELDS, (uintptr_t)p, size, (uintptr_t)old);
+		fast_record(MT_REALLOC, fn_id[i], REALLOC_NFIELDS, (uintptr_t)p, size,
+			    (uintptr_t)old);
 	else if (!size)
 		fast_record(MT_FREE, fn_id[i], FREE_NFIELDS, (uintptr_t)old, 0, 0);
 }
