@@ -4,25 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sites.h"
+#include "mix64.h"
 
 void site_table_init(struct site_table *t)
 {
 	memset(t, 0, sizeof(*t));
 }
 
-static uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
-}
-
 static uint64_t *index_slot(const struct site_table *t, uint64_t stack)
 {
 	uint64_t mask = t->index_slots - 1;
 
-	for (uint64_t i = mix(stack) & mask;; i = (i + 1) & mask) {
+	for (uint64_t i = mix64(stack) & mask;; i = (i + 1) & mask) {
 		uint64_t *s = &t->index[i];
 
 		if (!*s || t->sites[*s - 1].stack == stack)

@@ -4,18 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stacks.h"
+#include "mix64.h"
 
 void stack_table_init(struct stack_table *t)
 {
 	memset(t, 0, sizeof(*t));
-}
-
-static uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
 }
 
 /* The index slot holding @id, or the empty one where it goes; the index has slots. */
@@ -23,7 +16,7 @@ static uint64_t *index_slot(const struct stack_table *t, uint64_t id)
 {
 	uint64_t mask = t->index_slots - 1;
 
-	for (uint64_t i = mix(id) & mask;; i = (i + 1) & mask) {
+	for (uint64_t i = mix64(id) & mask;; i = (i + 1) & mask) {
 		uint64_t *s = &t->index[i];
 
 		if (!*s || t->stacks[*s - 1].id == id)

@@ -15,6 +15,7 @@
 #include "symbolize.h"
 #include "symcache.h"
 #include "symtab.h"
+#include "mix64.h"
 
 /*
  * libstdc++'s demangler (the C++ ABI's, so any C++ name g++ or clang made);
@@ -103,19 +104,11 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *o)
 
 /* ---- resolved addresses of one object ----------------------------------- */
 
-static uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
-}
-
 static uint64_t *entry_slot(const struct sym_object *o, uint64_t addr)
 {
 	uint64_t mask = o->index_slots - 1;
 
-	for (uint64_t i = mix(addr) & mask;; i = (i + 1) & mask)
+	for (uint64_t i = mix64(addr) & mask;; i = (i + 1) & mask)
 		if (!o->index[i] || o->entries[o->index[i] - 1].addr == addr)
 			return &o->index[i];
 }

@@ -10,6 +10,7 @@
 #define MEMTRACK_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "compiler.h"
 
@@ -30,6 +31,9 @@ void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * disk, /dev/full, a closed pipe).
  */
 int close_stdout(const char *what);
+
+/* @bytes as "512 B", "1.5 KiB", ... in @buf (@len bytes); returns @buf. */
+const char *human_bytes(uint64_t bytes, char *buf, size_t len);
 
 /*
  * Parses "64", "64K", "16M", "1G" (also "16Mi", "16MiB", "64B"); returns 0,

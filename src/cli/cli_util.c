@@ -73,3 +73,17 @@ int close_stdout(const char *what)
 		what, strerror(err));
 	return 1;
 }
+
+const char *human_bytes(uint64_t bytes, char *buf, size_t len)
+{
+	const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = bytes;
+	int i = 0;
+
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, unit[i]);
+	return buf;
+}

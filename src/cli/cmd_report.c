@@ -29,20 +29,6 @@ struct report {
 	struct symbolizer *sym; /* owned; only with --top */
 };
 
-static const char *human(uint64_t bytes, char *buf, size_t len)
-{
-	const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = bytes;
-	int i = 0;
-
-	while (v >= 1024 && i < 4) {
-		v /= 1024;
-		i++;
-	}
-	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, unit[i]);
-	return buf;
-}
-
 static uint64_t duration_ns(const struct report *r)
 {
 	if (r->trailer)
@@ -104,15 +90,16 @@ static int print_text(struct report *r)
 		printf("exit:         %s %d\n", r->trailer->exit_signal ? "signal" : "code",
 		       r->trailer->exit_signal ? r->trailer->exit_signal : r->trailer->exit_code);
 	printf("allocations:  %llu (%s requested), %llu frees\n",
-	       (unsigned long long)a->alloc_count, human(a->total_allocated_bytes, b1, sizeof(b1)),
+	       (unsigned long long)a->alloc_count,
+	       human_bytes(a->total_allocated_bytes, b1, sizeof(b1)),
 	       (unsigned long long)a->free_count);
-	printf("peak heap:    %s live\n", human(a->peak_live_bytes, b1, sizeof(b1)));
+	printf("peak heap:    %s live\n", human_bytes(a->peak_live_bytes, b1, sizeof(b1)));
 	printf("leaked:       %llu allocations, %s never freed\n",
-	       (unsigned long long)a->leaked_count, human(a->leaked_bytes, b2, sizeof(b2)));
+	       (unsigned long long)a->leaked_count, human_bytes(a->leaked_bytes, b2, sizeof(b2)));
 	if (a->has_rss)
-		printf("peak RSS:     %s (tree)\n", human(a->peak_rss_bytes, b3, sizeof(b3)));
+		printf("peak RSS:     %s (tree)\n", human_bytes(a->peak_rss_bytes, b3, sizeof(b3)));
 	if (r->physical)
-		printf("peak physical: %s\n", human(a->peak_physical_bytes, b3, sizeof(b3)));
+		printf("peak physical: %s\n", human_bytes(a->peak_physical_bytes, b3, sizeof(b3)));
 	printf("events:      ");
 	for (unsigned t = 1; t < MT_TYPE_MAX; t++)
 		if (a->events[t])
@@ -133,9 +120,9 @@ static int print_text(struct report *r)
 
 		printf("  %-7u ppid %-7u %-16s %8llu allocs %10s", p->pid, p->ppid,
 		       p->command[0] ? p->command : "?", (unsigned long long)p->allocs,
-		       human(p->allocated_bytes, b1, sizeof(b1)));
+		       human_bytes(p->allocated_bytes, b1, sizeof(b1)));
 		if (a->has_rss)
-			printf("  peak RSS %s", human(p->peak_rss_bytes, b2, sizeof(b2)));
+			printf("  peak RSS %s", human_bytes(p->peak_rss_bytes, b2, sizeof(b2)));
 		if (p->fast_heap)
 			printf("  heap in-process");
 		printf("\n");
@@ -256,12 +243,13 @@ static void print_section(const struct report *r, const struct section *s, bool 
 	printf("section:      mark '%s' (+%.6f s) .. mark '%s' (+%.6f s): %.3f ms\n", s->from,
 	       rel_s(r, s->start_ns), s->to, rel_s(r, s->end_ns), dur / 1e6);
 	printf("allocations:  %llu (%s requested), %llu frees\n",
-	       (unsigned long long)a->alloc_count, human(a->total_allocated_bytes, b1, sizeof(b1)),
+	       (unsigned long long)a->alloc_count,
+	       human_bytes(a->total_allocated_bytes, b1, sizeof(b1)),
 	       (unsigned long long)a->free_count);
 	printf("peak heap:    %s live (of the section's allocations)\n",
-	       human(a->peak_live_bytes, b1, sizeof(b1)));
+	       human_bytes(a->peak_live_bytes, b1, sizeof(b1)));
 	printf("leaked:       %llu allocations, %s not freed by the end of the section\n",
-	       (unsigned long long)a->leaked_count, human(a->leaked_bytes, b2, sizeof(b2)));
+	       (unsigned long long)a->leaked_count, human_bytes(a->leaked_bytes, b2, sizeof(b2)));
 	if (!section_complete(s))
 		printf("note:         heap recording was off during part of the section; its allocations then are not counted\n");
 }

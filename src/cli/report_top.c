@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "callsites.h"
+#include "cli.h"
 #include "json.h"
 #include "report_top.h"
 
@@ -13,20 +14,6 @@ static const char *const titles[SITE_NMETRICS] = {
 	"allocated bytes",
 	"leaked bytes",
 };
-
-static const char *human(uint64_t bytes, char *buf, size_t len)
-{
-	const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = bytes;
-	int i = 0;
-
-	while (v >= 1024 && i < 4) {
-		v /= 1024;
-		i++;
-	}
-	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, unit[i]);
-	return buf;
-}
 
 static void print_frames_text(const struct site_frame *f, int n, uint64_t stack)
 {
@@ -54,9 +41,9 @@ static void print_site_text(int rank, const struct site *s, const struct site_fr
 	char b1[32], b2[32], b3[32];
 
 	printf("  #%d  %s at peak, %llu allocations, %s allocated, %llu leaked (%s)  stack %llu\n",
-	       rank, human(s->peak_bytes, b1, sizeof(b1)), (unsigned long long)s->allocs,
-	       human(s->allocated_bytes, b2, sizeof(b2)), (unsigned long long)s->leaked_count,
-	       human(s->leaked_bytes, b3, sizeof(b3)), (unsigned long long)s->stack);
+	       rank, human_bytes(s->peak_bytes, b1, sizeof(b1)), (unsigned long long)s->allocs,
+	       human_bytes(s->allocated_bytes, b2, sizeof(b2)), (unsigned long long)s->leaked_count,
+	       human_bytes(s->leaked_bytes, b3, sizeof(b3)), (unsigned long long)s->stack);
 	print_frames_text(f, n, s->stack);
 }
 

@@ -22,6 +22,8 @@
 #define MEMTRACK_FAST_RING_H
 
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <linux/types.h>
 #include "event.h"
 
@@ -76,6 +78,34 @@ struct mt_fast_answer {
 static inline struct mt_fast_slot *mt_fast_slots(void *ring)
 {
 	return (struct mt_fast_slot *)((char *)ring + MT_FAST_HDR_BYTES);
+}
+
+/*
+ * Sends @len bytes of @buf on @sock with @fd attached (SCM_RIGHTS), or
+ * without one when @fd < 0.  Both sides use it: the library its ring, memtrack
+ * its answer with the heap switch's map.  Returns 0, or -1 unless all was sent.
+ */
+static inline int fast_send_fd(int sock, const void *buf, size_t len, int fd, int flags)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	memset(&u, 0, sizeof(u));
+	if (fd >= 0) {
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &msg, MSG_NOSIGNAL | flags) == (ssize_t)len ? 0 : -1;
 }
 
 #endif /* MEMTRACK_FAST_RING_H */

@@ -158,23 +158,8 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
 static int send_ring(int sock, int memfd)
 {
 	struct mt_fast_hello hello = { MT_FAST_MAGIC, MT_FAST_VERSION, MT_FAST_RING_BYTES };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { &hello, sizeof(hello) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *cm;
 
-	memset(&u, 0, sizeof(u));
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
-	return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(hello) ? 0 : -1;
+	return fast_send_fd(sock, &hello, sizeof(hello), memfd, 0);
 }
 
 /*

@@ -117,25 +117,8 @@ static int answer(const struct fast_drain *d, int sock, bool yes)
 	struct mt_fast_answer a = { .verdict = yes ? 'y' : 'n',
 				    .switch_offset = d->switch_offset,
 				    .map_bytes = d->switch_map_bytes };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { &a, sizeof(a) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *cm;
 
-	memset(&u, 0, sizeof(u));
-	if (yes && d->switch_fd >= 0) {
-		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
-		cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &d->switch_fd, sizeof(int));
-	}
-	return sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(a) ? 0 : -1;
+	return fast_send_fd(sock, &a, sizeof(a), yes ? d->switch_fd : -1, MSG_DONTWAIT);
 }
 
 const char *fast_drain__path(const struct fast_drain *d)
