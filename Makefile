@@ -174,7 +174,7 @@ FIXTURE_LIBS_alloc_tcmalloc := -ltcmalloc_minimal
 FIXTURE_LIBS_dlopen_thread := -ldl
 FIXTURE_LIBS_ctl_phases := $(OUT)/libmemtrack-ctl.a
 $(OUT)/fixtures/ctl_phases: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
-$(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h
+$(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h tests/fixtures/shown.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -Iinclude $< -o $@ $(FIXTURE_LIBS_$*) -lpthread
@@ -185,7 +185,7 @@ $(OUT)/fixtures/%: tests/fixtures/%.cc tests/fixtures/marker.h
 	$(Q)$(CXX) -O0 -g -std=gnu++17 -Wall $< -o $@
 
 # jemalloc linked statically into a static executable (no libc.so, no ld.so)
-$(OUT)/fixtures/alloc_jemalloc_static: tests/fixtures/alloc_jemalloc.c tests/fixtures/marker.h
+$(OUT)/fixtures/alloc_jemalloc_static: tests/fixtures/alloc_jemalloc.c tests/fixtures/marker.h tests/fixtures/shown.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -static $< -o $@ -l:libjemalloc.a -lpthread -lstdc++ -lm

@@ -360,14 +360,7 @@ void fast_drain__free(struct fast_drain *d)
 {
 	if (!d)
 		return;
-	while (d->conns) {
-		struct fast_conn *c = d->conns;
-
-		d->conns = c->next;
-		conn_free(d, c);
-	}
-	if (d->listen_fd >= 0)
-		close(d->listen_fd);
+	abandon(d); /* every connection and the listening socket */
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
 	if (d->path[0])
