@@ -39,6 +39,7 @@
 #include "memtrack.skel.h"
 #include "pipeline.h"
 #include "probes.h"
+#include "reaper.h"
 #include "spawn.h"
 #include "record/stacks.h" /* not analyze/stacks.h: both dirs are on the include path */
 
@@ -64,6 +65,7 @@ struct track_opts {
 struct track_run {
 	struct track_opts *o;
 	struct memtrack_bpf *skel;
+	struct reaper *reaper; /* NULL: memtrack makes its slow closes itself */
 	struct probes *probes;
 	struct stacks *stacks; /* NULL without --stacks */
 	struct pipeline *pipe;
@@ -894,8 +896,9 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 			 run->o->output, strerror(-ret));
 		return ret;
 	}
+	run->reaper = reaper__new(); /* before any thread: it forks */
 	if (run->o->allocators) {
-		run->probes = probes__new(run->skel);
+		run->probes = probes__new(run->skel, run->reaper);
 		if (!run->probes) {
 			snprintf(err, errlen, "out of memory");
 			return -ENOMEM;
@@ -931,152 +934,29 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 }
 
 /*
- * The background closer's parallel close.  Each uprobe-multi link's last
- * close waits for its own grace period, so the fds are closed from
- * CLOSER_TASKS tasks at once, whose waits overlap.  Nothing here allocates:
- * the closer is a fork of memtrack, possibly with an allocator interposer
- * preloaded (tests/integration/test_exact.py counts every call), so the
- * fds are listed with getdents64 into static buffers and the tasks are raw
- * clone()s sharing memory and the fd table, on static stacks.
- */
-#define CLOSER_TASKS 8
-#define CLOSER_MAX_FDS 65536
-#define CLOSER_STACK (32u << 10)
-
-/* Task t closes fds[t], fds[t + CLOSER_TASKS], ...: links, opened last, spread. */
-struct closer_share {
-	const int *fds;
-	unsigned n;	/* fds listed */
-	unsigned first; /* this task's first index */
-};
-
-static int closer_fds[CLOSER_MAX_FDS];
-static struct closer_share closer_shares[CLOSER_TASKS];
-static char closer_stacks[CLOSER_TASKS][CLOSER_STACK] __attribute__((aligned(64)));
-
-static int closer_task(void *arg)
-{
-	const struct closer_share *sh = arg;
-
-	for (unsigned i = sh->first; i < sh->n; i += CLOSER_TASKS)
-		close(sh->fds[i]);
-	return 0;
-}
-
-/* Lists our fds above stderr (but @keep) into closer_fds; returns how many. */
-static unsigned closer_list_fds(int keep)
-{
-	static char buf[16384] __attribute__((aligned(8)));
-	unsigned n = 0;
-	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	long len;
-
-	if (dir < 0)
-		return 0;
-	while ((len = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < len;) {
-			const struct dirent64 *d = (const void *)(buf + off);
-			int fd = atoi(d->d_name);
-
-			off += d->d_reclen;
-			if (fd > STDERR_FILENO && fd != dir && fd != keep && n < CLOSER_MAX_FDS)
-				closer_fds[n++] = fd;
-		}
-	}
-	close(dir);
-	return n;
-}
-
-static void closer_close_all(int keep)
-{
-	unsigned n = closer_list_fds(keep);
-	pid_t pids[CLOSER_TASKS];
-
-	for (unsigned t = 0; t < CLOSER_TASKS; t++) {
-		closer_shares[t].fds = closer_fds;
-		closer_shares[t].n = n;
-		closer_shares[t].first = t;
-		pids[t] = clone(closer_task, closer_stacks[t] + CLOSER_STACK,
-				CLONE_VM | CLONE_FILES | SIGCHLD, &closer_shares[t]);
-		if (pids[t] < 0)
-			closer_task(&closer_shares[t]);
-	}
-	for (unsigned t = 0; t < CLOSER_TASKS; t++)
-		if (pids[t] > 0)
-			while (waitpid(pids[t], NULL, __WALL) < 0 && errno == EINTR)
-				;
-}
-
-/*
- * Closing uprobe-multi links and the BPF objects waits for kernel grace
- * periods (tens of ms), which the user need not wait for: the artifact is
- * complete and the command's status known.  A child forked here shares
- * every fd; it waits until this process has exited (EOF on a pipe whose
- * write end only we hold), then closes them (closer_close_all), bearing the
- * grace periods: our own closes are then only reference drops.  Its stdio
- * is /dev/null and it leaves our session, so neither a pipe reading
- * memtrack's output nor a terminal's ^C waits for or reaches it.  Called
- * single-threaded (the pipeline is joined).  Returns false when it could
- * not fork.
- */
-static bool fork_closer(void)
-{
-	int fds[2], null;
-	pid_t pid;
-	char c;
-
-	if (pipe2(fds, O_CLOEXEC))
-		return false;
-	pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return false;
-	}
-	if (pid > 0) {
-		close(fds[0]);
-		return true; /* fds[1] closes when we exit */
-	}
-	close(fds[1]);
-	setsid();
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		dup2(null, STDERR_FILENO);
-		close(null);
-	}
-	while (read(fds[0], &c, 1) < 0 && errno == EINTR)
-		;
-	closer_close_all(fds[0]);
-	_exit(0);
-}
-
-/*
  * Unloads the BPF side.  First the tracked set is emptied, so nothing is
  * recorded or parked any more (a process of a tree memtrack stopped waiting
- * for, after a signal, is sent SIGCONT in case it was parked); then the
- * kernel's grace periods are left to a background process (fork_closer),
- * or paid here when it cannot be forked.
+ * for, after a signal, is sent SIGCONT in case it was parked); then every
+ * fd goes to the reaper, which bears the kernel's grace periods once
+ * memtrack has exited (reaper.h): the closes here are reference drops.
  */
 static void teardown(struct track_run *run)
 {
 	uint64_t t0 = mono_ns(), t1;
-	bool forked = false;
+	unsigned handed;
 
 	loader_stop_parking(run->skel);
-	if (run->skel) {
+	if (run->skel)
 		loader_untrack_all(run->skel);
-		forked = fork_closer();
-	}
 	probes__free(run->probes);
 	stacks__free(run->stacks);
+	handed = reaper_hand_all(run->reaper);
 	t1 = mono_ns();
 	loader_close(run->skel);
 	if (run->o->verbose)
-		fprintf(stderr, "memtrack: teardown: probes %.1f ms, bpf %.1f ms%s\n",
-			(t1 - t0) / 1e6, (mono_ns() - t1) / 1e6,
-			forked ? " (grace periods left to a background process)" : "");
+		fprintf(stderr,
+			"memtrack: teardown: probes %.1f ms, bpf %.1f ms (%u fds left to the reaper)\n",
+			(t1 - t0) / 1e6, (mono_ns() - t1) / 1e6, handed);
 }
 
 int cmd_track(int argc, char **argv)
@@ -1167,5 +1047,6 @@ out:
 	teardown(&run);
 	if (run.out_fd >= 0)
 		close(run.out_fd);
+	reaper__free(run.reaper); /* after memtrack's last close */
 	return ret;
 }

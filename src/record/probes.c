@@ -31,6 +31,7 @@
 #include "bpf_abi.h"
 #include "memtrack.skel.h"
 #include "probes.h"
+#include "reaper.h"
 #include "schema.h"
 #include "symbols.h"
 
@@ -72,6 +73,7 @@ struct proc_links {
 
 struct probes {
 	struct memtrack_bpf *skel;   /* borrowed */
+	struct reaper *reaper;	     /* borrowed, may be NULL */
 	pthread_mutex_t lock;	     /* guards graveyard and stop */
 	pthread_cond_t wake;	     /* graveyard got links, or stop */
 	pthread_cond_t drained;	     /* a closer took a link */
@@ -97,7 +99,7 @@ static uint64_t now_ns(void)
 
 static void *closer_main(void *arg);
 
-struct probes *probes__new(struct memtrack_bpf *skel)
+struct probes *probes__new(struct memtrack_bpf *skel, struct reaper *reaper)
 {
 	struct probes *p = calloc(1, sizeof(*p));
 	pthread_attr_t attr;
@@ -106,6 +108,7 @@ struct probes *probes__new(struct memtrack_bpf *skel)
 	if (!p)
 		return NULL;
 	p->skel = skel;
+	p->reaper = reaper;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->wake, NULL);
 	pthread_cond_init(&p->drained, NULL);
@@ -569,13 +572,16 @@ static void *closer_main(void *arg)
 	return NULL;
 }
 
-/* Hands @pl's links to the closer threads (no waiting on the poller thread). */
+/*
+ * Hands @pl's links to the reaper, or what it cannot take to the closer
+ * threads (no waiting on the poller thread either way).
+ */
 static void bury(struct probes *p, struct proc_links *pl)
 {
-	unsigned i;
+	unsigned i = reaper_hand(p->reaper, pl->links, pl->nlinks);
 
 	pthread_mutex_lock(&p->lock);
-	for (i = 0; i < pl->nlinks; i++)
+	for (; i < pl->nlinks; i++)
 		if (push_link(&p->graveyard, pl->links[i]))
 			break;
 	pthread_cond_broadcast(&p->wake);

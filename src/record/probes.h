@@ -22,6 +22,7 @@
 
 struct memtrack_bpf;
 struct probes;
+struct reaper;
 
 struct probes_stats {
 	uint64_t syncs;	   /* probes_sync() calls */
@@ -32,8 +33,12 @@ struct probes_stats {
 	uint64_t sync_ns;  /* time spent attaching */
 };
 
-/* Returns a registry bound to @skel (borrowed), or NULL with errno set. */
-struct probes *probes__new(struct memtrack_bpf *skel);
+/*
+ * Returns a registry bound to @skel (borrowed), or NULL with errno set.
+ * Links it lets go of go to @reaper (borrowed; NULL: its own threads close
+ * them, paying the grace periods).
+ */
+struct probes *probes__new(struct memtrack_bpf *skel, struct reaper *reaper);
 
 /*
  * Attaches the allocator probes @pid still lacks.  Returns the number of

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+/*
+ * reaper.c - the process that makes memtrack's slow last closes; see
+ * reaper.h.
+ *
+ * Nothing on the reaper's side allocates: it is a fork of memtrack, which
+ * may run with an allocator interposer preloaded
+ * (tests/integration/test_exact.py counts every call), so it works in
+ * static buffers, and its parallel closes are raw clone()s sharing its
+ * memory and fd table, on static stacks.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "reaper.h"
+
+/* Each close waits for its own grace period: this many at once overlap. */
+#define CLOSE_TASKS 8
+#define CLOSE_STACK (32u << 10)
+#define MAX_FDS 65536
+/* fds per message: the kernel's SCM_MAX_FD */
+#define FDS_PER_MSG 253
+#define SEND_BUFFER (4 << 20)
+
+struct reaper {
+	int sock;	      /* memtrack's end */
+	pthread_mutex_t lock; /* one hand-over (fds, closes, "c") at a time */
+	bool gone;	      /* a send failed for good: the reaper is gone */
+};
+
+/* --- the reaper's side ------------------------------------------------ */
+
+/* Task t closes fds[t], fds[t + CLOSE_TASKS], ... */
+struct close_share {
+	const int *fds;
+	unsigned n;
+	unsigned first;
+};
+
+static int held[MAX_FDS + FDS_PER_MSG]; /* received, not closed yet */
+static struct close_share shares[CLOSE_TASKS];
+static char stacks[CLOSE_TASKS][CLOSE_STACK] __attribute__((aligned(64)));
+
+static int close_task(void *arg)
+{
+	const struct close_share *sh = arg;
+
+	for (unsigned i = sh->first; i < sh->n; i += CLOSE_TASKS)
+		close(sh->fds[i]);
+	return 0;
+}
+
+/* Closes @fds[0..@n) from CLOSE_TASKS tasks at once, and waits for them. */
+static void close_parallel(const int *fds, unsigned n)
+{
+	pid_t pids[CLOSE_TASKS];
+
+	for (unsigned t = 0; t < CLOSE_TASKS; t++) {
+		shares[t] = (struct close_share){ .fds = fds, .n = n, .first = t };
+		pids[t] = t < n ? clone(close_task, stacks[t] + CLOSE_STACK,
+					CLONE_VM | CLONE_FILES | SIGCHLD, &shares[t])
+				: 0;
+		if (pids[t] < 0)
+			close_task(&shares[t]);
+	}
+	for (unsigned t = 0; t < CLOSE_TASKS; t++)
+		if (pids[t] > 0)
+			while (waitpid(pids[t], NULL, __WALL) < 0 && errno == EINTR)
+				;
+}
+
+/*
+ * Receives one message into held[*nheld...].  Returns its byte ('h' for
+ * fds, 'c' for "memtrack closed its copies"), 0 at the end of the socket,
+ * or -1 (nothing to read without blocking, or an error).
+ */
+static int receive(int sock, unsigned *nheld, bool block)
+{
+	char byte = 0, cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	ssize_t len;
+
+	do
+		len = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (block ? 0 : MSG_DONTWAIT));
+	while (len < 0 && errno == EINTR);
+	if (len <= 0)
+		return len == 0 ? 0 : -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		unsigned n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		memcpy(held + *nheld, CMSG_DATA(c), n * sizeof(int));
+		*nheld += n;
+	}
+	return byte;
+}
+
+/*
+ * The reaper's loop: takes in what is there (blocking for the first
+ * message), then closes every fd memtrack has let go of.  Ends when
+ * memtrack's end of the socket closes, after closing everything.
+ */
+static __attribute__((noreturn)) void reaper_main(int sock)
+{
+	unsigned nheld = 0;
+
+	for (bool end = false; !end;) {
+		unsigned ready = 0;
+		int m = receive(sock, &nheld, true);
+
+		end = m <= 0; /* blocking: the end of the socket, or an error */
+		while (m > 0) {
+			if (m == 'c')
+				ready = nheld;
+			if (nheld > MAX_FDS)
+				break; /* a later message waits in the socket */
+			m = receive(sock, &nheld, false);
+			end = m == 0;
+		}
+		/* the end, or no room: close everything (memtrack may then pay) */
+		if (end || (nheld > MAX_FDS && !ready))
+			ready = nheld;
+		close_parallel(held, ready);
+		memmove(held, held + ready, (nheld - ready) * sizeof(int));
+		nheld -= ready;
+	}
+	_exit(0);
+}
+
+/* Lists this process's fds above stderr but @keep into @out; returns how many. */
+static unsigned list_fds(int keep, int *out, unsigned max)
+{
+	static char buf[16384] __attribute__((aligned(8)));
+	unsigned n = 0;
+	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	long len;
+
+	if (dir < 0)
+		return 0;
+	while ((len = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < len;) {
+			const struct dirent64 *d = (const void *)(buf + off);
+			int fd = atoi(d->d_name);
+
+			off += d->d_reclen;
+			if (fd > STDERR_FILENO && fd != dir && fd != keep && n < max)
+				out[n++] = fd;
+		}
+	}
+	close(dir);
+	return n;
+}
+
+/*
+ * The reaper starts as a copy of memtrack: it drops its copies of
+ * memtrack's fds (reference drops: memtrack holds them), takes /dev/null
+ * as stdio and leaves memtrack's session, so neither a pipe reading
+ * memtrack's output nor a terminal's ^C waits for or reaches it.
+ */
+static __attribute__((noreturn)) void reaper_start(int sock)
+{
+	static int inherited[MAX_FDS];
+	unsigned n = list_fds(sock, inherited, MAX_FDS);
+	int null;
+
+	for (unsigned i = 0; i < n; i++)
+		close(inherited[i]);
+	setsid();
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		close(null);
+	}
+	reaper_main(sock);
+}
+
+/* --- memtrack's side -------------------------------------------------- */
+
+struct reaper *reaper__new(void)
+{
+	struct reaper *r = calloc(1, sizeof(*r));
+	int sv[2];
+	pid_t pid;
+
+	if (!r)
+		return NULL;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		goto out_free;
+	pid = fork();
+	if (pid < 0)
+		goto out_close;
+	if (pid == 0) {
+		close(sv[0]);
+		reaper_start(sv[1]);
+	}
+	close(sv[1]);
+	r->sock = sv[0];
+	/* room for a fork storm's exits while the reaper waits out a grace period */
+	if (setsockopt(r->sock, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ SEND_BUFFER }, sizeof(int)))
+		(void)setsockopt(r->sock, SOL_SOCKET, SO_SNDBUF, &(int){ SEND_BUFFER }, sizeof(int));
+	pthread_mutex_init(&r->lock, NULL);
+	return r;
+
+out_close:
+	close(sv[0]);
+	close(sv[1]);
+out_free:
+	free(r);
+	return NULL;
+}
+
+/* Sends @n (<= FDS_PER_MSG) fds, or none, with @byte; returns 0 or -errno. */
+static int send_fds(struct reaper *r, const int *fds, unsigned n, char byte, bool block)
+{
+	char cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t len;
+
+	if (n) {
+		struct cmsghdr *c;
+
+		msg.msg_control = cbuf;
+		msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(n * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+	}
+	do
+		len = sendmsg(r->sock, &msg, MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
+	while (len < 0 && errno == EINTR);
+	if (len < 0 && (errno == EPIPE || errno == ECONNRESET))
+		r->gone = true;
+	return len < 0 ? -errno : 0;
+}
+
+unsigned reaper_hand(struct reaper *r, const int *fds, unsigned n)
+{
+	unsigned done = 0;
+
+	if (!r)
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	while (!r->gone && done < n) {
+		unsigned k = n - done < FDS_PER_MSG ? n - done : FDS_PER_MSG;
+
+		if (send_fds(r, fds + done, k, 'h', false))
+			break;
+		for (unsigned i = 0; i < k; i++)
+			close(fds[done + i]);
+		done += k;
+	}
+	/* should the socket be full, the next hand-over's "c" covers these too */
+	if (done && !r->gone)
+		(void)send_fds(r, NULL, 0, 'c', false);
+	pthread_mutex_unlock(&r->lock);
+	return done;
+}
+
+unsigned reaper_hand_all(struct reaper *r)
+{
+	static int fds[MAX_FDS];
+	unsigned n, done = 0;
+
+	if (!r)
+		return 0;
+	n = list_fds(r->sock, fds, MAX_FDS);
+	pthread_mutex_lock(&r->lock);
+	while (!r->gone && done < n) {
+		unsigned k = n - done < FDS_PER_MSG ? n - done : FDS_PER_MSG;
+
+		if (send_fds(r, fds + done, k, 'h', true))
+			break;
+		done += k;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return done;
+}
+
+void reaper__free(struct reaper *r)
+{
+	if (!r)
+		return;
+	close(r->sock);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}

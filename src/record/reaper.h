@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reaper.h - pays the kernel's grace periods outside memtrack.
+ *
+ * The last close of a uprobe-multi link, and of the BPF objects, waits for
+ * RCU grace periods: ~10-50 ms here, per close or per overlapping group.
+ * memtrack never needs to wait for them: a link of an exited process is
+ * inert, and at the end the artifact is complete and the command's status
+ * known.  So a small helper process, the reaper (a fork of memtrack), holds
+ * a reference to every fd memtrack lets go of and makes the last close
+ * itself; memtrack's own close is then a reference drop.
+ *
+ * Protocol (one SOCK_SEQPACKET socketpair): fds travel with SCM_RIGHTS; a
+ * message "c" means that memtrack has closed its copies of everything sent
+ * so far, so the reaper may close them now; the end of the socket (memtrack
+ * has exited) means the same for everything.  Whoever closes last pays, so
+ * the reaper never closes an fd before memtrack has let go of it.
+ *
+ * THREAD NOTES: reaper__new() forks, so it is called before memtrack starts
+ * any thread; reaper_hand() is safe from any thread (one mutex, no
+ * blocking); reaper_hand_all() and reaper__free() are main's, at the end.
+ */
+#ifndef MEMTRACK_REAPER_H
+#define MEMTRACK_REAPER_H
+
+#include "compiler.h"
+
+struct reaper;
+
+/*
+ * Forks the reaper.  Returns its handle, owned by the caller
+ * (reaper__free), or NULL with errno set: memtrack then makes its last
+ * closes itself and waits for their grace periods.
+ */
+struct reaper *reaper__new(void);
+
+/*
+ * Hands @fds[0..@n) to the reaper and closes them here.  Returns how many
+ * it handed (and closed), from the first; the caller closes the rest
+ * itself (the reaper is gone, or its socket is full).  @r may be NULL
+ * (returns 0).
+ */
+MT_MUST_CHECK unsigned reaper_hand(struct reaper *r, const int *fds, unsigned n);
+
+/*
+ * At the end: hands the reaper a reference to every fd above stderr, which
+ * it closes once memtrack has exited.  memtrack's own closes that follow
+ * (links, the BPF objects) are then reference drops.  @r may be NULL.
+ * Returns the number of fds handed.
+ */
+unsigned reaper_hand_all(struct reaper *r);
+
+/*
+ * Closes memtrack's end of the socket, which tells the reaper that
+ * memtrack holds nothing any more: called after memtrack's last close.
+ * Accepts NULL.
+ */
+void reaper__free(struct reaper *r);
+
+#endif
