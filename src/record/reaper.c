@@ -204,18 +204,24 @@ struct reaper *reaper__new(void)
 		return NULL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		goto out_free;
+	/* twice: the reaper is not memtrack's child, whose only child is the command */
 	pid = fork();
 	if (pid < 0)
 		goto out_close;
 	if (pid == 0) {
 		close(sv[0]);
-		reaper_start(sv[1]);
+		if (fork() == 0)
+			reaper_start(sv[1]);
+		_exit(0);
 	}
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
 	close(sv[1]);
 	r->sock = sv[0];
 	/* room for a fork storm's exits while the reaper waits out a grace period */
 	if (setsockopt(r->sock, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ SEND_BUFFER }, sizeof(int)))
-		(void)setsockopt(r->sock, SOL_SOCKET, SO_SNDBUF, &(int){ SEND_BUFFER }, sizeof(int));
+		(void)setsockopt(r->sock, SOL_SOCKET, SO_SNDBUF, &(int){ SEND_BUFFER },
+				 sizeof(int));
 	pthread_mutex_init(&r->lock, NULL);
 	return r;
 
