@@ -1007,6 +1007,8 @@ int cmd_track(int argc, char **argv)
 		spawn_abort(&run.child);
 		goto fail_setup;
 	}
+	if (run.probes && probes_preattach(run.probes, run.child.pid) < 0 && o.verbose)
+		fprintf(stderr, "memtrack: libc not attached before exec; it is after\n");
 	exec_err = spawn_release(&run.child);
 	if (exec_err) {
 		/* like a shell: 127 or 126, and no artifact of a command that never ran */

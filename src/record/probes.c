@@ -417,12 +417,19 @@ struct pending_file {
 
 #define MAX_PENDING 8
 
+/* What pending_files() saw besides the files it returns. */
+struct maps_seen {
+	bool libc_only;	   /* in: return the C library only (probes_preattach) */
+	bool dynamic;	   /* out: the process maps a dynamic loader */
+	unsigned attached; /* out: mappings of files @pl has attached */
+};
+
 /*
  * Reads @pid's executable file mappings into @out: the allocator files @pl
  * has not attached yet.  Returns how many, or -errno (fopen of its maps).
  */
 static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
-			 struct pending_file *out, unsigned max, bool *dynamic)
+			 struct pending_file *out, unsigned max, struct maps_seen *seen_in)
 {
 	char maps_path[64], line[4096 + 128], path[4096];
 	unsigned n = 0;
@@ -439,14 +446,16 @@ static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 
 		if (!exec_file_mapping(line, path, sizeof(path)))
 			continue;
-		*dynamic |= is_dynamic_loader(path);
-		if (is_fast_lib(path))
+		seen_in->dynamic |= is_dynamic_loader(path);
+		if (is_fast_lib(path) || (seen_in->libc_only && !is_libc(path)))
 			continue;
 		/* through the process's root, so chroots and deleted files still work */
 		snprintf(out[n].path, sizeof(out[n].path), "/proc/%d/root%s", pid, path);
 		if (stat(out[n].path, &st))
 			continue;
 		fi = file_lookup(p, out[n].path, st.st_dev, st.st_ino);
+		if (fi && proc_has_file(pl, fi))
+			seen_in->attached++;
 		if (!fi || !fi->syms.n || proc_has_file(pl, fi))
 			continue;
 		for (unsigned i = 0; i < n; i++)
@@ -458,12 +467,13 @@ static int pending_files(struct probes *p, pid_t pid, struct proc_links *pl,
 	return n;
 }
 
-int probes_sync(struct probes *p, pid_t pid)
+/* Attaches what pending_files() finds; returns the sites attached or -errno. */
+static int sync_files(struct probes *p, pid_t pid, bool libc_only)
 {
+	struct maps_seen seen = { .libc_only = libc_only };
 	struct pending_file *files = NULL;
 	uint64_t start = now_ns();
 	struct proc_links *pl;
-	bool dynamic = false;
 	int total = 0, n, nfiles;
 
 	p->stats.syncs++;
@@ -473,7 +483,7 @@ int probes_sync(struct probes *p, pid_t pid)
 		total = -ENOMEM;
 		goto out;
 	}
-	nfiles = pending_files(p, pid, pl, files, MAX_PENDING, &dynamic);
+	nfiles = pending_files(p, pid, pl, files, MAX_PENDING, &seen);
 	if (nfiles < 0) {
 		total = nfiles;
 		goto out;
@@ -484,7 +494,7 @@ int probes_sync(struct probes *p, pid_t pid)
 		 * only after the other is attached (an LD_PRELOAD library is
 		 * mapped, and attached, before libc is)
 		 */
-		bool others = dynamic || pl->nfiles + nfiles > 1;
+		bool others = seen.dynamic || seen.attached + nfiles > 1;
 
 		if (pl->nfiles == MAX_FILES_PER_PROC)
 			break;
@@ -498,9 +508,23 @@ int probes_sync(struct probes *p, pid_t pid)
 	}
 out:
 	free(files);
-	if (total < 0)
-		total = gone_or_lost(p, total);
 	p->stats.sync_ns += now_ns() - start;
+	return total;
+}
+
+int probes_sync(struct probes *p, pid_t pid)
+{
+	int total = sync_files(p, pid, false);
+
+	return total < 0 ? gone_or_lost(p, total) : total;
+}
+
+int probes_preattach(struct probes *p, pid_t pid)
+{
+	int total = sync_files(p, pid, true);
+
+	if (total < 0) /* the sync after its exec attaches everything */
+		probes_forget(p, pid, true);
 	return total;
 }
 

@@ -48,6 +48,17 @@ struct probes *probes__new(struct memtrack_bpf *skel, struct reaper *reaper);
 MT_MUST_CHECK int probes_sync(struct probes *p, pid_t pid);
 
 /*
+ * For the root of the tree, parked before its exec (a fork of memtrack):
+ * attaches the C library it maps, memtrack's own, which nearly every
+ * command maps too.  A link is bound to the process and the file, and
+ * stays through exec, so the sync after the exec finds libc attached and
+ * the command waits for no link creation (a grace period, ~10 ms here);
+ * a command that maps another libc, or none, just never triggers it.
+ * Returns the sites attached or -errno (then nothing is attached).
+ */
+MT_MUST_CHECK int probes_preattach(struct probes *p, pid_t pid);
+
+/*
  * Forgets everything attached for @pid.  Links of an exited process are
  * inert; threads of this module close them as they come (closing one
  * waits for an RCU grace period; concurrent closes share one);

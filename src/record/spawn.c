@@ -103,12 +103,16 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
+	/*
+	 * Before parking: memtrack attaches this process's libc before it
+	 * execs, and initgroups() allocates, which would be recorded
+	 */
+	if (drop)
+		err = drop_privileges();
 	/* parked until memtrack has registered this pid */
 	if (read(wait_fd, &c, 1) != 1)
 		_exit(127);
 	close(wait_fd);
-	if (drop)
-		err = drop_privileges();
 	if (!err) {
 		if (shell)
 			execl("/bin/sh", "sh", "-c", argv[0], (char *)NULL);
