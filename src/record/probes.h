@@ -8,7 +8,9 @@
  * and attaches every allocator file it has not attached yet.
  *
  * THREAD NOTES: only the poller thread calls into this module once the
- * pipeline runs; main calls probes__new() before and probes__free() after.
+ * pipeline runs; main calls probes__new() before and probes__free() after,
+ * and probes_preattach() while the tree is its root alone, parked before
+ * its exec (nothing the poller could sync).
  * probes__new() starts threads of its own that close links of exited
  * processes; probes__free() joins them.
  */

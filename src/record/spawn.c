@@ -104,11 +104,15 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 		}
 	}
 	/*
-	 * Before parking: memtrack attaches this process's libc before it
-	 * execs, and initgroups() allocates, which would be recorded
+	 * Before memtrack tracks this process (it waits for this word):
+	 * initgroups() allocates and may dlopen NSS modules, which would be
+	 * recorded, and parked, as the command's
 	 */
-	if (drop)
+	if (drop) {
 		err = drop_privileges();
+		if (write(sp->status_fd, &err, sizeof(err)) != sizeof(err))
+			_exit(127);
+	}
 	/* parked until memtrack has registered this pid */
 	if (read(wait_fd, &c, 1) != 1)
 		_exit(127);
@@ -123,6 +127,17 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 	if (write(sp->status_fd, &err, sizeof(err)) < 0)
 		_exit(127);
 	_exit(127);
+}
+
+/* Reads one int from @fd (EINTR retried); false at EOF or on a short read. */
+static bool read_word(int fd, int *word)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, word, sizeof(*word));
+	while (n < 0 && errno == EINTR);
+	return n == sizeof(*word);
 }
 
 int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop, const sigset_t *mask)
@@ -151,7 +166,11 @@ int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop, co
 	close(status_pipe[1]);
 	sp->release_fd = wait_pipe[1];
 	sp->status_fd = status_pipe[0];
-	return 0;
+	if (drop && !read_word(sp->status_fd, &err)) {
+		spawn_abort(sp); /* the child died: it cannot have exec'd */
+		return -ECHILD;
+	}
+	return 0; /* a failed drop is reported by spawn_release(), as the exec's */
 
 out_close:
 	for (int i = 0; i < 2; i++) {
