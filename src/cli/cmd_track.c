@@ -843,8 +843,10 @@ static int start_fast(struct track_run *run, char *err, size_t errlen)
 			       (uint32_t)((const char *)loader_heap_switch(run->skel) -
 					  (const char *)run->skel->data),
 			       bpf_map__value_size(run->skel->maps.data));
-	ret = pipeline__add_source(run->pipe, fast_drain__fd(run->fast), fast_drain_source,
-				   run->fast);
+	ret = pipeline__add_source(run->pipe, fast_drain__fd(run->fast),
+				   &(struct pipeline_source){ .feed = fast_drain_feed,
+							      .service = fast_drain_service,
+							      .ctx = run->fast });
 	if (ret)
 		return ret;
 	if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)

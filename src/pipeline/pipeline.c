@@ -70,9 +70,11 @@ struct pipeline {
 	int aux_fd; /* pipeline__watch_fd()'s fd, or -1 */
 	pipeline_fd_fn aux_fn;
 	void *aux_ctx;
-	int src_fd; /* pipeline__add_source()'s fd, or -1 */
-	pipeline_source_fn src_fn;
-	void *src_ctx;
+	int src_fd;			    /* pipeline__add_source()'s fd, or -1 */
+	struct pipeline_source src;	    /* src.feed NULL: none */
+	uint64_t ring_ts;		    /* newest timestamp of an events record fed so far */
+	unsigned char *ctl_buf;		    /* control records read, not fed yet (owned) */
+	size_t ctl_used, ctl_head, ctl_cap; /* bytes held; next to feed; allocated */
 
 	struct pipeline_stats st; /* poller fields; writer ones merged at stop */
 };
@@ -415,60 +417,126 @@ int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx)
 	return 0;
 }
 
-int pipeline__add_source(struct pipeline *p, int fd, pipeline_source_fn fn, void *ctx)
+int pipeline__add_source(struct pipeline *p, int fd, const struct pipeline_source *src)
 {
 	if (p->src_fd >= 0)
 		return -EBUSY;
 	p->src_fd = fd;
-	p->src_fn = fn;
-	p->src_ctx = ctx;
+	p->src = *src;
 	return 0;
 }
 
-/* The events ring, then the other source (if any). */
-static int consume_events(struct pipeline *p)
+/*
+ * Records are fed in time order across the three places they come from:
+ * the events ring (read in order), the control ring (read first into
+ * ctl_buf) and the source (peeked by timestamp).  Before an events record,
+ * every control record and source record stamped no later goes in.
+ */
+
+/* The source's records stamped up to @until (no source: nothing). */
+static int feed_source(struct pipeline *p, uint64_t until)
 {
-	int err = ring_buffer__consume(p->rb);
+	return p->src.feed ? p->src.feed(p->src.ctx, p, until) : 0;
+}
 
-	if (err >= 0 && p->src_fn) {
-		int n = p->src_fn(p->src_ctx, p);
+/* The control records read so far stamped up to @until, after older source records. */
+static int feed_ctl(struct pipeline *p, uint64_t until)
+{
+	int err = 0;
 
-		if (n < 0)
-			err = n;
+	while (p->ctl_head < p->ctl_used && err >= 0) {
+		const struct mt_rec_hdr *h = (const void *)(p->ctl_buf + p->ctl_head);
+		size_t size = rec_size(h);
+
+		if (h->ts > until)
+			break;
+		err = feed_source(p, h->ts);
+		if (err >= 0)
+			err = pipeline_feed(p, h, size);
+		p->ctl_head += size;
 	}
+	if (p->ctl_head == p->ctl_used)
+		p->ctl_head = p->ctl_used = 0;
 	return err;
 }
 
+/* An events record, after the control and source records stamped no later. */
 static int ring_cb(void *ctx, void *data, size_t size)
 {
-	return pipeline_feed(ctx, data, size);
+	struct pipeline *p = ctx;
+	const struct mt_rec_hdr *h = data;
+	int err;
+
+	if (size >= sizeof(*h) && h->ts > p->ring_ts)
+		p->ring_ts = h->ts;
+	err = feed_ctl(p, p->ring_ts);
+	if (err >= 0)
+		err = feed_source(p, p->ring_ts);
+	return err < 0 ? err : pipeline_feed(p, data, size);
+}
+
+/* A control record: kept until the events records stamped before it are in. */
+static int ctl_cb(void *ctx, void *data, size_t size)
+{
+	struct pipeline *p = ctx;
+	unsigned char *grown;
+
+	if (size < sizeof(struct mt_rec_hdr) || rec_size(data) > size)
+		return 0; /* not a record of ours: pipeline_feed() would drop it too */
+	size = rec_size(data);
+	if (p->ctl_used + size > p->ctl_cap) {
+		size_t cap = p->ctl_cap ? 2 * p->ctl_cap : 64u << 10;
+
+		while (cap < p->ctl_used + size)
+			cap *= 2;
+		grown = realloc(p->ctl_buf, cap);
+		if (!grown) /* out of memory: in order of reading, as before */
+			return pipeline_feed(p, data, size);
+		p->ctl_buf = grown;
+		p->ctl_cap = cap;
+	}
+	memcpy(p->ctl_buf + p->ctl_used, data, size);
+	p->ctl_used += size;
+	return 0;
 }
 
 /*
- * Reads both rings, events first.  A process's exit (control ring) is
- * submitted after all of its own records (events ring), so once an exit has
- * been read, every record before it is committed: the events ring is read
- * once more, and those records are batched before the exit, never in a
- * later frame.
+ * Reads the control ring, then the events ring (merging), then feeds what
+ * is left: every control record read, and the source's records stamped
+ * before this read began (every ring record stamped before then has been
+ * read: a record is committed right after it is stamped) or before the
+ * newest events record fed.  A process's exit (control ring) is submitted
+ * after all of its own records, so once an exit has been read, every
+ * record before it is committed: the events ring is read once more.
  */
 static int consume_rings(struct pipeline *p)
 {
-	int n, err;
+	uint64_t began = mono_ns();
+	int n = 0, err = 0;
 
-	err = consume_events(p);
-	if (err < 0 || !p->ctl_rb)
-		return err;
-	n = ring_buffer__consume(p->ctl_rb);
-	if (n <= 0)
+	if (p->ctl_rb)
+		n = ring_buffer__consume(p->ctl_rb);
+	if (n < 0)
 		return n;
-	err = consume_events(p);
+	err = ring_buffer__consume(p->rb);
+	if (err >= 0 && n > 0)
+		err = ring_buffer__consume(p->rb);
+	if (err >= 0)
+		err = feed_ctl(p, UINT64_MAX);
+	if (err >= 0 && p->src.service)
+		err = p->src.service(p->src.ctx, p);
+	if (err >= 0)
+		err = feed_source(p, began > p->ring_ts ? began : p->ring_ts);
 	return err < 0 ? err : 0;
 }
 
 int pipeline_inject(struct pipeline *p, const void *rec, size_t size)
 {
+	const struct mt_rec_hdr *h = rec;
 	int err = p->rb ? consume_rings(p) : 0;
 
+	if (err >= 0 && size >= sizeof(*h))
+		err = feed_source(p, h->ts);
 	return err < 0 ? err : pipeline_feed(p, rec, size);
 }
 
@@ -511,16 +579,18 @@ static void *poller_main(void *arg)
 		if (err < 0)
 			break;
 	}
-	/* drain: whatever the rings still hold, then the partial batch */
+	/* drain: whatever the rings and the source still hold, then the partial batch */
 	if (err >= 0)
 		err = consume_rings(p);
+	if (err >= 0)
+		err = feed_source(p, UINT64_MAX);
 	if (err >= 0)
 		err = pipeline_flush(p, atomic_load(&p->stop_cause) < 0
 						? FLUSH_SHUTDOWN
 						: (enum flush_cause)atomic_load(&p->stop_cause));
 	/* a failed pipeline reads nothing more: the source must stop its producers */
-	if (err < 0 && p->src_fn)
-		p->src_fn(p->src_ctx, NULL);
+	if (err < 0 && p->src.service)
+		p->src.service(p->src.ctx, NULL);
 	p->poller_err = err < 0 ? err : 0;
 	return NULL;
 }
@@ -562,7 +632,7 @@ int pipeline__start_poller(struct pipeline *p, int ring_fd, int ctl_fd)
 	if (!p->rb)
 		return -errno;
 	if (ctl_fd >= 0) {
-		p->ctl_rb = ring_buffer__new(ctl_fd, ring_cb, p, NULL);
+		p->ctl_rb = ring_buffer__new(ctl_fd, ctl_cb, p, NULL);
 		if (!p->ctl_rb)
 			return -errno;
 	}
@@ -624,6 +694,7 @@ void pipeline__free(struct pipeline *p)
 		pipeline__stop(p, FLUSH_SHUTDOWN);
 	ring_buffer__free(p->rb);
 	ring_buffer__free(p->ctl_rb);
+	free(p->ctl_buf);
 	if (p->stop_fd >= 0)
 		close(p->stop_fd);
 	if (p->epoll_fd >= 0)

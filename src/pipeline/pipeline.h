@@ -123,21 +123,32 @@ int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx)
 
 /*
  * A record source besides the BPF rings (the in-process heap rings of
- * --fast, src/record/fast_drain.c): called on the poller thread each time
- * the rings are read, right after the events ring, and again after the
- * control ring gave records (an exit follows every record of its process).
- * It feeds what it has with pipeline_feed(); returns >= 0 or -errno
- * (which stops the poller).  When the poller stops on an error it is called
- * once more with @p NULL: nothing will be read any more.
+ * --fast, src/record/fast_drain.c), merged with them in time order, so
+ * that frames never take a record older than one an earlier frame took
+ * (a frame boundary can fall anywhere).  On the poller thread:
+ * @feed(@ctx, p, until) feeds, with pipeline_feed(), what the source holds
+ * stamped up to @until (UINT64_MAX: everything) and returns the number fed
+ * or -errno (which stops the poller).  It is called before every ring
+ * record, with the newest ring timestamp so far, so it must return at once
+ * when it holds nothing that old; after each read of the rings, with the
+ * time that read began (every ring record stamped before it has been fed);
+ * and with UINT64_MAX at the end.  @service(@ctx, p) does the source's
+ * other work (new connections ...) once per read of the rings; when the
+ * poller stops on an error it is called once more with p NULL: nothing
+ * will be read any more.
  */
-typedef int (*pipeline_source_fn)(void *ctx, struct pipeline *p);
+struct pipeline_source {
+	int (*feed)(void *ctx, struct pipeline *p, uint64_t until);
+	int (*service)(void *ctx, struct pipeline *p);
+	void *ctx;
+};
 
 /*
  * Makes the poller also wait on @fd (borrowed; an epoll fd is fine) and
- * read @fn(@ctx) with the rings.  One source at most; call it before
+ * read @src (copied) with the rings.  One source at most; call it before
  * pipeline__start_poller().  Returns 0, or -EBUSY when one is set already.
  */
-int pipeline__add_source(struct pipeline *p, int fd, pipeline_source_fn fn, void *ctx);
+int pipeline__add_source(struct pipeline *p, int fd, const struct pipeline_source *src);
 
 /*
  * Poller side (or before the poller starts): batches a record made by

@@ -50,6 +50,7 @@ struct fast_drain {
 	char path[128];
 	struct fast_conn *conns; /* owned */
 	unsigned nopen;
+	uint64_t low; /* no ring holds a record stamped before this (fast_drain_feed) */
 	struct fast_drain_stats st;
 };
 
@@ -266,17 +267,21 @@ static void abandon(struct fast_drain *d)
 }
 
 /*
- * Feeds every written record of @c's ring.  Once the peer is gone, slots
- * reserved but never written (a thread killed inside a call) are skipped
- * and counted lost.  Returns the records fed or the pipeline's -errno.
+ * Feeds the written records of @c's ring up to the first one stamped after
+ * @until, and returns in *@next the timestamp of that one (UINT64_MAX when
+ * the ring is read to its end).  Once the peer is gone, slots reserved but
+ * never written (a thread killed inside a call) are skipped and counted
+ * lost.  Returns the records fed or the pipeline's -errno.
  */
-static int drain_ring(struct fast_drain *d, struct fast_conn *c, struct pipeline *p)
+static int drain_ring(struct fast_drain *d, struct fast_conn *c, struct pipeline *p, uint64_t until,
+		      uint64_t *next)
 {
 	struct mt_fast_slot *slots = mt_fast_slots(c->ring);
 	struct mt_fast_hdr *hdr = c->ring;
 	struct mt_rec rec;
 	int n = 0, err;
 
+	*next = UINT64_MAX;
 	for (;;) {
 		struct mt_fast_slot *s = &slots[c->tail & (MT_FAST_SLOTS - 1)];
 		uint64_t lap = c->tail & ~(uint64_t)(MT_FAST_SLOTS - 1);
@@ -285,6 +290,9 @@ static int drain_ring(struct fast_drain *d, struct fast_conn *c, struct pipeline
 			if (!c->closing || c->tail >= __atomic_load_n(&hdr->head, __ATOMIC_ACQUIRE))
 				break;
 			d->st.lost++;
+		} else if (s->h.ts > until) {
+			*next = s->h.ts;
+			break;
 		} else {
 			memcpy(&rec, &s->h, sizeof(s->h) + sizeof(s->f));
 			rec.h.pid = c->pid; /* the peer's, whatever it wrote */
@@ -303,12 +311,45 @@ static int drain_ring(struct fast_drain *d, struct fast_conn *c, struct pipeline
 	return n;
 }
 
-int fast_drain_source(void *ctx, struct pipeline *p)
+int fast_drain_feed(void *ctx, struct pipeline *p, uint64_t until)
+{
+	struct fast_drain *d = ctx;
+	uint64_t scan, low = UINT64_MAX, next;
+	struct fast_conn **pc;
+	int total = 0;
+
+	if (until < d->low)
+		return 0; /* nothing that old: the common case, once per ring record */
+	scan = mono_ns();
+	for (pc = &d->conns; *pc;) {
+		struct fast_conn *c = *pc;
+		int fed = c->ring ? drain_ring(d, c, p, until, &next) : 0;
+
+		if (fed < 0) {
+			abandon(d);
+			return fed;
+		}
+		total += fed;
+		if (c->closing && (!c->ring || next == UINT64_MAX)) {
+			*pc = c->next; /* a gone peer's ring, read to its end */
+			conn_free(d, c);
+			continue;
+		}
+		/* a ring read to its end gets records stamped from about now on */
+		if (c->ring)
+			low = next == UINT64_MAX ? (scan < low ? scan : low)
+						 : (next < low ? next : low);
+		pc = &c->next;
+	}
+	d->low = low;
+	return total;
+}
+
+int fast_drain_service(void *ctx, struct pipeline *p)
 {
 	struct fast_drain *d = ctx;
 	struct epoll_event ev[16];
-	struct fast_conn **pc;
-	int n, total = 0;
+	int n;
 
 	if (!p) { /* the pipeline failed */
 		abandon(d);
@@ -316,7 +357,7 @@ int fast_drain_source(void *ctx, struct pipeline *p)
 	}
 	/*
 	 * One look per call: producers waiting on full rings keep poking, so
-	 * looking until nothing is ready would starve the draining below.
+	 * looking until nothing is ready would starve the draining.
 	 */
 	n = epoll_wait(d->epoll_fd, ev, 16, 0);
 	for (int i = 0; i < n; i++) {
@@ -329,26 +370,9 @@ int fast_drain_source(void *ctx, struct pipeline *p)
 		else if (c->ring)
 			read_wakeups(c);
 	}
-	for (pc = &d->conns; *pc;) {
-		struct fast_conn *c = *pc;
-
-		if (c->ring) {
-			int fed = drain_ring(d, c, p);
-
-			if (fed < 0) {
-				abandon(d);
-				return fed;
-			}
-			total += fed;
-		}
-		if (c->closing) {
-			*pc = c->next;
-			conn_free(d, c);
-			continue;
-		}
-		pc = &c->next;
-	}
-	return total;
+	if (n > 0)
+		d->low = 0; /* a new ring, or news: look at every ring next time */
+	return 0;
 }
 
 void fast_drain__stats(const struct fast_drain *d, struct fast_drain_stats *st)

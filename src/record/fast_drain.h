@@ -5,7 +5,8 @@
  * hands over (src/fast/fast_ring.h), drained into the pipeline.
  *
  * THREAD NOTES: main creates and frees it; between pipeline__add_source()
- * and pipeline__stop() only the poller thread calls fast_drain_source().
+ * and pipeline__stop() only the poller thread calls fast_drain_feed() and
+ * fast_drain_service().
  * Statistics are read after pipeline__stop().
  */
 #ifndef MEMTRACK_FAST_DRAIN_H
@@ -51,13 +52,17 @@ const char *fast_drain__path(const struct fast_drain *d);
 int fast_drain__fd(const struct fast_drain *d);
 
 /*
- * The pipeline source (pipeline_source_fn): answers new connections, reads
- * every ring to empty, closes the rings of processes that are gone.  With
- * @p NULL (the pipeline failed), or when feeding fails, closes every
- * connection and the socket.  Returns the records fed, or the pipeline's
- * -errno.
+ * The pipeline source (struct pipeline_source), merged in time order with
+ * the BPF rings: fast_drain_feed() feeds every ring's records stamped up to
+ * @until (UINT64_MAX: all) and frees the rings of gone peers once read to
+ * their end; it returns at once when no ring can hold anything that old.
+ * fast_drain_service() answers new connections and notes gone peers.  With
+ * @p NULL (the pipeline failed), or when feeding fails, every connection
+ * and the socket are closed.  Return the records fed (0), or the
+ * pipeline's -errno.
  */
-int fast_drain_source(void *ctx, struct pipeline *p);
+int fast_drain_feed(void *ctx, struct pipeline *p, uint64_t until);
+int fast_drain_service(void *ctx, struct pipeline *p);
 
 void fast_drain__stats(const struct fast_drain *d, struct fast_drain_stats *st);
 
