@@ -55,7 +55,8 @@ struct track_opts {
 	bool start_disabled;  /* --start-disabled: heap recording off until `enable` */
 	bool stacks;	      /* --stacks: a call stack for each allocation and mmap */
 	uint64_t unwind_rows; /* --unwind-rows: size of the kernel's unwind table */
-	bool fast;	      /* --fast: heap calls recorded in-process where possible */
+	int fast_choice;      /* --fast 1, --no-fast -1, neither 0 */
+	bool fast;	      /* heap calls recorded in-process where possible */
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;
@@ -101,6 +102,7 @@ enum {
 	OPT_STACKS,
 	OPT_UNWIND_ROWS,
 	OPT_FAST,
+	OPT_NO_FAST,
 };
 
 static const struct option track_options[] = {
@@ -117,6 +119,7 @@ static const struct option track_options[] = {
 	{ "stacks", no_argument, NULL, OPT_STACKS },
 	{ "unwind-rows", required_argument, NULL, OPT_UNWIND_ROWS },
 	{ "fast", no_argument, NULL, OPT_FAST },
+	{ "no-fast", no_argument, NULL, OPT_NO_FAST },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -142,7 +145,9 @@ static void track_usage(FILE *out)
 		"      --stacks          record the call stack of every allocation and mmap\n"
 		"      --unwind-rows N   --stacks: unwind table rows in the kernel (default 1M, 16 bytes each)\n"
 		"      --fast            record heap calls inside the processes (a preloaded\n"
-		"                        library) where possible, uprobes elsewhere\n"
+		"                        library) where possible, uprobes elsewhere; the\n"
+		"                        default, except with --stacks\n"
+		"      --no-fast         record every heap call with uprobes\n"
 		"  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 		"  -q, --quiet           no summary line\n");
 }
@@ -151,6 +156,8 @@ static bool is_pow2(uint64_t v)
 {
 	return v && !(v & (v - 1));
 }
+
+static bool fast_lib_found(void);
 
 /* Returns 0, or the exit status for a usage error (already reported). */
 static int parse_track_opts(int argc, char **argv, struct track_opts *o)
@@ -192,7 +199,8 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			}
 			o->unwind_rows = v;
 			break;
-		case OPT_FAST: o->fast = true; break;
+		case OPT_FAST: o->fast_choice = 1; break;
+		case OPT_NO_FAST: o->fast_choice = -1; break;
 		case OPT_RING:
 			/* the kernel takes a map size in 32 bits: 2G at most */
 			if (parse_size(optarg, &v) || !is_pow2(v) || v < 4096 || v > (1ull << 31)) {
@@ -248,15 +256,18 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		die_msg("--start-disabled needs --control PATH, or nothing could ever enable recording; add --control PATH");
 		return 2;
 	}
-	if (o->fast && !o->allocators) {
+	if (o->fast_choice > 0 && !o->allocators) {
 		die_msg("--fast records heap calls and --no-allocators records none; drop one of them");
 		return 2;
 	}
-	if (o->fast && o->stacks) {
+	if (o->fast_choice > 0 && o->stacks) {
 		/* the in-process path does not unwind yet: its heap records would have no stack */
 		die_msg("--fast records heap calls without call stacks; drop --fast to use --stacks");
 		return 2;
 	}
+	/* the in-process path by default, where it can serve: heap calls, no stacks */
+	o->fast = o->fast_choice > 0 ||
+		  (!o->fast_choice && o->allocators && !o->stacks && fast_lib_found());
 	o->argv = argv + optind;
 	/* after `--` the command is argv as given; a lone quoted string is shell */
 	o->shell = strcmp(argv[optind - 1], "--") != 0 && argc - optind == 1 &&
@@ -803,6 +814,13 @@ static int fast_lib_path(char *buf, size_t len)
 }
 
 /* Poller thread: a process whose executable allocates itself stays on the uprobes. */
+static bool fast_lib_found(void)
+{
+	char lib[4096];
+
+	return !fast_lib_path(lib, sizeof(lib));
+}
+
 static bool fast_admit(void *ctx, pid_t pid)
 {
 	struct track_run *run = ctx;

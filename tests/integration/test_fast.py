@@ -55,7 +55,7 @@ def run_track(tmp, cmd, name, fast, cwd=None, timeout=180, preload=True, env=Non
         env["LD_PRELOAD"] = str(FAST_LIB)
         env["MEMTRACK_FAST_SOCKET"] = "/nonexistent/" + "x" * (SOCKET_LEN - 13)
     argv = ["setarch", "-R", MEMTRACK, "track", "-q", "-o", str(out)]
-    argv += ["--fast"] if fast else []
+    argv += ["--fast"] if fast else ["--no-fast"]
     argv += ["--"] + cmd if isinstance(cmd, list) else [cmd]
     p = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=timeout,
