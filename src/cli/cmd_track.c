@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@
 #include "memtrack.skel.h"
 #include "pipeline.h"
 #include "probes.h"
+#include "heap_stub.h"
 #include "reaper.h"
 #include "spawn.h"
 #include "record/stacks.h" /* not analyze/stacks.h: both dirs are on the include path */
@@ -68,7 +70,11 @@ struct track_run {
 	struct memtrack_bpf *skel;
 	struct reaper *reaper; /* NULL: memtrack makes its slow closes itself */
 	struct probes *probes;
-	struct stacks *stacks; /* NULL without --stacks */
+	struct heap_stub stub;	    /* stand-ins for the heap programs until loaded */
+	pthread_t preattach_thread; /* attaches the root's libc during the load */
+	bool preattaching;	    /* preattach_thread runs (joined by finish_early) */
+	int preattach_err;	    /* its probes_preattach() result, if < 0 */
+	struct stacks *stacks;	    /* NULL without --stacks */
 	struct pipeline *pipe;
 	struct control *ctl;	 /* NULL without --control (or when it failed) */
 	struct fast_drain *fast; /* --fast: the in-process rings, else NULL */
@@ -723,8 +729,7 @@ static void open_control(struct track_run *run)
 {
 	struct control_opts co = {
 		.path = run->o->control,
-		.heap_enabled = loader_heap_switch(run->skel),
-		.notice = control_notice,
+		.notice = control_notice, /* the switch comes once loaded: control__set_switch */
 	};
 	char err[512];
 
@@ -732,10 +737,11 @@ static void open_control(struct track_run *run)
 	run->ctl = control__new(&co, err, sizeof(err));
 	if (!run->ctl) {
 		die_msg("%s (the command runs without control, heap recording on)", err);
-		*co.heap_enabled = 1;
-		run->o->start_disabled = false;
-		unsetenv("MEMTRACK_CONTROL"); /* no other session's socket either */
+		run->o->start_disabled = false; /* read when the BPF side is configured */
+		unsetenv("MEMTRACK_CONTROL");	/* no other session's socket either */
+		return;
 	}
+	export_control_path(run->o->control);
 }
 
 /* Hooks the control socket to the poller and tells the command where it is. */
@@ -745,7 +751,6 @@ static void start_control(struct track_run *run)
 	pipeline__watch_fd(run->pipe, control__fd(run->ctl), control_handle, run->ctl);
 	if (run->o->start_disabled)
 		control_record(run->ctl, MT_DISABLE, getpid());
-	export_control_path(run->o->control);
 }
 
 /* Words a loader_open() failure as one line naming the fix; returns @buf. */
@@ -835,7 +840,7 @@ static bool fast_admit(void *ctx, pid_t pid)
  * programs keep the path through them).  Returns 0 or -errno with a
  * message in @err.
  */
-static int start_fast(struct track_run *run, char *err, size_t errlen)
+static int open_fast(struct track_run *run, char *err, size_t errlen)
 {
 	char lib[4096], *preload;
 	const char *old = getenv("LD_PRELOAD");
@@ -847,7 +852,7 @@ static int start_fast(struct track_run *run, char *err, size_t errlen)
 			"--fast needs libmemtrack-fast.so next to the memtrack binary or in lib/memtrack of its install; run make (or make install), or drop --fast");
 		return -ENOENT;
 	}
-	run->fast = fast_drain__new(bpf_map__fd(run->skel->maps.tracked), fast_admit, run);
+	run->fast = fast_drain__new(fast_admit, run);
 	if (!run->fast) {
 		ret = -errno;
 		snprintf(
@@ -856,23 +861,107 @@ static int start_fast(struct track_run *run, char *err, size_t errlen)
 			strerror(-ret));
 		return ret;
 	}
-	/* the heap switch (control socket) lives in the BPF side's mmapable .data */
-	fast_drain__set_switch(run->fast, bpf_map__fd(run->skel->maps.data),
-			       (uint32_t)((const char *)loader_heap_switch(run->skel) -
-					  (const char *)run->skel->data),
-			       bpf_map__value_size(run->skel->maps.data));
-	ret = pipeline__add_source(run->pipe, fast_drain__fd(run->fast),
-				   &(struct pipeline_source){ .feed = fast_drain_feed,
-							      .service = fast_drain_service,
-							      .ctx = run->fast });
-	if (ret)
-		return ret;
 	if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)
 		return -ENOMEM;
 	setenv("LD_PRELOAD", preload, 1);
 	free(preload);
 	setenv(MT_FAST_SOCKET_ENV, fast_drain__path(run->fast), 1);
 	return 0;
+}
+
+/* --fast, once the BPF side is loaded: the drain learns the tree and joins the pipeline. */
+static int start_fast(struct track_run *run)
+{
+	fast_drain__set_tracked(run->fast, bpf_map__fd(run->skel->maps.tracked));
+	/* the heap switch (control socket) lives in the BPF side's mmapable .data */
+	fast_drain__set_switch(run->fast, bpf_map__fd(run->skel->maps.data),
+			       (uint32_t)((const char *)loader_heap_switch(run->skel) -
+					  (const char *)run->skel->data),
+			       bpf_map__value_size(run->skel->maps.data));
+	return pipeline__add_source(run->pipe, fast_drain__fd(run->fast),
+				    &(struct pipeline_source){ .feed = fast_drain_feed,
+							       .service = fast_drain_service,
+							       .ctx = run->fast });
+}
+
+static void *preattach_main(void *arg)
+{
+	struct track_run *run = arg;
+	int ret = probes_preattach(run->probes, run->child.pid);
+
+	run->preattach_err = ret < 0 ? ret : 0;
+	return NULL;
+}
+
+/*
+ * Before the BPF side loads (~20 ms of CPU): forks the reaper (before any
+ * thread), opens the --fast socket (its path goes into the command's
+ * environment), forks the command parked before its exec, and attaches its
+ * libc through the heap stubs on a thread of its own, so that link's grace
+ * period (~10 ms) passes during the load (heap_stub.h).  Returns 0 or
+ * -errno with a message in @err.
+ */
+static int start_early(struct track_run *run, const sigset_t *mask, char *err, size_t errlen)
+{
+	sigset_t all, old;
+	int ret;
+
+	run->reaper = reaper__new();
+	if (run->o->control) /* before the fork: the command finds it in its environment */
+		open_control(run);
+	if (run->o->fast) {
+		ret = open_fast(run, err, errlen);
+		if (ret)
+			return ret;
+	}
+	ret = spawn_parked(&run->child, run->o->argv, run->o->shell,
+			   sudo_invoker(&(uid_t){ 0 }, &(gid_t){ 0 }), mask);
+	if (ret) {
+		snprintf(err, errlen, "cannot start the command: %s", strerror(-ret));
+		return ret;
+	}
+	if (!run->o->allocators)
+		return 0;
+	run->probes = probes__new(run->reaper);
+	if (!run->probes) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	probes__set_fast(run->probes, run->o->fast);
+	if (heap_stub_load(&run->stub))
+		return 0; /* libc is attached after the exec instead */
+	probes__set_progs(run->probes, run->stub.enter_fd, run->stub.exit_fd);
+	sigfillset(&all); /* signals are main's */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	run->preattaching = !pthread_create(&run->preattach_thread, NULL, preattach_main, run);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return 0;
+}
+
+/*
+ * Once the BPF side is loaded: the stubs run alloc_enter and alloc_exit
+ * from now on, and later links use them directly.  Should the stubs not be
+ * armed, the root's early links are dropped (its sync after exec attaches
+ * libc again).
+ */
+static void finish_early(struct track_run *run)
+{
+	if (run->preattaching)
+		pthread_join(run->preattach_thread, NULL);
+	run->preattaching = false;
+	if (!run->probes)
+		return;
+	if (run->skel) {
+		int enter = bpf_program__fd(run->skel->progs.alloc_enter);
+		int exit = bpf_program__fd(run->skel->progs.alloc_exit);
+
+		if (run->stub.map_fd >= 0 && heap_stub_arm(&run->stub, enter, exit))
+			probes_forget(run->probes, run->child.pid, true);
+		probes__set_progs(run->probes, enter, exit);
+	}
+	if (run->preattach_err && run->o->verbose)
+		fprintf(stderr, "memtrack: libc not attached before exec (%s); it is after\n",
+			strerror(-run->preattach_err));
 }
 
 /*
@@ -906,8 +995,14 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		return ret;
 	}
 	run->o->physical = lo.physical;
-	if (run->o->control)
-		open_control(run);
+	finish_early(run);
+	if (loader_track_root(run->skel, run->child.pid)) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot start the command: %s", strerror(-ret));
+		return ret;
+	}
+	if (run->ctl)
+		control__set_switch(run->ctl, loader_heap_switch(run->skel));
 	fill_header(&run->hdr, run->o);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {
@@ -915,15 +1010,6 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot write the artifact header to '%s': %s",
 			 run->o->output, strerror(-ret));
 		return ret;
-	}
-	run->reaper = reaper__new(); /* before any thread: it forks */
-	if (run->o->allocators) {
-		run->probes = probes__new(run->skel, run->reaper);
-		if (!run->probes) {
-			snprintf(err, errlen, "out of memory");
-			return -ENOMEM;
-		}
-		probes__set_fast(run->probes, run->o->fast);
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
 	if (run->pipe && run->o->stacks) {
@@ -937,10 +1023,12 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 	}
 	if (run->pipe && run->ctl)
 		start_control(run);
-	if (run->pipe && run->o->fast) {
-		ret = start_fast(run, err, errlen);
-		if (ret)
+	if (run->pipe && run->fast) {
+		ret = start_fast(run);
+		if (ret) {
+			snprintf(err, errlen, "cannot start the --fast drain: %s", strerror(-ret));
 			return ret;
+		}
 	}
 	ret = !run->pipe ? -errno
 			 : pipeline__start_poller(run->pipe, bpf_map__fd(run->skel->maps.events),
@@ -972,6 +1060,7 @@ static void teardown(struct track_run *run)
 	stacks__free(run->stacks);
 	handed = reaper_hand_all(run->reaper);
 	t1 = mono_ns();
+	heap_stub_close(&run->stub);
 	loader_close(run->skel);
 	if (run->o->verbose)
 		fprintf(stderr,
@@ -984,7 +1073,8 @@ int cmd_track(int argc, char **argv)
 	struct track_opts o;
 	struct track_run run = { .o = &o,
 				 .out_fd = -1,
-				 .child = { .pid = -1, .release_fd = -1, .status_fd = -1 } };
+				 .child = { .pid = -1, .release_fd = -1, .status_fd = -1 },
+				 .stub = { -1, -1, -1 } };
 	struct mt_trailer trailer = { 0 };
 	char err[512] = "", path[4096];
 	sigset_t old;
@@ -1015,20 +1105,10 @@ int cmd_track(int argc, char **argv)
 	ret = open_output(&run);
 	if (ret)
 		return ret;
-	if (setup(&run, err, sizeof(err)))
-		goto fail_setup;
 	install_signals(&old);
-	run.t_loaded = mono_ns();
-	ret = spawn_parked(&run.child, o.argv, o.shell, sudo_invoker(&(uid_t){ 0 }, &(gid_t){ 0 }),
-			   &old);
-	if (ret || loader_track_root(run.skel, run.child.pid)) {
-		snprintf(err, sizeof(err), "cannot start the command: %s",
-			 strerror(ret ? -ret : errno));
-		spawn_abort(&run.child);
+	if (start_early(&run, &old, err, sizeof(err)) || setup(&run, err, sizeof(err)))
 		goto fail_setup;
-	}
-	if (run.probes && probes_preattach(run.probes, run.child.pid) < 0 && o.verbose)
-		fprintf(stderr, "memtrack: libc not attached before exec; it is after\n");
+	run.t_loaded = mono_ns();
 	exec_err = spawn_release(&run.child);
 	if (exec_err) {
 		/* like a shell: 127 or 126, and no artifact of a command that never ran */
@@ -1059,7 +1139,9 @@ int cmd_track(int argc, char **argv)
 
 fail_setup:
 	die_msg("%s", err);
-	discard_output(&run); /* nothing ran: leave nothing half-written */
+	finish_early(&run);
+	spawn_abort(&run.child); /* before its exec: nothing ran */
+	discard_output(&run);	 /* leave nothing half-written */
 	ret = 1;
 out:
 	pipeline__free(run.pipe);

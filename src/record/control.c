@@ -156,6 +156,11 @@ fail:
 	return NULL;
 }
 
+void control__set_switch(struct control *c, volatile __u32 *heap_enabled)
+{
+	c->o.heap_enabled = heap_enabled;
+}
+
 void control__set_pipeline(struct control *c, struct pipeline *pipe)
 {
 	c->o.pipe = pipe;

@@ -49,6 +49,13 @@ struct control *control__new(const struct control_opts *o, char *err, size_t err
 /* Sets where records go (borrowed); before the first control_handle(). */
 void control__set_pipeline(struct control *c, struct pipeline *pipe);
 
+/*
+ * The heap-recording switch `enable` and `disable` flip (the BPF side's
+ * flag, loader_heap_switch()), once it exists; main, before the poller
+ * serves the socket.
+ */
+void control__set_switch(struct control *c, volatile __u32 *heap_enabled);
+
 /* The fd to wait on (an epoll set of the socket and its client). */
 int control__fd(const struct control *c);
 

@@ -61,7 +61,12 @@ static int epoll_add_ptr(int epfd, int fd, void *ptr)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
-struct fast_drain *fast_drain__new(int tracked_fd, fast_admit_fn admit, void *ctx)
+void fast_drain__set_tracked(struct fast_drain *d, int tracked_fd)
+{
+	d->tracked_fd = tracked_fd;
+}
+
+struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx)
 {
 	struct fast_drain *d = calloc(1, sizeof(*d));
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -70,7 +75,7 @@ struct fast_drain *fast_drain__new(int tracked_fd, fast_admit_fn admit, void *ct
 
 	if (!d)
 		return NULL;
-	d->tracked_fd = tracked_fd;
+	d->tracked_fd = -1;
 	d->admit = admit;
 	d->admit_ctx = ctx;
 	d->switch_fd = -1;

@@ -33,11 +33,14 @@ typedef bool (*fast_admit_fn)(void *ctx, pid_t pid);
 
 /*
  * Creates the socket (in a fresh private directory under $TMPDIR or /tmp,
- * connectable by anyone: only processes in the BPF map @tracked_fd, the
- * tree, that @admit(@ctx) accepts are answered yes).  Returns NULL with
+ * connectable by anyone: only processes in the BPF map of the tree
+ * (fast_drain__set_tracked) that @admit(@ctx) accepts are answered yes).  Returns NULL with
  * errno set.
  */
-struct fast_drain *fast_drain__new(int tracked_fd, fast_admit_fn admit, void *ctx);
+struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx);
+
+/* The BPF map of the tree (borrowed), before the first fast_drain_service(). */
+void fast_drain__set_tracked(struct fast_drain *d, int tracked_fd);
 
 /*
  * The heap-recording switch every library must read: a __u32 at @offset of

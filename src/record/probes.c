@@ -29,7 +29,6 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "bpf_abi.h"
-#include "memtrack.skel.h"
 #include "probes.h"
 #include "reaper.h"
 #include "schema.h"
@@ -72,7 +71,8 @@ struct proc_links {
 };
 
 struct probes {
-	struct memtrack_bpf *skel;   /* borrowed */
+	int enter_fd;		     /* the program entry sites run (borrowed), -1: none yet */
+	int exit_fd;		     /* the program return sites run (borrowed) */
 	struct reaper *reaper;	     /* borrowed, may be NULL */
 	pthread_mutex_t lock;	     /* guards graveyard and stop */
 	pthread_cond_t wake;	     /* graveyard got links, or stop */
@@ -99,7 +99,7 @@ static uint64_t now_ns(void)
 
 static void *closer_main(void *arg);
 
-struct probes *probes__new(struct memtrack_bpf *skel, struct reaper *reaper)
+struct probes *probes__new(struct reaper *reaper)
 {
 	struct probes *p = calloc(1, sizeof(*p));
 	pthread_attr_t attr;
@@ -107,7 +107,7 @@ struct probes *probes__new(struct memtrack_bpf *skel, struct reaper *reaper)
 
 	if (!p)
 		return NULL;
-	p->skel = skel;
+	p->enter_fd = p->exit_fd = -1;
 	p->reaper = reaper;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->wake, NULL);
@@ -188,15 +188,14 @@ static int push_link(struct proc_links *pl, int link)
  * Creates one uprobe-multi link of @prog on @n sites of @path for @pl's
  * process, owned by @pl from then on.  Returns 0 or -errno.
  */
-static int link_uprobe_multi(struct probes *p, struct proc_links *pl, struct bpf_program *prog,
-			     const char *path, const uint64_t *offsets, const uint64_t *cookies,
-			     unsigned n, bool ret)
+static int link_uprobe_multi(struct probes *p, struct proc_links *pl, int prog_fd, const char *path,
+			     const uint64_t *offsets, const uint64_t *cookies, unsigned n, bool ret)
 {
 	struct mt_uprobe_multi_attr attr;
 	int fd, err;
 
 	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = bpf_program__fd(prog);
+	attr.prog_fd = prog_fd;
 	attr.attach_type = MT_BPF_TRACE_UPROBE_MULTI;
 	attr.path = (uintptr_t)path;
 	attr.offsets = (uintptr_t)offsets;
@@ -295,11 +294,11 @@ static int link_set(struct probes *p, struct proc_links *pl, struct proc_links *
 
 	into->pid = pl->pid;
 	if (set->n)
-		err = link_uprobe_multi(p, into, p->skel->progs.alloc_enter, path, set->off,
-					set->cookie, set->n, false);
+		err = link_uprobe_multi(p, into, p->enter_fd, path, set->off, set->cookie, set->n,
+					false);
 	if (!err && set->nr)
-		err = link_uprobe_multi(p, into, p->skel->progs.alloc_exit, path, set->roff,
-					set->rcookie, set->nr, true);
+		err = link_uprobe_multi(p, into, p->exit_fd, path, set->roff, set->rcookie, set->nr,
+					true);
 	return err;
 }
 
@@ -627,6 +626,12 @@ static void bury_ilinks(struct probes *p, struct proc_links *pl)
 	bury(p, pl->ilinks);
 	free(pl->ilinks);
 	pl->ilinks = NULL;
+}
+
+void probes__set_progs(struct probes *p, int enter_fd, int exit_fd)
+{
+	p->enter_fd = enter_fd;
+	p->exit_fd = exit_fd;
 }
 
 void probes__set_fast(struct probes *p, bool on)

@@ -22,7 +22,6 @@
 #include <sys/types.h>
 #include "compiler.h"
 
-struct memtrack_bpf;
 struct probes;
 struct reaper;
 
@@ -36,11 +35,18 @@ struct probes_stats {
 };
 
 /*
- * Returns a registry bound to @skel (borrowed), or NULL with errno set.
- * Links it lets go of go to @reaper (borrowed; NULL: its own threads close
- * them, paying the grace periods).
+ * Returns an empty registry, or NULL with errno set.  Links it lets go of
+ * go to @reaper (borrowed; NULL: its own threads close them, paying the
+ * grace periods).  Set the programs (probes__set_progs) before attaching.
  */
-struct probes *probes__new(struct memtrack_bpf *skel, struct reaper *reaper);
+struct probes *probes__new(struct reaper *reaper);
+
+/*
+ * Links made from now on run @enter_fd at entry sites and @exit_fd at
+ * return sites (both borrowed): alloc_enter and alloc_exit, or the stubs
+ * that stand in for them before the BPF side is loaded (heap_stub.h).
+ */
+void probes__set_progs(struct probes *p, int enter_fd, int exit_fd);
 
 /*
  * Attaches the allocator probes @pid still lacks.  Returns the number of
