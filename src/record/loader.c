@@ -4,6 +4,7 @@
  * tracepoints; see loader.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <malloc.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "bpf_abi.h"
 #include "loader.h"
@@ -72,9 +74,40 @@ static int attach_tracepoints(struct memtrack_bpf *skel)
 }
 
 /*
- * libbpf reads the kernel's BTF (5.5 MB here) into fresh buffers and copies
- * it once more: ~2800 page faults, 35 of the ~50 ms it takes on these VMs.
- * Big buffers are made to come from the main heap instead of fresh
+ * libbpf 1.1 reads the kernel's BTF (5.5 MB here) with read(), 4 KiB a
+ * call, into a buffer it then copies: ~1,350 syscalls, and two 5.5 MB
+ * buffers at once, the peak of memtrack's RSS.  The kernel lets
+ * /sys/kernel/btf/vmlinux be mapped read-only; this definition, to which
+ * libbpf's own calls bind (they go through its PLT; memtrack exports it),
+ * parses the BTF from the mapping: one copy, btf__new()'s.  Where the file
+ * cannot be mapped it reads it as libbpf would.  NULL with errno set on
+ * failure, as libbpf's.
+ */
+struct btf *btf__load_vmlinux_btf(void)
+{
+	const char *path = "/sys/kernel/btf/vmlinux";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct btf *btf = NULL;
+	struct stat st;
+	void *p;
+
+	if (fd < 0)
+		return NULL;
+	p = fstat(fd, &st) || st.st_size <= 0
+		    ? MAP_FAILED
+		    : mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return btf__parse_raw(path);
+	btf = btf__new(p, (__u32)st.st_size);
+	munmap(p, (size_t)st.st_size);
+	return btf;
+}
+
+/*
+ * libbpf copies the kernel's BTF (5.5 MB here) into a fresh buffer and
+ * indexes it: over a thousand page faults, a large part of the load on
+ * these VMs.  Big buffers are made to come from the main heap instead of fresh
  * mappings, the heap is grown by 24 MB of free top space (M_TOP_PAD, so no
  * 24 MB block is ever allocated), and that space is marked for transparent
  * huge pages (THP is "madvise" here): a dozen faults instead.
