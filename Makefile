@@ -250,8 +250,11 @@ integration-test: all $(FIXTURE_BINS)
 	$(Q)tests/run.sh --integration
 
 # bench_report: `memtrack report` on a 50-million-event artifact, one CPU.
+# bench_pipeline -m memtrack -w 2: the pipeline's capacity with a second
+# encoding thread on the CPU memtrack leaves to the command.
 bench-pipeline: all $(OUT)/bench/bench_pipeline $(OUT)/bench/bench_report
 	$(Q)$(OUT)/bench/bench_pipeline
+	$(Q)$(OUT)/bench/bench_pipeline -m memtrack -w 2 | grep '^memtrack'
 	$(Q)$(OUT)/bench/bench_report -m $(OUT)/memtrack
 
 # Round-trip latency of the control socket (enable/disable), under memtrack.
