@@ -27,8 +27,10 @@ static int load_stub(int map_fd, int slot, const char *name)
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
 		{ .code = BPF_JMP | BPF_EXIT },
 	};
-	LIBBPF_OPTS(bpf_prog_load_opts, opts,
-		    .expected_attach_type = (enum bpf_attach_type)MT_BPF_TRACE_UPROBE_MULTI);
+	struct bpf_prog_load_opts opts = {
+		.sz = sizeof(opts),
+		.expected_attach_type = (enum bpf_attach_type)MT_BPF_TRACE_UPROBE_MULTI,
+	};
 	int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, name, "GPL", insns,
 			       sizeof(insns) / sizeof(insns[0]), &opts);
 
