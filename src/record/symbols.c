@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <libelf.h>
 #include <string.h>
 #include <unistd.h>
@@ -125,13 +127,46 @@ static const char *strip_prefix(const char *name)
 	return name;
 }
 
+/*
+ * sym_names as an open-addressing hash table, built once: an executable
+ * such as gcc's cc1 has 29,000 dynamic symbols, and comparing each with
+ * every name took 10 ms, paid while the process is parked.
+ */
+#define NAME_SLOTS 512 /* a power of two, well above NSYMS */
+_Static_assert(NSYMS < NAME_SLOTS / 2, "NAME_SLOTS too small for sym_names");
+
+static uint16_t name_slot[NAME_SLOTS]; /* index into sym_names + 1; 0: empty */
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 16777619u;
+	return h;
+}
+
+static void names_init(void)
+{
+	for (unsigned i = 0; i < NSYMS; i++) {
+		uint32_t h = name_hash(sym_names[i].name) & (NAME_SLOTS - 1);
+
+		while (name_slot[h]) /* a name listed twice: the first is found first */
+			h = (h + 1) & (NAME_SLOTS - 1);
+		name_slot[h] = (uint16_t)(i + 1);
+	}
+}
+
 /* Index of @name in sym_names, or -1. */
 static int sym_by_name(const char *name)
 {
+	pthread_once(&names_once, names_init);
 	name = strip_prefix(name);
-	for (unsigned i = 0; i < NSYMS; i++)
-		if (!strcmp(sym_names[i].name, name))
-			return (int)i;
+	for (uint32_t h = name_hash(name) & (NAME_SLOTS - 1); name_slot[h];
+	     h = (h + 1) & (NAME_SLOTS - 1))
+		if (!strcmp(sym_names[name_slot[h] - 1].name, name))
+			return name_slot[h] - 1;
 	return -1;
 }
 
