@@ -24,9 +24,9 @@
 #include <unistd.h>
 #include "reaper.h"
 
-/* Each close waits for its own grace period: this many at once overlap. */
-#define CLOSE_TASKS 8
-#define CLOSE_STACK (32u << 10)
+/* Each close waits for its own grace periods: this many at once overlap. */
+#define CLOSE_TASKS 64
+#define CLOSE_STACK (16u << 10)
 #define MAX_FDS 65536
 /* fds per message: the kernel's SCM_MAX_FD */
 #define FDS_PER_MSG 253
@@ -40,43 +40,67 @@ struct reaper {
 
 /* --- the reaper's side ------------------------------------------------ */
 
-/* Task t closes fds[t], fds[t + CLOSE_TASKS], ... */
-struct close_share {
-	const int *fds;
-	unsigned n;
-	unsigned first;
+/*
+ * One close per task, and the reaper does not wait for it: each last close
+ * waits for its own grace periods, which overlap, and a link handed over
+ * later (an exec'd program's interposed sites, whose uprobes trap until
+ * they are gone) starts closing at once instead of after earlier ones.
+ */
+struct close_slot {
+	pid_t pid; /* the task closing fd, 0: free */
+	int fd;
 };
 
 static int held[MAX_FDS + FDS_PER_MSG]; /* received, not closed yet */
-static struct close_share shares[CLOSE_TASKS];
+static struct close_slot slots[CLOSE_TASKS];
 static char stacks[CLOSE_TASKS][CLOSE_STACK] __attribute__((aligned(64)));
 
 static int close_task(void *arg)
 {
-	const struct close_share *sh = arg;
-
-	for (unsigned i = sh->first; i < sh->n; i += CLOSE_TASKS)
-		close(sh->fds[i]);
+	close(*(const int *)arg);
 	return 0;
 }
 
-/* Closes @fds[0..@n) from CLOSE_TASKS tasks at once, and waits for them. */
+/* Frees the slots of finished tasks; with @block, waits for one first. */
+static void reap_tasks(bool block)
+{
+	pid_t pid;
+
+	while ((pid = waitpid(-1, NULL, __WALL | (block ? 0 : WNOHANG))) > 0 ||
+	       (pid < 0 && errno == EINTR)) {
+		for (unsigned t = 0; t < CLOSE_TASKS; t++)
+			if (pid > 0 && slots[t].pid == pid)
+				slots[t].pid = 0;
+		block = false;
+	}
+}
+
+/* Starts the last close of @fd on a task of its own (here, if none can start). */
+static void close_async(int fd)
+{
+	for (;;) {
+		for (unsigned t = 0; t < CLOSE_TASKS; t++) {
+			if (slots[t].pid)
+				continue;
+			slots[t].fd = fd;
+			slots[t].pid = clone(close_task, stacks[t] + CLOSE_STACK,
+					     CLONE_VM | CLONE_FILES | SIGCHLD, &slots[t].fd);
+			if (slots[t].pid <= 0) {
+				slots[t].pid = 0;
+				close(fd);
+			}
+			return;
+		}
+		reap_tasks(true); /* every slot busy: wait for one */
+	}
+}
+
+/* Closes @fds[0..@n), each on its own task (see close_async). */
 static void close_parallel(const int *fds, unsigned n)
 {
-	pid_t pids[CLOSE_TASKS];
-
-	for (unsigned t = 0; t < CLOSE_TASKS; t++) {
-		shares[t] = (struct close_share){ .fds = fds, .n = n, .first = t };
-		pids[t] = t < n ? clone(close_task, stacks[t] + CLOSE_STACK,
-					CLONE_VM | CLONE_FILES | SIGCHLD, &shares[t])
-				: 0;
-		if (pids[t] < 0)
-			close_task(&shares[t]);
-	}
-	for (unsigned t = 0; t < CLOSE_TASKS; t++)
-		if (pids[t] > 0)
-			while (waitpid(pids[t], NULL, __WALL) < 0 && errno == EINTR)
-				;
+	reap_tasks(false);
+	for (unsigned i = 0; i < n; i++)
+		close_async(fds[i]);
 }
 
 /*
@@ -140,6 +164,8 @@ static __attribute__((noreturn)) void reaper_main(int sock)
 		memmove(held, held + ready, (nheld - ready) * sizeof(int));
 		nheld -= ready;
 	}
+	while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR) /* every close done */
+		;
 	_exit(0);
 }
 
@@ -177,10 +203,18 @@ static __attribute__((noreturn)) void reaper_start(int sock)
 {
 	static int inherited[MAX_FDS];
 	unsigned n = list_fds(sock, inherited, MAX_FDS);
+	sigset_t none;
 	int null;
 
 	for (unsigned i = 0; i < n; i++)
 		close(inherited[i]);
+	/* memtrack's handlers and blocked signals are memtrack's */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	setsid();
 	null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
