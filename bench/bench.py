@@ -17,6 +17,7 @@ broken benchmark (for CI).  Python 3.11 standard library only.
 """
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -280,7 +281,18 @@ def expand(template, values):
         if key not in values:
             raise KeyError(f"unknown placeholder {{{key}}} in: {template}")
         return values[key]
-    return re.sub(r"\{([A-Za-z_]+(?::[A-Za-z0-9_]+)?)\}", sub, template)
+    return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*(?::[A-Za-z0-9_]+)?)\}", sub, template)
+
+
+@functools.lru_cache(maxsize=1)
+def cc1_path():
+    """gcc's compiler proper, the program `gcc -c` runs (the cc1 benchmark)."""
+    try:
+        out = subprocess.run(["gcc", "-print-prog-name=cc1"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    return out or "cc1"
 
 
 def build_command(ctx, bench, variant, artifact_dir, tag):
@@ -288,6 +300,8 @@ def build_command(ctx, bench, variant, artifact_dir, tag):
     fresh = os.path.join(ctx.scratch, "fresh", f"{bench['name']}.{variant['name']}.{tag}")
     values = {"memtrack": ctx.memtrack, "fixtures": ctx.fixtures, "fresh": shlex.quote(fresh),
               "repo": shlex.quote(REPO)}
+    if "{cc1}" in bench["command"]:
+        values["cc1"] = shlex.quote(cc1_path())
     for name, path in ctx.inputs.items():
         values[f"input:{name}"] = shlex.quote(path)
     workload = expand(bench["command"], values)
