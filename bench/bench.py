@@ -216,8 +216,31 @@ def loadavg():
         return None
 
 
+def wait_for_reapers(limit_s=10.0):
+    """A finished memtrack leaves a memtrack-reaper closing its links and BPF
+    objects (the kernel's grace periods): the next row waits for it, so it
+    does not pay for the last one's teardown."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        busy = False
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            # comm in parentheses, then the state: a zombie has closed everything
+            busy = "(memtrack-reaper)" in st and st[st.rindex(")") + 2] != "Z"
+            if busy:
+                break
+        if not busy:
+            return
+        time.sleep(0.05)
+
+
 def note_machine(ctx):
-    """Called before each row: records load and foreign tracers."""
+    """Called before each row: waits for our reapers, records load and foreign tracers."""
+    wait_for_reapers()
     la = loadavg()
     if la is not None:
         ctx.loads.append(la)

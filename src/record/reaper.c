@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -215,6 +216,7 @@ static __attribute__((noreturn)) void reaper_start(int sock)
 	signal(SIGCHLD, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	prctl(PR_SET_NAME, "memtrack-reaper"); /* what ps shows while it closes */
 	setsid();
 	null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
