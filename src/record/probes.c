@@ -102,8 +102,6 @@ static void *closer_main(void *arg);
 struct probes *probes__new(struct reaper *reaper)
 {
 	struct probes *p = calloc(1, sizeof(*p));
-	pthread_attr_t attr;
-	sigset_t all, old;
 
 	if (!p)
 		return NULL;
@@ -112,6 +110,18 @@ struct probes *probes__new(struct reaper *reaper)
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->wake, NULL);
 	pthread_cond_init(&p->drained, NULL);
+	return p;
+}
+
+/*
+ * Starts the closer threads, on the first link the reaper cannot take
+ * (it takes them all while it runs: nothing to start at every run's start).
+ */
+static void start_closers(struct probes *p)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+
 	/* signals are main's (STYLE.md §8); without closers, links close at the end */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -122,7 +132,6 @@ struct probes *probes__new(struct reaper *reaper)
 		p->nclosers++;
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return p;
 }
 
 /* Returns the file's allocator sites, reading them on first sight. */
@@ -603,6 +612,8 @@ static void bury(struct probes *p, struct proc_links *pl)
 {
 	unsigned i = reaper_hand(p->reaper, pl->links, pl->nlinks);
 
+	if (i < pl->nlinks && !p->nclosers && !p->stop)
+		start_closers(p);
 	pthread_mutex_lock(&p->lock);
 	for (; i < pl->nlinks; i++)
 		if (push_link(&p->graveyard, pl->links[i]))

@@ -11,8 +11,8 @@
  * pipeline runs; main calls probes__new() before and probes__free() after,
  * and probes_preattach() while the tree is its root alone, parked before
  * its exec (nothing the poller could sync).
- * probes__new() starts threads of its own that close links of exited
- * processes; probes__free() joins them.
+ * The first link the reaper cannot take starts threads of this module
+ * that close such links; probes__free() joins them.
  */
 #ifndef MEMTRACK_PROBES_H
 #define MEMTRACK_PROBES_H
