@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fnv1a.h"
 #include "intern.h"
 
 int intern_init(struct intern *t)
@@ -13,22 +14,11 @@ int intern_init(struct intern *t)
 	return t->slots ? 0 : -ENOMEM;
 }
 
-static uint64_t hash(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 static char **slot_for(char **slots, uint64_t nslots, const char *s)
 {
 	uint64_t mask = nslots - 1;
 
-	for (uint64_t i = hash(s) & mask;; i = (i + 1) & mask)
+	for (uint64_t i = fnv1a_str(s) & mask;; i = (i + 1) & mask)
 		if (!slots[i] || !strcmp(slots[i], s))
 			return &slots[i];
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "symcache.h"
+#include "fnv1a.h"
 
 #define SYMCACHE_MAGIC "memtrack-symcache 1"
 #define SYMCACHE_MAX_BYTES (256u << 20) /* a bigger file is not ours */
@@ -29,15 +30,6 @@ static int cache_path(char *buf, size_t len, const char *dir, const uint8_t *bid
 		return -EINVAL;
 	hex(h, bid, bid_len);
 	return snprintf(buf, len, "%s/%s.syms", dir, h) < (int)len ? 0 : -ENAMETOOLONG;
-}
-
-static uint64_t fnv(uint64_t h, const char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
 }
 
 /* The next \t- or \n-ended field of *@p, NUL-terminated in place; NULL at the line's end. */
@@ -143,7 +135,7 @@ static int64_t walk(char *buf, size_t len, const char *want, bool feed, symcache
 {
 	char *p = buf, *end = buf + len, *nl = memchr(buf, '\n', len);
 	struct sym_frame fr[SYMCACHE_MAX_FRAMES];
-	uint64_t h = 0xcbf29ce484222325ull, count = 0, want_count, want_h;
+	uint64_t h = FNV1A_BASIS, count = 0, want_count, want_h;
 	char tail[64];
 
 	if (!nl || (size_t)(nl - buf) != strlen(want) || memcmp(buf, want, nl - buf) != 0)
@@ -158,7 +150,7 @@ static int64_t walk(char *buf, size_t len, const char *want, bool feed, symcache
 		nl = memchr(p, '\n', end - p);
 		if (!nl)
 			return -EINVAL;
-		h = fnv(h, start, nl + 1 - start);
+		h = fnv1a(h, start, nl + 1 - start);
 		if (parse_entry(&p, end, &addr, fr, &n))
 			return -EINVAL;
 		count++;
@@ -212,14 +204,14 @@ static void put_clean(FILE *f, const char *s, uint64_t *h)
 	for (; s && *s; s++) {
 		char c = *s == '\t' || *s == '\n' ? ' ' : *s;
 
-		*h = fnv(*h, &c, 1);
+		*h = fnv1a(*h, &c, 1);
 		fputc(c, f);
 	}
 }
 
 static void put_str(FILE *f, const char *s, uint64_t *h)
 {
-	*h = fnv(*h, s, strlen(s));
+	*h = fnv1a(*h, s, strlen(s));
 	fputs(s, f);
 }
 
@@ -244,7 +236,7 @@ void symcache_save(const char *dir, const uint8_t *bid, unsigned bid_len,
 		   const struct symcache_entry *e, uint64_t n)
 {
 	char path[4096], tmp[4200], h[41];
-	uint64_t sum = 0xcbf29ce484222325ull, count = 0;
+	uint64_t sum = FNV1A_BASIS, count = 0;
 	FILE *f = NULL;
 	int fd;
 

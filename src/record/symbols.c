@@ -9,6 +9,7 @@
 #include <libelf.h>
 #include <string.h>
 #include <unistd.h>
+#include "fnv1a.h"
 #include "symbols.h"
 
 /*
@@ -138,19 +139,10 @@ _Static_assert(NSYMS < NAME_SLOTS / 2, "NAME_SLOTS too small for sym_names");
 static uint16_t name_slot[NAME_SLOTS]; /* index into sym_names + 1; 0: empty */
 static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 
-static uint32_t name_hash(const char *s)
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
-	return h;
-}
-
 static void names_init(void)
 {
 	for (unsigned i = 0; i < NSYMS; i++) {
-		uint32_t h = name_hash(sym_names[i].name) & (NAME_SLOTS - 1);
+		uint64_t h = fnv1a_str(sym_names[i].name) & (NAME_SLOTS - 1);
 
 		while (name_slot[h]) /* a name listed twice: the first is found first */
 			h = (h + 1) & (NAME_SLOTS - 1);
@@ -163,7 +155,7 @@ static int sym_by_name(const char *name)
 {
 	pthread_once(&names_once, names_init);
 	name = strip_prefix(name);
-	for (uint32_t h = name_hash(name) & (NAME_SLOTS - 1); name_slot[h];
+	for (uint64_t h = fnv1a_str(name) & (NAME_SLOTS - 1); name_slot[h];
 	     h = (h + 1) & (NAME_SLOTS - 1))
 		if (!strcmp(sym_names[name_slot[h] - 1].name, name))
 			return name_slot[h] - 1;
