@@ -22,8 +22,9 @@ from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, fixture,
 STORM = "while :; do /bin/true; done"
 
 
-def children(pid):
-    """Pids whose parent is pid (from /proc/*/stat)."""
+def procs_where(field, value):
+    """Pids whose numeric /proc/PID/stat field after the command (1 ppid,
+    2 pgrp, 3 session) is value."""
     out = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -33,9 +34,14 @@ def children(pid):
                 st = f.read()
         except OSError:
             continue
-        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+        if int(st[st.rindex(")") + 2:].split()[field]) == value:
             out.append(int(d))
     return out
+
+
+def children(pid):
+    """Pids whose parent is pid."""
+    return procs_where(1, pid)
 
 
 def state(pid):
@@ -81,19 +87,8 @@ def start_storm(tmp, cmd, name):
 
 
 def session_members(sid):
-    """Pids whose session is sid (from /proc/*/stat)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        if int(st[st.rindex(")") + 2:].split()[3]) == sid:
-            out.append(int(d))
-    return out
+    """Pids whose session is sid."""
+    return procs_where(3, sid)
 
 
 def stop_storm(pids, sid=None):
