@@ -30,17 +30,22 @@ def phase2_addrs(t):
     return [int(a["a%d" % i]) for i in range(3)]
 
 
+def phase2_heap(a):
+    """ctl_phases' enabled phase, the only heap records of its run: three
+    mallocs at the addresses @a it printed, then two of them freed."""
+    return [{"type": "malloc", "addr": a[0], "size": 5002},
+            {"type": "malloc", "addr": a[1], "size": 5002},
+            {"type": "malloc", "addr": a[2], "size": 5002},
+            {"type": "free", "addr": a[0]},
+            {"type": "free", "addr": a[1]}]
+
+
 def test_only_the_enabled_phase_is_recorded(tmp):
     t = phases_run()
     a = phase2_addrs(t)
     # every heap record of the whole artifact: libc start-up, phase 1 and
     # phase 3 (and the free of a[2] in it) ran disabled
-    check_eq([proj(e) for e in heap(t.events)],
-             [{"type": "malloc", "addr": a[0], "size": 5002},
-              {"type": "malloc", "addr": a[1], "size": 5002},
-              {"type": "malloc", "addr": a[2], "size": 5002},
-              {"type": "free", "addr": a[0]},
-              {"type": "free", "addr": a[1]}],
+    check_eq([proj(e) for e in heap(t.events)], phase2_heap(a),
              "heap records of the whole run")
 
 

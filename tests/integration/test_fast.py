@@ -37,6 +37,7 @@ import pytest
 
 from mtlib import (BUILD, MEMTRACK, Artifact, check_eq, check_true, fixture, heap,
                    of_type, proj, require, require_eq, run, spawn_track, track)
+import test_control
 import test_exact
 
 FAST_LIB = BUILD / "libmemtrack-fast.so"
@@ -243,14 +244,8 @@ def test_control_switch_applies_in_process(tmp):
     t = track(tmp, [fixture("ctl_phases")],
               opts=["--fast", "--control", str(sock), "--start-disabled"])
     require(of_type(t.events, "fast"), "ctl_phases went in-process")
-    a = dict(line.split() for line in t.stdout.splitlines())
-    a = [int(a["a%d" % i]) for i in range(3)]
     check_eq([proj(e) for e in heap(t.events)],
-             [{"type": "malloc", "addr": a[0], "size": 5002},
-              {"type": "malloc", "addr": a[1], "size": 5002},
-              {"type": "malloc", "addr": a[2], "size": 5002},
-              {"type": "free", "addr": a[0]},
-              {"type": "free", "addr": a[1]}],
+             test_control.phase2_heap(test_control.phase2_addrs(t)),
              "heap records of the whole run")
 
 
