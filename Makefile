@@ -151,7 +151,7 @@ $(OUT)/libmemtrack-ctl.a: $(CTL_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(OUT)/memtrack-ctl.pc: Makefile
+$(OUT)/memtrack-ctl.pc: Makefile | $(OUT)/.deps
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
 		'Name: memtrack-ctl' 'Description: drive memtrack track --control from the measured program' \
 		'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lmemtrack-ctl' > $@
