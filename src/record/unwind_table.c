@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "objfile.h"
 #include "unwind_table.h"
 
 #define REG_RBP 6
@@ -433,11 +434,11 @@ int unwind_table_build(const char *path, struct unwind_table **out)
 
 	*out = NULL;
 	elf_version(EV_CURRENT);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = objfile_open(path);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	t = calloc(1, sizeof(*t));
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	elf = elf_begin(fd, ELF_C_READ, NULL); /* read, never mapped: objfile.h */
 	if (!t || !elf || elf_kind(elf) != ELF_K_ELF) {
 		err = t ? -ENOEXEC : -ENOMEM;
 		goto out;
