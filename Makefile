@@ -347,12 +347,25 @@ $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(FUZZ_SYMCACHE_SRCS) -o $@
 
-fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache
-	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache
+# The recorder's readers of the files tracked processes map (symbols.c,
+# unwind_table.c through objfile.c: a program chooses what they hold).
+FUZZ_OBJFILE_SRCS := tests/fuzz/fuzz_objfile.c src/record/objfile.c src/record/symbols.c \
+	src/record/unwind_table.c
+$(OUT)/fuzz/fuzz_objfile: $(FUZZ_OBJFILE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(SRC_INCLUDES) \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(FUZZ_OBJFILE_SRCS) -lelf -ldw -o $@
+
+fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_objfile
+	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache $(OUT)/fuzz/corpus_objfile
 	$(Q)cd $(OUT)/fuzz && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus $(CURDIR)/tests/fuzz/seeds
 	$(Q)cd $(OUT)/fuzz && ./fuzz_symcache -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus_symcache $(CURDIR)/tests/fuzz/seeds_symcache
+	$(Q)cd $(OUT)/fuzz && ./fuzz_objfile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-print_final_stats=1 corpus_objfile $(CURDIR)/tests/fuzz/seeds_objfile
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack

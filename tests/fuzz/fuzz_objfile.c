@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fuzz_objfile.c - libFuzzer target for the recorder's readers of the
+ * files tracked processes map: alloc_syms_read() (symbols.c, the allocator
+ * symbols probes.c attaches to) and unwind_table_build() (unwind_table.c,
+ * the --stacks rows), both reached through objfile_open().  A tracked
+ * program chooses what those files hold (it can map a file it wrote), and
+ * root memtrack parses them while the program is parked, so every input is
+ * such a file.  The readers must neither crash, overrun (ASan) nor invoke
+ * undefined behaviour (UBSan), and what they return must be consistent:
+ * known allocator functions, rows sorted, the index within the rows.  `make
+ * fuzz` runs it from tests/fuzz/seeds_objfile/ (small real ELF files).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include "event.h"
+#include "symbols.h"
+#include "unwind_table.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char dir[64];
+
+/* The scratch directory goes when the fuzzer exits (libFuzzer ends with exit()). */
+static void remove_dir(void)
+{
+	rmdir(dir);
+}
+
+static void check_syms(const struct alloc_syms *s)
+{
+	if (s->n > sizeof(s->site) / sizeof(s->site[0]))
+		abort();
+	for (unsigned i = 0; i < s->n; i++)
+		if (s->site[i].fn >= MT_FN_MAX)
+			abort();
+}
+
+static void check_table(const struct unwind_table *t)
+{
+	for (size_t i = 1; i < t->nrows; i++)
+		if (t->rows[i - 1].pc > t->rows[i].pc)
+			abort();
+	for (size_t b = 0; b < t->nindex; b++)
+		if (t->index[b] >= t->nrows)
+			abort();
+	if (t->nloads > UNWIND_MAX_LOADS || t->build_id_len > MT_BUILD_ID_MAX)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct unwind_table *t = NULL;
+	struct alloc_syms s;
+	char path[128];
+	FILE *f;
+
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "/dev/shm/fuzz-objfile-%d", (int)getpid());
+		mkdir(dir, 0700);
+		atexit(remove_dir);
+	}
+	snprintf(path, sizeof(path), "%s/object", dir);
+	f = fopen(path, "w");
+	if (!f)
+		return 0;
+	fwrite(data, 1, size, f);
+	fclose(f);
+	if (!alloc_syms_read(path, &s))
+		check_syms(&s);
+	if (!unwind_table_build(path, &t) && t)
+		check_table(t);
+	unwind_table_free(t);
+	unlink(path);
+	return 0;
+}
