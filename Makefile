@@ -39,7 +39,7 @@ SRC_DIRS  := format pipeline analyze record cli fast
 SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
 # unit-tested without the skeleton)
-PURE_SRCS := src/cli/cli_util.c src/record/objfile.c src/record/symbols.c src/record/unwind_table.c
+PURE_SRCS := src/cli/cli_util.c src/record/mapped_file.c src/record/symbols.c src/record/unwind_table.c
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c $(PURE_SRCS),$(wildcard src/record/*.c src/cli/*.c))
@@ -348,24 +348,24 @@ $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 		$(FUZZ_SYMCACHE_SRCS) -o $@
 
 # The recorder's readers of the files tracked processes map (symbols.c,
-# unwind_table.c through objfile.c: a program chooses what they hold).
-FUZZ_OBJFILE_SRCS := tests/fuzz/fuzz_objfile.c src/record/objfile.c src/record/symbols.c \
+# unwind_table.c through mapped_file.c: a program chooses what they hold).
+FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/record/mapped_file.c src/record/symbols.c \
 	src/record/unwind_table.c
-$(OUT)/fuzz/fuzz_objfile: $(FUZZ_OBJFILE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
+$(OUT)/fuzz/fuzz_mapped_file: $(FUZZ_MAPPED_FILE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(SRC_INCLUDES) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		$(FUZZ_OBJFILE_SRCS) -lelf -ldw -o $@
+		$(FUZZ_MAPPED_FILE_SRCS) -lelf -ldw -o $@
 
-fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_objfile
-	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache $(OUT)/fuzz/corpus_objfile
+fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_mapped_file
+	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache $(OUT)/fuzz/corpus_mapped_file
 	$(Q)cd $(OUT)/fuzz && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus $(CURDIR)/tests/fuzz/seeds
 	$(Q)cd $(OUT)/fuzz && ./fuzz_symcache -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus_symcache $(CURDIR)/tests/fuzz/seeds_symcache
-	$(Q)cd $(OUT)/fuzz && ./fuzz_objfile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-		-print_final_stats=1 corpus_objfile $(CURDIR)/tests/fuzz/seeds_objfile
+	$(Q)cd $(OUT)/fuzz && ./fuzz_mapped_file -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-print_final_stats=1 corpus_mapped_file $(CURDIR)/tests/fuzz/seeds_mapped_file
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack

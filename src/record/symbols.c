@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "fnv1a.h"
-#include "objfile.h"
+#include "mapped_file.h"
 #include "symbols.h"
 
 /*
@@ -235,10 +235,10 @@ int alloc_syms_read(const char *path, struct alloc_syms *out)
 	memset(out, 0, sizeof(*out));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
-	fd = objfile_open(path);
+	fd = mapped_file_open(path);
 	if (fd < 0)
 		return fd;
-	elf = elf_begin(fd, ELF_C_READ, NULL); /* read, never mapped: objfile.h */
+	elf = elf_begin(fd, ELF_C_READ, NULL); /* read, never mapped: mapped_file.h */
 	if (!elf || elf_kind(elf) != ELF_K_ELF) {
 		err = -ENOEXEC;
 		goto out;

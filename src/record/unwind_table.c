@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "objfile.h"
+#include "mapped_file.h"
 #include "unwind_table.h"
 
 #define REG_RBP 6
@@ -434,11 +434,11 @@ int unwind_table_build(const char *path, struct unwind_table **out)
 
 	*out = NULL;
 	elf_version(EV_CURRENT);
-	fd = objfile_open(path);
+	fd = mapped_file_open(path);
 	if (fd < 0)
 		return fd;
 	t = calloc(1, sizeof(*t));
-	elf = elf_begin(fd, ELF_C_READ, NULL); /* read, never mapped: objfile.h */
+	elf = elf_begin(fd, ELF_C_READ, NULL); /* read, never mapped: mapped_file.h */
 	if (!t || !elf || elf_kind(elf) != ELF_K_ELF) {
 		err = t ? -ENOEXEC : -ENOMEM;
 		goto out;

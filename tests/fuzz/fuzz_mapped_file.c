@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz_objfile.c - libFuzzer target for the recorder's readers of the
+ * fuzz_mapped_file.c - libFuzzer target for the recorder's readers of the
  * files tracked processes map: alloc_syms_read() (symbols.c, the allocator
  * symbols probes.c attaches to) and unwind_table_build() (unwind_table.c,
- * the --stacks rows), both reached through objfile_open().  A tracked
+ * the --stacks rows), both reached through mapped_file_open().  A tracked
  * program chooses what those files hold (it can map a file it wrote), and
  * root memtrack parses them while the program is parked, so every input is
  * such a file.  The readers must neither crash, overrun (ASan) nor invoke
  * undefined behaviour (UBSan), and what they return must be consistent:
  * known allocator functions, rows sorted, the index within the rows.  `make
- * fuzz` runs it from tests/fuzz/seeds_objfile/ (small real ELF files).
+ * fuzz` runs it from tests/fuzz/seeds_mapped_file/ (small real ELF files).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FILE *f;
 
 	if (!dir[0]) {
-		snprintf(dir, sizeof(dir), "/dev/shm/fuzz-objfile-%d", (int)getpid());
+		snprintf(dir, sizeof(dir), "/dev/shm/fuzz-mapped-file-%d", (int)getpid());
 		mkdir(dir, 0700);
 		atexit(remove_dir);
 	}

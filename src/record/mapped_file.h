@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * objfile.h - opening a file a tracked process maps (its executable, its
+ * mapped_file.h - opening a file a tracked process maps (its executable, its
  * libraries) so that memtrack, running as root, can read its ELF symbols
  * (symbols.c) and unwind tables (unwind_table.c).
  *
@@ -11,16 +11,18 @@
  * open has side effects), or a symbolic link in any directory of the path
  * (to a file only root may read).  And the program may truncate a file it
  * owns while memtrack reads it (a mapping of it would raise SIGBUS in
- * memtrack).  So the file is opened without following any symbolic link,
- * without blocking, only if it is a regular file of at most
- * OBJFILE_MAX_BYTES, and libelf reads it with pread (ELF_C_READ), never
- * through a mapping (ELF_C_READ_MMAP).
+ * memtrack).  So the path is resolved without following any symbolic link
+ * to an O_PATH fd, which opens nothing (no driver's open, no FIFO to block
+ * on); only a regular file of at most MAPPED_FILE_MAX_BYTES is then opened
+ * for reading, through that fd (the same inode, whatever replaced the path
+ * since), O_NONBLOCK and O_NOCTTY; and libelf reads it with pread
+ * (ELF_C_READ), never through a mapping (ELF_C_READ_MMAP).
  */
-#ifndef MEMTRACK_OBJFILE_H
-#define MEMTRACK_OBJFILE_H
+#ifndef MEMTRACK_MAPPED_FILE_H
+#define MEMTRACK_MAPPED_FILE_H
 
 /* Larger files are refused: no object a process maps is this big. */
-#define OBJFILE_MAX_BYTES (4ull << 30)
+#define MAPPED_FILE_MAX_BYTES (4ull << 30)
 
 /*
  * Opens @path for reading: "/proc/PID/root/ABSOLUTE" (as probes.c and
@@ -30,8 +32,8 @@
  * tools name files through links such as /proc/self/exe).  Returns the fd
  * (O_CLOEXEC; the caller closes it) or -errno: -ELOOP for a link, -EINVAL
  * for a file that is not regular, -EFBIG for one larger than
- * OBJFILE_MAX_BYTES.
+ * MAPPED_FILE_MAX_BYTES.
  */
-int objfile_open(const char *path);
+int mapped_file_open(const char *path);
 
-#endif /* MEMTRACK_OBJFILE_H */
+#endif /* MEMTRACK_MAPPED_FILE_H */
