@@ -39,7 +39,8 @@ SRC_DIRS  := format pipeline analyze record cli fast
 SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
 # unit-tested without the skeleton)
-PURE_SRCS := src/cli/cli_util.c src/record/symbols.c src/record/unwind_table.c
+PURE_SRCS := src/cli/cli_util.c src/record/symbols.c src/record/unwind_table.c \
+	     src/record/as_user.c
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c $(PURE_SRCS),$(wildcard src/record/*.c src/cli/*.c))
@@ -339,7 +340,7 @@ $(OUT)/fuzz/fuzz_reader: $(FUZZ_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 		$(FUZZ_SRCS) -lzstd -lz -o $@
 
 # The symbolization cache's reader (a file anything may have written), the same way.
-FUZZ_SYMCACHE_SRCS := tests/fuzz/fuzz_symcache.c src/analyze/symcache.c
+FUZZ_SYMCACHE_SRCS := tests/fuzz/fuzz_symcache.c src/analyze/symcache.c src/record/as_user.c
 $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(dir $@)
