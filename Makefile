@@ -38,7 +38,8 @@ BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 SRC_DIRS  := format pipeline analyze record cli fast
 SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
-# unit-tested without the skeleton)
+# unit-tested without the skeleton; and as_user.c, which the symbol cache and
+# the readers' output files use)
 PURE_SRCS := src/cli/cli_util.c src/record/symbols.c src/record/unwind_table.c \
 	     src/record/as_user.c
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)

@@ -86,7 +86,8 @@ int as_user_become(void)
 {
 	if (!invoker.sudo)
 		return 0;
-	if (setgroups(invoker.ngroups, invoker.groups) || setresgid(invoker.gid, invoker.gid, invoker.gid) ||
+	if (setgroups(invoker.ngroups, invoker.groups) ||
+	    setresgid(invoker.gid, invoker.gid, invoker.gid) ||
 	    setresuid(invoker.uid, invoker.uid, invoker.uid))
 		return -errno;
 	return 0;
@@ -113,15 +114,9 @@ static int do_op(const struct op *op)
 	case OP_OPEN:
 		ret = openat(op->dirfd, op->a, op->flags | O_NOFOLLOW | O_CLOEXEC, op->mode);
 		break;
-	case OP_MKDIR:
-		ret = mkdirat(op->dirfd, op->a, op->mode);
-		break;
-	case OP_RENAME:
-		ret = renameat(op->dirfd, op->a, op->dirfd, op->b);
-		break;
-	case OP_UNLINK:
-		ret = unlinkat(op->dirfd, op->a, 0);
-		break;
+	case OP_MKDIR: ret = mkdirat(op->dirfd, op->a, op->mode); break;
+	case OP_RENAME: ret = renameat(op->dirfd, op->a, op->dirfd, op->b); break;
+	case OP_UNLINK: ret = unlinkat(op->dirfd, op->a, 0); break;
 	case OP_BIND: {
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
 		size_t len = strlen(op->a);
@@ -136,8 +131,7 @@ static int do_op(const struct op *op)
 		ret = bind(op->sock, (struct sockaddr *)&sa, sizeof(sa));
 		break;
 	}
-	default:
-		return -EINVAL;
+	default: return -EINVAL;
 	}
 	return ret < 0 ? -errno : ret;
 }
@@ -172,9 +166,10 @@ static int recv_result(int sock, bool want_fd)
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	int word = -ECHILD, fd = -1;
 	struct iovec iov = { .iov_base = &word, .iov_len = sizeof(word) };
-	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)
-	};
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
 	ssize_t n;
 
@@ -267,12 +262,13 @@ int as_user_openat(int dirfd, const char *name, int flags, mode_t mode)
 
 int as_user_mkstempat(int dirfd, char *templ, int flags)
 {
-	static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	static const char chars[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 	size_t len = strlen(templ);
 	unsigned char rnd[6];
 	int fd = -EEXIST;
 
-	if (len < 6 || strcmp(templ + len - 6, "XXXXXX"))
+	if (len < 6 || strcmp(templ + len - 6, "XXXXXX") != 0)
 		return -EINVAL;
 	for (int tries = 0; tries < 100 && fd == -EEXIST; tries++) {
 		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
