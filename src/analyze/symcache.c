@@ -34,18 +34,27 @@ static int cache_name(char *buf, size_t len, const uint8_t *bid, unsigned bid_le
 	return snprintf(buf, len, "%s.syms", h) < (int)len ? 0 : -ENAMETOOLONG;
 }
 
+/* Whether the directory @fd belongs to @uid. */
+static bool owned_by(int fd, uid_t uid)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && st.st_uid == uid;
+}
+
 /*
  * Opens (O_PATH) the directory @name under @at without following a link,
- * creating it (0700, as the invoking user) when @create and absent; it must
- * belong to @uid (or, for the cache's parent, @or_root: to root).  Returns
- * the fd or -errno (-EPERM: someone else's).
+ * creating it (0700, as the invoking user) when @create and absent, but
+ * only in a directory of @uid's own (root run with a user's HOME makes
+ * nothing in it); it must belong to @uid (or, for the cache's parent,
+ * @or_root: to root).  Returns the fd or -errno (-EPERM: someone else's).
  */
 static int open_step(int at, const char *name, bool create, uid_t uid, bool or_root)
 {
 	int fd = as_user_openat(at, name, O_PATH | O_DIRECTORY, 0);
 	struct stat st;
 
-	if (fd == -ENOENT && create && !as_user_mkdirat(at, name, 0700))
+	if (fd == -ENOENT && create && owned_by(at, uid) && !as_user_mkdirat(at, name, 0700))
 		fd = as_user_openat(at, name, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fd;

@@ -71,6 +71,22 @@ static void notice(struct control *c, const char *fmt, ...)
 	c->o.notice(c->o.notice_ctx, msg);
 }
 
+/* Words why the socket cannot be made (@ret) in @err; returns @ret. */
+static int cannot_create(const struct control *c, int ret, char *err, size_t errlen)
+{
+	if (ret == -EADDRINUSE || ret == -EEXIST)
+		snprintf(
+			err, errlen,
+			"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",
+			c->path);
+	else
+		snprintf(
+			err, errlen,
+			"cannot create control socket '%s': %s; choose a path in a directory you can write",
+			c->path, strerror(-ret));
+	return ret;
+}
+
 /* Binds and listens as the invoking user (as_user.h): the socket is theirs, born 0600. */
 static int make_socket(struct control *c, char *err, size_t errlen)
 {
@@ -82,19 +98,8 @@ static int make_socket(struct control *c, char *err, size_t errlen)
 		return -errno;
 	}
 	ret = as_user_bindat(c->dir_fd, c->listen_fd, c->base);
-	if (ret) {
-		if (ret == -EADDRINUSE)
-			snprintf(
-				err, errlen,
-				"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",
-				c->path);
-		else
-			snprintf(
-				err, errlen,
-				"cannot create control socket '%s': %s; choose a path in a directory you can write",
-				c->path, strerror(-ret));
-		return ret;
-	}
+	if (ret)
+		return cannot_create(c, ret, err, errlen);
 	c->bound = !fstatat(c->dir_fd, c->base, &c->sock_st, AT_SYMLINK_NOFOLLOW) &&
 		   S_ISSOCK(c->sock_st.st_mode);
 	if (listen(c->listen_fd, 8)) {
@@ -138,20 +143,10 @@ static int open_dir(struct control *c, char *err, size_t errlen)
 	struct stat st;
 
 	c->dir_fd = as_user_open_dir(c->path, &c->base);
-	if (c->dir_fd < 0) {
-		snprintf(
-			err, errlen,
-			"cannot create control socket '%s': %s; choose a path in a directory you can write",
-			c->path, strerror(-c->dir_fd));
-		return c->dir_fd;
-	}
-	if (!fstatat(c->dir_fd, c->base, &st, AT_SYMLINK_NOFOLLOW)) {
-		snprintf(
-			err, errlen,
-			"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",
-			c->path);
-		return -EEXIST;
-	}
+	if (c->dir_fd < 0)
+		return cannot_create(c, c->dir_fd, err, errlen);
+	if (!fstatat(c->dir_fd, c->base, &st, AT_SYMLINK_NOFOLLOW))
+		return cannot_create(c, -EEXIST, err, errlen);
 	return 0;
 }
 

@@ -290,6 +290,16 @@ def test_symcache_used_when_its_own(pub, sudo):
              {want}, "owners of the cache, its directory and .cache")
 
 
+def test_symcache_root_with_users_home_makes_nothing(pub):
+    """Root run with a user's HOME (su, sudo -E) makes no ~/.cache there (a
+    root-owned 0700 .cache would lock the user out of their own cache)."""
+    home = users_dir(pub, "home")
+    p = run_env([MEMTRACK, "flamegraph", tracked().artifact.path, "--folded", "-o", pub / "f"],
+                root_env(HOME=str(home)))
+    require_eq(p.returncode, 0, "flamegraph exit status (stderr %s)" % p.stderr)
+    check_eq(os.listdir(home), [], "files in the user's HOME")
+
+
 # --- a setuid binary in the tree (item 12) ---------------------------------
 
 def test_sudo_setuid_binary_runs_as_invoker(pub):
