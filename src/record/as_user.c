@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,9 +87,15 @@ int as_user_become(void)
 {
 	if (!invoker.sudo)
 		return 0;
-	if (setgroups(invoker.ngroups, invoker.groups) ||
-	    setresgid(invoker.gid, invoker.gid, invoker.gid) ||
-	    setresuid(invoker.uid, invoker.uid, invoker.uid))
+	/*
+	 * The raw system calls: glibc's wrappers would signal every thread of
+	 * the process under a lock (setxid), which a child forked from
+	 * memtrack's threads has no business touching; here there is one
+	 * thread, and the raw calls change exactly it.
+	 */
+	if (syscall(SYS_setgroups, invoker.ngroups, invoker.groups) ||
+	    syscall(SYS_setresgid, invoker.gid, invoker.gid, invoker.gid) ||
+	    syscall(SYS_setresuid, invoker.uid, invoker.uid, invoker.uid))
 		return -errno;
 	return 0;
 }
