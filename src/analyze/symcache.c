@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,48 @@ static int parse_entry(char **p, char *end, uint64_t *addr, struct sym_frame *fr
 }
 
 /*
+ * The last cache directory opened, kept for the process (one fd): under
+ * sudo every open costs three forks (as_user.h), and a report opens it for
+ * each object.  A directory that fails is not kept, so a later save may
+ * create it.
+ */
+static struct {
+	pthread_mutex_t lock;
+	char *dir;
+	int fd;
+} opened = { PTHREAD_MUTEX_INITIALIZER, NULL, -1 };
+
+/* open_cache_dir(), remembered: returns an fd of the caller's own or -errno. */
+static int cache_dir_fd(const char *dir, bool create)
+{
+	char *copy;
+	int fd;
+
+	pthread_mutex_lock(&opened.lock);
+	if (opened.dir && !strcmp(opened.dir, dir)) {
+		fd = fcntl(opened.fd, F_DUPFD_CLOEXEC, 0);
+		fd = fd < 0 ? -errno : fd;
+		goto out;
+	}
+	fd = open_cache_dir(dir, create);
+	copy = fd >= 0 ? strdup(dir) : NULL;
+	if (copy) {
+		if (opened.fd >= 0)
+			close(opened.fd);
+		free(opened.dir);
+		opened.dir = copy;
+		opened.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (opened.fd < 0) {
+			free(opened.dir);
+			opened.dir = NULL;
+		}
+	}
+out:
+	pthread_mutex_unlock(&opened.lock);
+	return fd;
+}
+
+/*
  * Reads the whole file @name under @dirfd (bounded; as the invoking user,
  * never a link, never blocking on a FIFO); NULL if absent or unreadable.
  */
@@ -256,7 +299,7 @@ int symcache_load(const char *dir, const uint8_t *bid, unsigned bid_len, symcach
 		return 0;
 	hex(h, bid, bid_len);
 	snprintf(want, sizeof(want), SYMCACHE_MAGIC " %s", h);
-	dirfd = open_cache_dir(dir, false);
+	dirfd = cache_dir_fd(dir, false);
 	if (dirfd < 0)
 		return 0;
 	buf = read_all(dirfd, name, &len);
@@ -339,7 +382,7 @@ void symcache_save(const char *dir, const uint8_t *bid, unsigned bid_len,
 
 	if (!dir || !*dir || cache_name(name, sizeof(name), bid, bid_len))
 		return;
-	dirfd = open_cache_dir(dir, true);
+	dirfd = cache_dir_fd(dir, true);
 	if (dirfd < 0)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", name);
