@@ -175,7 +175,8 @@ FIXTURE_LIBS_alloc_mimalloc := -lmimalloc
 FIXTURE_LIBS_alloc_tcmalloc := -ltcmalloc_minimal
 FIXTURE_LIBS_dlopen_thread := -ldl
 FIXTURE_LIBS_ctl_phases := $(OUT)/libmemtrack-ctl.a
-$(OUT)/fixtures/ctl_phases: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
+FIXTURE_LIBS_ctl_late := $(OUT)/libmemtrack-ctl.a
+$(OUT)/fixtures/ctl_phases $(OUT)/fixtures/ctl_late: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
 $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h tests/fixtures/shown.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)

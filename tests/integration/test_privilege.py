@@ -403,3 +403,17 @@ def test_control_answered_client_may_idle(tmp):
         c.close()
     finally:
         stop(p)
+
+
+def test_control_library_opened_early_still_works(tmp):
+    """libmemtrack-ctl answers the deadline: a program that opens the socket
+    at its start and sends its first command 4 s later is served (the
+    library pings on open)."""
+    out = Path(tmp) / "late.mtrk"
+    p = run_env([MEMTRACK, "track", "-q", "-o", out, "--control", Path(tmp) / "c.sock", "--",
+                 fixture("ctl_late"), "4"], root_env())
+    require_eq(p.returncode, 0, "memtrack exit status (stderr %s)" % p.stderr)
+    d = run_env([MEMTRACK, "dump", out], root_env())
+    marks = [line for line in d.stdout.splitlines() if '"type":"mark"' in line]
+    check_eq(len(marks), 1, "mark records")
+    check_true(marks and '"name":"late"' in marks[0], "the mark is named late: %r" % marks)
