@@ -154,6 +154,10 @@ int output_open(const char *path, const char *opt)
 	const char *base;
 	int dirfd = as_user_open_dir(path, &base), fd = -1;
 
+	if (dirfd == -EINVAL) {
+		die_msg("invalid output path '%s'; give a file name with %s", path, opt);
+		return -1;
+	}
 	if (dirfd < 0) {
 		output_failed(path, opt, dirfd);
 		return -1;
