@@ -76,7 +76,8 @@ static void test_no_follow_and_rename(void)
 	close(fd);
 	/* the link is replaced; the file it pointed at keeps its bytes */
 	CHECK_EQ(as_user_renameat(d, templ, base), 0);
-	CHECK(!fstatat(d, base, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) && st.st_size == 0);
+	CHECK(!fstatat(d, base, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+	      st.st_size == 0);
 	CHECK(!fstatat(d, "target", &st, 0) && st.st_size == 4);
 	CHECK_EQ(as_user_unlinkat(d, base), 0);
 	CHECK_EQ(as_user_mkdirat(d, "sub", 0700), 0);
@@ -86,7 +87,8 @@ static void test_no_follow_and_rename(void)
 
 static void test_bind(void)
 {
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), s2 = socket(AF_UNIX, SOCK_STREAM, 0), d;
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0),
+	    s2 = socket(AF_UNIX, SOCK_STREAM, 0), d;
 	const char *base;
 	char p[128];
 	struct stat st;
