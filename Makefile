@@ -38,8 +38,10 @@ BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 SRC_DIRS  := format pipeline analyze record cli fast
 SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
-# unit-tested without the skeleton)
-PURE_SRCS := src/cli/cli_util.c src/record/mapped_file.c src/record/symbols.c src/record/unwind_table.c
+# unit-tested without the skeleton; and as_user.c, which the symbol cache and
+# the readers' output files use)
+PURE_SRCS := src/cli/cli_util.c src/record/mapped_file.c src/record/symbols.c \
+	     src/record/unwind_table.c src/record/as_user.c
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c $(PURE_SRCS),$(wildcard src/record/*.c src/cli/*.c))
@@ -173,7 +175,8 @@ FIXTURE_LIBS_alloc_mimalloc := -lmimalloc
 FIXTURE_LIBS_alloc_tcmalloc := -ltcmalloc_minimal
 FIXTURE_LIBS_dlopen_thread := -ldl
 FIXTURE_LIBS_ctl_phases := $(OUT)/libmemtrack-ctl.a
-$(OUT)/fixtures/ctl_phases: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
+FIXTURE_LIBS_ctl_late := $(OUT)/libmemtrack-ctl.a
+$(OUT)/fixtures/ctl_phases $(OUT)/fixtures/ctl_late: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
 $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h tests/fixtures/shown.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -339,7 +342,7 @@ $(OUT)/fuzz/fuzz_reader: $(FUZZ_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 		$(FUZZ_SRCS) -lzstd -lz -o $@
 
 # The symbolization cache's reader (a file anything may have written), the same way.
-FUZZ_SYMCACHE_SRCS := tests/fuzz/fuzz_symcache.c src/analyze/symcache.c
+FUZZ_SYMCACHE_SRCS := tests/fuzz/fuzz_symcache.c src/analyze/symcache.c src/record/as_user.c
 $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(dir $@)

@@ -35,8 +35,11 @@ struct memtrack_ctl {
 };
 
 /*
- * Connects to the control socket at @path (NULL: $MEMTRACK_CONTROL).
- * Returns 0 or -errno; @c can be passed to memtrack_ctl_close() either way.
+ * Connects to the control socket at @path (NULL: $MEMTRACK_CONTROL) and
+ * pings it (memtrack drops a client that stays silent after connecting,
+ * so a connection opened early stays usable).  Returns 0 or -errno
+ * (-EBUSY when another client is connected); @c can be passed to
+ * memtrack_ctl_close() either way.
  */
 int memtrack_ctl_open(struct memtrack_ctl *c, const char *path);
 

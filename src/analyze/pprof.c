@@ -285,15 +285,13 @@ static void sample_types(struct pprof *pp)
 	pb_varint_field(&pp->out, P_DEFAULT_SAMPLE_TYPE, str(pp, "inuse_space"));
 }
 
-static int gz_write(const struct pb *b, const char *path)
+static int gz_write(const struct pb *b, int fd)
 {
-	int fd = strcmp(path, "-") ? -1 : dup(STDOUT_FILENO);
-	gzFile gz = fd >= 0 ? gzdopen(fd, "wb") : gzopen(path, "wb");
+	gzFile gz = gzdopen(fd, "wb");
 	int ok;
 
 	if (!gz) {
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 		return errno ? -errno : -ENOMEM;
 	}
 	ok = b->n == 0 || gzwrite(gz, b->p, (unsigned)b->n) == (int)b->n;
@@ -303,13 +301,16 @@ static int gz_write(const struct pb *b, const char *path)
 }
 
 int pprof_write(const struct analysis *a, const struct stack_table *st, struct symbolizer *sym,
-		const struct pprof_run *run, const char *path)
+		const struct pprof_run *run, int fd)
 {
 	struct pprof pp = { .sym = sym, .st = st };
 	int err = -ENOMEM;
+	bool built;
 
-	if (intern_init(&pp.names))
+	if (intern_init(&pp.names)) {
+		close(fd);
 		return -ENOMEM;
+	}
 	str(&pp, ""); /* index 0 is the empty string */
 	sample_types(&pp);
 	mappings(&pp);
@@ -318,8 +319,14 @@ int pprof_write(const struct analysis *a, const struct stack_table *st, struct s
 			sample(&pp, &a->sites.sites[i]);
 	pb_varint_field(&pp.out, P_TIME_NANOS, run->start_wall_ns);
 	pb_varint_field(&pp.out, P_DURATION_NANOS, run->duration_ns);
-	if (!pp.err && !pp.out.err && !pp.msg.err && !pp.sub.err)
-		err = pp.out.n > UINT32_MAX ? -EFBIG : gz_write(&pp.out, path);
+	built = !pp.err && !pp.out.err && !pp.msg.err && !pp.sub.err;
+	if (built && pp.out.n <= UINT32_MAX) {
+		err = gz_write(&pp.out, fd); /* closes @fd */
+	} else {
+		close(fd);
+		if (built)
+			err = -EFBIG;
+	}
 	pb_release(&pp.out);
 	pb_release(&pp.msg);
 	pb_release(&pp.sub);

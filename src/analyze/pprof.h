@@ -23,11 +23,11 @@ struct pprof_run {
 };
 
 /*
- * Writes the profile of @a's sites to @path ("-": stdout), gzipped.
+ * Writes the profile of @a's sites to @fd, gzipped; @fd is closed.
  * Returns 0, -ENOMEM, or -EIO (errno-style message via errno) when the
  * file cannot be written.
  */
 int pprof_write(const struct analysis *a, const struct stack_table *st, struct symbolizer *sym,
-		const struct pprof_run *run, const char *path);
+		const struct pprof_run *run, int fd);
 
 #endif /* MEMTRACK_PPROF_H */

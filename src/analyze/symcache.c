@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "symcache.h"
+#include "as_user.h"
 #include "fnv1a.h"
 
 #define SYMCACHE_MAGIC "memtrack-symcache 1"
@@ -22,14 +24,86 @@ static void hex(char *out, const uint8_t *b, unsigned n)
 	out[2 * (size_t)n] = 0;
 }
 
-static int cache_path(char *buf, size_t len, const char *dir, const uint8_t *bid, unsigned bid_len)
+/* The file name of @bid's cache file in the cache directory (@buf: 64 bytes). */
+static int cache_name(char *buf, size_t len, const uint8_t *bid, unsigned bid_len)
 {
 	char h[41];
 
 	if (!bid_len || bid_len > 20)
 		return -EINVAL;
 	hex(h, bid, bid_len);
-	return snprintf(buf, len, "%s/%s.syms", dir, h) < (int)len ? 0 : -ENAMETOOLONG;
+	return snprintf(buf, len, "%s.syms", h) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+/* Whether the directory @fd belongs to @uid. */
+static bool owned_by(int fd, uid_t uid)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && st.st_uid == uid;
+}
+
+/*
+ * Opens (O_PATH) the directory @name under @at without following a link,
+ * creating it (0700, as the invoking user) when @create and absent, but
+ * only in a directory of @uid's own (root run with a user's HOME makes
+ * nothing in it); it must belong to @uid (or, for the cache's parent,
+ * @or_root: to root).  Returns the fd or -errno (-EPERM: someone else's).
+ */
+static int open_step(int at, const char *name, bool create, uid_t uid, bool or_root)
+{
+	int fd = as_user_openat(at, name, O_PATH | O_DIRECTORY, 0);
+	struct stat st;
+
+	if (fd == -ENOENT && create && owned_by(at, uid) && !as_user_mkdirat(at, name, 0700))
+		fd = as_user_openat(at, name, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) || !(st.st_uid == uid || (or_root && st.st_uid == 0))) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/*
+ * Opens the cache directory @dir (…/.cache/memtrack) for the user memtrack
+ * works for (as_user_uid(): the sudo invoker, else root).  What is above
+ * its parent (HOME, say) is followed as given; the parent and the directory
+ * are opened with O_NOFOLLOW, and the directory must be that user's own
+ * (its parent theirs or root's), or the cache is not used at all: a link
+ * or someone else's directory never receives memtrack's files.  Under sudo
+ * both are opened, and made when @create, by the user.  Returns an O_PATH
+ * fd or -errno.
+ */
+static int open_cache_dir(const char *dir, bool create)
+{
+	char parent[4096];
+	const char *leaf, *pname;
+	int top, mid, fd;
+	uid_t uid = as_user_uid();
+	size_t len = strlen(dir);
+
+	while (len > 1 && dir[len - 1] == '/')
+		len--;
+	if (len >= sizeof(parent))
+		return -ENAMETOOLONG;
+	memcpy(parent, dir, len);
+	parent[len] = 0;
+	leaf = strrchr(parent, '/');
+	if (!leaf || leaf == parent || !leaf[1])
+		return -EINVAL; /* needs a parent below / */
+	parent[leaf++ - parent] = 0;
+	top = as_user_open_dir(parent, &pname);
+	if (top < 0)
+		return top;
+	mid = open_step(top, pname, create, uid, true);
+	close(top);
+	if (mid < 0)
+		return mid;
+	fd = open_step(mid, leaf, create, uid, false);
+	close(mid);
+	return fd;
 }
 
 /* The next \t- or \n-ended field of *@p, NUL-terminated in place; NULL at the line's end. */
@@ -93,10 +167,55 @@ static int parse_entry(char **p, char *end, uint64_t *addr, struct sym_frame *fr
 	return stop == '\n' ? 0 : -EINVAL;
 }
 
-/* Reads the whole file at @path (bounded); NULL if absent or unreadable. */
-static char *read_all(const char *path, size_t *len)
+/*
+ * The last cache directory opened, kept for the process (one fd): under
+ * sudo every open costs three forks (as_user.h), and a report opens it for
+ * each object.  A directory that fails is not kept, so a later save may
+ * create it.
+ */
+static struct {
+	pthread_mutex_t lock;
+	char *dir;
+	int fd;
+} opened = { PTHREAD_MUTEX_INITIALIZER, NULL, -1 };
+
+/* open_cache_dir(), remembered: returns an fd of the caller's own or -errno. */
+static int cache_dir_fd(const char *dir, bool create)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *copy;
+	int fd;
+
+	pthread_mutex_lock(&opened.lock);
+	if (opened.dir && !strcmp(opened.dir, dir)) {
+		fd = fcntl(opened.fd, F_DUPFD_CLOEXEC, 0);
+		fd = fd < 0 ? -errno : fd;
+		goto out;
+	}
+	fd = open_cache_dir(dir, create);
+	copy = fd >= 0 ? strdup(dir) : NULL;
+	if (copy) {
+		if (opened.fd >= 0)
+			close(opened.fd);
+		free(opened.dir);
+		opened.dir = copy;
+		opened.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (opened.fd < 0) {
+			free(opened.dir);
+			opened.dir = NULL;
+		}
+	}
+out:
+	pthread_mutex_unlock(&opened.lock);
+	return fd;
+}
+
+/*
+ * Reads the whole file @name under @dirfd (bounded; as the invoking user,
+ * never a link, never blocking on a FIFO); NULL if absent or unreadable.
+ */
+static char *read_all(int dirfd, const char *name, size_t *len)
+{
+	int fd = as_user_openat(dirfd, name, O_RDONLY | O_NONBLOCK, 0);
 	char *buf = NULL;
 	struct stat st;
 	size_t got = 0;
@@ -170,16 +289,21 @@ static int64_t walk(char *buf, size_t len, const char *want, bool feed, symcache
 int symcache_load(const char *dir, const uint8_t *bid, unsigned bid_len, symcache_add_fn *add,
 		  void *ctx)
 {
-	char path[4096], want[64], h[41];
+	char name[64], want[64], h[41];
 	char *buf = NULL, *copy = NULL;
 	size_t len = 0;
 	int64_t n = 0;
+	int dirfd;
 
-	if (!dir || !*dir || cache_path(path, sizeof(path), dir, bid, bid_len))
+	if (!dir || !*dir || cache_name(name, sizeof(name), bid, bid_len))
 		return 0;
 	hex(h, bid, bid_len);
 	snprintf(want, sizeof(want), SYMCACHE_MAGIC " %s", h);
-	buf = read_all(path, &len);
+	dirfd = cache_dir_fd(dir, false);
+	if (dirfd < 0)
+		return 0;
+	buf = read_all(dirfd, name, &len);
+	close(dirfd);
 	if (!buf)
 		return 0;
 	copy = malloc(len + 1);
@@ -232,33 +356,13 @@ static void put_entry(FILE *f, const struct symcache_entry *e, uint64_t *h)
 	put_str(f, "\n", h);
 }
 
-void symcache_save(const char *dir, const uint8_t *bid, unsigned bid_len,
-		   const struct symcache_entry *e, uint64_t n)
+/* Writes the header, the entries and the end line of @bid's file to @f. */
+static void put_file(FILE *f, const uint8_t *bid, unsigned bid_len, const struct symcache_entry *e,
+		     uint64_t n)
 {
-	char path[4096], tmp[4200], h[41];
 	uint64_t sum = FNV1A_BASIS, count = 0;
-	FILE *f = NULL;
-	int fd;
+	char h[41];
 
-	if (!dir || !*dir || cache_path(path, sizeof(path), dir, bid, bid_len))
-		return;
-	/* the cache's parent (~/.cache) may not exist yet either */
-	snprintf(tmp, sizeof(tmp), "%s", dir);
-	for (char *s = strchr(tmp + 1, '/'); s; s = strchr(s + 1, '/')) {
-		*s = 0;
-		mkdir(tmp, 0700);
-		*s = '/';
-	}
-	mkdir(dir, 0700);
-	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
-	fd = mkstemp(tmp);
-	if (fd < 0)
-		return;
-	f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		goto fail;
-	}
 	hex(h, bid, bid_len);
 	fprintf(f, SYMCACHE_MAGIC " %s\n", h);
 	for (uint64_t i = 0; i < n; i++)
@@ -267,13 +371,39 @@ void symcache_save(const char *dir, const uint8_t *bid, unsigned bid_len,
 			count++;
 		}
 	fprintf(f, "end %" PRIu64 " %" PRIx64 "\n", count, sum);
+}
+
+void symcache_save(const char *dir, const uint8_t *bid, unsigned bid_len,
+		   const struct symcache_entry *e, uint64_t n)
+{
+	char name[64], tmp[80];
+	FILE *f = NULL;
+	int dirfd, fd;
+
+	if (!dir || !*dir || cache_name(name, sizeof(name), bid, bid_len))
+		return;
+	dirfd = cache_dir_fd(dir, true);
+	if (dirfd < 0)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", name);
+	fd = as_user_mkstempat(dirfd, tmp, 0);
+	if (fd < 0)
+		goto out;
+	f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		goto fail;
+	}
+	put_file(f, bid, bid_len, e, n);
 	if (fflush(f) || ferror(f) || fsync(fileno(f))) {
 		fclose(f);
 		goto fail;
 	}
-	if (fclose(f) || rename(tmp, path))
+	if (fclose(f) || as_user_renameat(dirfd, tmp, name))
 		goto fail;
-	return;
+	goto out;
 fail:
-	unlink(tmp);
+	as_user_unlinkat(dirfd, tmp);
+out:
+	close(dirfd);
 }

@@ -8,8 +8,11 @@
  * line with the entry count and an FNV-1a checksum of the entry lines.  A
  * file is written whole to a temporary name and renamed, and read back only
  * if every line parses, the count and checksum match and the build-id is
- * the one asked for: anything else is ignored as if absent.  Nothing here
- * reports an error to the user.
+ * the one asked for: anything else is ignored as if absent.  DIR and its
+ * parent are opened without following links and must belong to the user
+ * memtrack writes for (as_user.h; the parent may be root's), or the cache
+ * is not used; under sudo every file operation in it is that user's.
+ * Nothing here reports an error to the user.
  */
 #ifndef MEMTRACK_SYMCACHE_H
 #define MEMTRACK_SYMCACHE_H

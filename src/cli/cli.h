@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "compiler.h"
 
 int cmd_track(int argc, char **argv);
@@ -41,5 +42,23 @@ const char *human_bytes(uint64_t bytes, char *buf, size_t len);
  * @out is left alone on failure.
  */
 MT_MUST_CHECK int parse_size(const char *s, uint64_t *out);
+
+/*
+ * If @base under @dirfd (the directory of the output @path) exists and is
+ * not a regular file, says so in one line naming the option @opt ("-o",
+ * "--html") and returns true.
+ */
+bool output_refused(int dirfd, const char *base, const char *path, const char *opt);
+
+/*
+ * Opens the output file @path of a reader (report --html, flamegraph -o,
+ * export -o) for writing: created or truncated as the invoking user under
+ * sudo (as_user.h), never through a symbolic link, a FIFO, a device or a
+ * hard link.  Returns the fd, or -1 after one line naming @opt.
+ */
+int output_open(const char *path, const char *opt);
+
+/* output_open() as a stream; NULL after one line. */
+FILE *output_fopen(const char *path, const char *opt);
 
 #endif /* MEMTRACK_CLI_H */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 #include "export.h"
 #include "load.h"
@@ -80,7 +81,7 @@ static int export_pprof(const struct export_opts *o)
 	struct symbolizer *sym = symbolizer__new(NULL);
 	struct stack_table st;
 	struct pprof_run run;
-	int ret = 1, err;
+	int ret = 1, err, fd;
 
 	stack_table_init(&st);
 	if (!l || !sym) {
@@ -96,7 +97,13 @@ static int export_pprof(const struct export_opts *o)
 			o->in);
 	run.start_wall_ns = l->hdr.start_ns + l->hdr.wall_offset_ns;
 	run.duration_ns = loaded_duration_ns(l);
-	err = pprof_write(&l->a, &st, sym, &run, o->out);
+	fd = strcmp(o->out, "-") ? output_open(o->out, "-o") : dup(STDOUT_FILENO);
+	if (fd < 0) {
+		if (!strcmp(o->out, "-"))
+			die_msg("cannot write to stdout: %s", strerror(errno));
+		goto out; /* said why */
+	}
+	err = pprof_write(&l->a, &st, sym, &run, fd);
 	if (err) {
 		die_msg("cannot write '%s': %s", o->out, strerror(-err));
 		goto out;
@@ -129,11 +136,13 @@ int cmd_export(int argc, char **argv)
 		return export_pprof(&o);
 	ret = 1;
 	l = calloc(1, sizeof(*l));
-	x.out = strcmp(o.out, "-") ? fopen(o.out, "w") : stdout;
-	if (!l || !x.out) {
-		die_msg("cannot write '%s': %s", o.out, strerror(errno));
+	if (!l) {
+		die_msg("out of memory");
 		goto out;
 	}
+	x.out = strcmp(o.out, "-") ? output_fopen(o.out, "-o") : stdout;
+	if (!x.out)
+		goto out; /* said why */
 	x.format = strcmp(o.format, "csv") ? EXPORT_PERFETTO : EXPORT_CSV;
 	x.a = &l->a;
 	if (load_artifact(o.in, l, &hooks)) {

@@ -80,14 +80,12 @@ static const char *const titles[SITE_NMETRICS] = {
 static int write_out(const struct flame *f, const struct flame_opts *o, const char *cmd)
 {
 	bool to_stdout = !o->out || !strcmp(o->out, "-");
-	FILE *out = to_stdout ? stdout : fopen(o->out, "w");
+	FILE *out = to_stdout ? stdout : output_fopen(o->out, "-o");
 	char title[512];
 	int err;
 
-	if (!out) {
-		die_msg("cannot write '%s': %s", o->out, strerror(errno));
-		return 1;
-	}
+	if (!out)
+		return 1; /* said why */
 	snprintf(title, sizeof(title), "%s: %.300s", titles[o->metric], cmd);
 	err = o->folded ? flame_write_folded(f, out) : flame_write_svg(f, title, out);
 	if (to_stdout)

@@ -285,13 +285,11 @@ static int write_picture(const struct report *r, const struct timeline *tl, cons
 		.physical = r->physical,
 		.per_process = per_process,
 	};
-	FILE *f = fopen(path, "w");
+	FILE *f = output_fopen(path, html ? "--html" : "--svg");
 	int err;
 
-	if (!f) {
-		die_msg("cannot write '%s': %s", path, strerror(errno));
-		return 1;
-	}
+	if (!f)
+		return 1; /* said why */
 	err = html ? timeline_write_html(tl, &m, f) : timeline_write_svg(tl, &m, f);
 	if (err || fflush(f) || ferror(f)) {
 		die_msg("cannot write '%s': %s", path, strerror(err ? -err : errno));

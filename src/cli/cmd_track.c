@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "artifact.h"
+#include "as_user.h"
 #include "bpf_abi.h"
 #include "cli.h"
 #include "control.h"
@@ -82,9 +83,13 @@ struct track_run {
 	struct mt_header hdr;
 	struct spawn child;
 	int out_fd;
-	char tmp_path[4096]; /* the artifact until it is renamed to o->output */
-	bool placed;	     /* renamed: the artifact is at o->output */
-	int status;	     /* the root's wait status */
+	int out_dir;	      /* the directory of o->output (O_PATH), -1 before */
+	const char *out_base; /* o->output's last component */
+	char tmp_path[4096];  /* the artifact until it is renamed to o->output */
+	char *tmp_base;	      /* tmp_path's last component (in tmp_path) */
+	struct stat tmp_st;   /* the temporary file as created: only that one is removed */
+	bool placed;	      /* renamed: the artifact is at o->output */
+	int status;	      /* the root's wait status */
 	/* the poller's hook cannot print (STYLE §5): it keeps its first failure */
 	unsigned hook_failures; /* processes it could not attach or untrack */
 	int hook_err;		/* the first failure, -errno */
@@ -435,78 +440,100 @@ static void track_hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 	loader_resume(run->skel, pid);
 }
 
+/* Names the artifact memtrack.<command>.<pid>.mtrk when there is no -o. */
+static void default_output(struct track_opts *o)
+{
+	static char def[512];
+	const char *base = strrchr(o->argv[0], '/');
+
+	base = base ? base + 1 : o->argv[0];
+	snprintf(def, sizeof(def), "memtrack.%.*s.%d.mtrk", (int)strcspn(base, " \t|&;<>"), base,
+		 getpid());
+	o->output = def;
+}
+
 /*
  * Creates the artifact as a temporary file next to the -o path (so it is
  * checked writable before the command runs); place_output() renames it into
- * place once the command runs.  memtrack only ever removes or replaces what
- * it created in this run: an existing -o that is not a regular file (a
- * device node, a symbolic link, a FIFO, a directory) is refused.  Returns 0,
- * 1 (failure) or 2 (usage error), already reported.
+ * place once the command runs.  Under sudo every step is the invoking
+ * user's own (as_user.h): the directory is opened, the file created and
+ * renamed by that user, so memtrack writes nowhere they could not have and
+ * the artifact is theirs without a chown.  All steps work under the
+ * directory's fd, and memtrack only ever removes or replaces what it
+ * created in this run: an existing -o that is not a regular file (a device
+ * node, a symbolic link, a FIFO, a directory) is refused.  Returns 0, 1
+ * (failure) or 2 (usage error), already reported.
  */
 static int open_output(struct track_run *run)
 {
-	static char def[512];
-	const char *base, *slash;
-	struct stat st;
+	const char *out;
 	mode_t mask;
-	uid_t uid;
-	gid_t gid;
+	int fd;
 
-	if (!run->o->output) {
-		base = strrchr(run->o->argv[0], '/');
-		base = base ? base + 1 : run->o->argv[0];
-		snprintf(def, sizeof(def), "memtrack.%.*s.%d.mtrk", (int)strcspn(base, " \t|&;<>"),
-			 base, getpid());
-		run->o->output = def;
-	}
-	if (!lstat(run->o->output, &st) && !S_ISREG(st.st_mode)) {
-		die_msg("'%s' exists and is not a regular file (%s); memtrack replaces only regular files: choose another path with -o",
-			run->o->output,
-			S_ISLNK(st.st_mode)   ? "a symbolic link"
-			: S_ISDIR(st.st_mode) ? "a directory"
-					      : "a device, FIFO or socket");
+	if (!run->o->output)
+		default_output(run->o);
+	out = run->o->output;
+	run->out_dir = as_user_open_dir(out, &run->out_base);
+	if (run->out_dir == -EINVAL || run->out_dir == -ENAMETOOLONG) {
+		die_msg("invalid output path '%s'; give a file name with -o", out);
 		return 2;
 	}
-	slash = strrchr(run->o->output, '/');
-	base = slash ? slash + 1 : run->o->output;
-	if (!*base || snprintf(run->tmp_path, sizeof(run->tmp_path), "%.*s.%s.XXXXXX",
-			       slash ? (int)(slash - run->o->output + 1) : 0, run->o->output,
-			       base) >= (int)sizeof(run->tmp_path)) {
-		die_msg("invalid output path '%s'; give a file name with -o", run->o->output);
-		return 2;
-	}
-	run->out_fd = mkostemp(run->tmp_path, O_CLOEXEC);
-	if (run->out_fd < 0) {
-		run->tmp_path[0] = 0;
-		die_msg("cannot write '%s': %s; choose a writable path with -o", run->o->output,
-			strerror(errno));
+	if (run->out_dir < 0) {
+		die_msg("cannot write '%s': %s; choose a writable path with -o", out,
+			strerror(-run->out_dir));
 		return 1;
 	}
-	mask = umask(0);
-	umask(mask);
-	if (fchmod(run->out_fd, 0666 & ~mask)) {
-		/* stays 0600: readable by its owner, which is enough */
+	if (output_refused(run->out_dir, run->out_base, out, "-o"))
+		return 2;
+	if (snprintf(run->tmp_path, sizeof(run->tmp_path), "%.*s.%s.XXXXXX",
+		     (int)(run->out_base - out), out,
+		     run->out_base) >= (int)sizeof(run->tmp_path)) {
+		die_msg("invalid output path '%s'; give a file name with -o", out);
+		return 2;
 	}
-	if (sudo_invoker(&uid, &gid) && fchown(run->out_fd, uid, gid)) {
-		/* the artifact stays root's; not worth failing the run for */
+	run->tmp_base = run->tmp_path + (run->out_base - out);
+	fd = as_user_mkstempat(run->out_dir, run->tmp_base, 0);
+	if (fd < 0) {
+		run->tmp_path[0] = 0;
+		die_msg("cannot write '%s': %s; choose a writable path with -o", out,
+			strerror(-fd));
+		return 1;
+	}
+	run->out_fd = fd;
+	if (fstat(fd, &run->tmp_st))
+		run->tmp_st.st_ino = 0; /* cannot happen on a file just made: then never removed */
+	mask = umask(0);		/* no thread exists yet */
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask)) {
+		/* stays 0600: readable by its owner, which is enough */
 	}
 	return 0;
 }
 
-/* Moves the artifact to the -o path.  Returns 0 or -errno. */
+/* Moves the artifact to the -o path (as the invoking user).  Returns 0 or -errno. */
 static int place_output(struct track_run *run)
 {
-	if (rename(run->tmp_path, run->o->output))
-		return -errno;
+	int err = as_user_renameat(run->out_dir, run->tmp_base, run->out_base);
+
+	if (err)
+		return err;
 	run->placed = true;
 	return 0;
 }
 
-/* Removes the artifact of a run that recorded nothing (it is ours). */
+/*
+ * Removes the artifact of a run that recorded nothing, if the temporary
+ * name still is the file memtrack made (the directory's owner may have
+ * replaced it).
+ */
 static void discard_output(struct track_run *run)
 {
-	if (!run->placed && run->tmp_path[0])
-		unlink(run->tmp_path);
+	struct stat st;
+
+	if (!run->placed && run->tmp_path[0] &&
+	    !fstatat(run->out_dir, run->tmp_base, &st, AT_SYMLINK_NOFOLLOW) &&
+	    st.st_ino == run->tmp_st.st_ino && st.st_dev == run->tmp_st.st_dev)
+		as_user_unlinkat(run->out_dir, run->tmp_base);
 	run->tmp_path[0] = 0;
 }
 
@@ -733,7 +760,6 @@ static void open_control(struct track_run *run)
 	};
 	char err[512];
 
-	co.chown = sudo_invoker(&co.uid, &co.gid);
 	run->ctl = control__new(&co, err, sizeof(err));
 	if (!run->ctl) {
 		die_msg("%s (the command runs without control, heap recording on)", err);
@@ -1073,6 +1099,7 @@ int cmd_track(int argc, char **argv)
 	struct track_opts o;
 	struct track_run run = { .o = &o,
 				 .out_fd = -1,
+				 .out_dir = -1,
 				 .child = { .pid = -1, .release_fd = -1, .status_fd = -1 },
 				 .stub = { -1, -1, -1 } };
 	struct mt_trailer trailer = { 0 };
@@ -1151,6 +1178,8 @@ out:
 	teardown(&run);
 	if (run.out_fd >= 0)
 		close(run.out_fd);
+	if (run.out_dir >= 0)
+		close(run.out_dir);
 	reaper__free(run.reaper); /* after memtrack's last close */
 	return ret;
 }

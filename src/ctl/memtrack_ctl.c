@@ -73,7 +73,17 @@ int memtrack_ctl_open(struct memtrack_ctl *c, const char *path)
 			"cannot connect to '%s': %s; check that it is the socket of a running memtrack track --control",
 			path, strerror(-err));
 	}
-	return 0;
+	/*
+	 * A first line right away: memtrack disconnects a client that sends no
+	 * complete line within seconds of connecting (docs/CONTROL.md), and a
+	 * program may open early and send its first command much later.
+	 */
+	err = memtrack_ctl_ping(c);
+	if (err) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	return err;
 }
 
 static int send_all(int fd, const char *buf, size_t len)

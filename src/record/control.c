@@ -11,6 +11,7 @@
  * never stall the poller.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,20 +19,37 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include "as_user.h"
 #include "control.h"
 #include "event.h"
 #include "pipeline.h"
 
 #define CTL_LINE_MAX 512 /* a command line, "\n" included */
+/*
+ * A client has this long after connecting to send its first complete line,
+ * and then for each line from its first byte (docs/CONTROL.md): one that
+ * never finishes one does not hold the one client slot for good.  A client
+ * that has been answered may stay connected, idle, as long as it likes.
+ */
+#define CTL_DEADLINE_S 3
+
+static const char deadline_msg[] = "error no complete line within 3 s; disconnecting\n";
 
 struct control {
 	struct control_opts o;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int dir_fd;	     /* the socket's directory (O_PATH), -1 before */
+	const char *base;    /* the socket's name in it (in path) */
+	struct stat sock_st; /* the socket file as bound: only that one is removed */
+	bool bound;	     /* the socket file is ours to remove */
 	int listen_fd;
 	int client_fd;	  /* -1 when nobody is connected */
 	pid_t client_pid; /* SO_PEERCRED: the pid the records carry */
+	bool answered;	  /* the client completed a line (it may idle now) */
+	int timer_fd;	  /* the client's line deadline (CTL_DEADLINE_S) */
 	int epoll_fd;
 	char buf[CTL_LINE_MAX]; /* the client's unanswered bytes */
 	size_t used;
@@ -53,10 +71,25 @@ static void notice(struct control *c, const char *fmt, ...)
 	c->o.notice(c->o.notice_ctx, msg);
 }
 
+/* Words why the socket cannot be made (@ret) in @err; returns @ret. */
+static int cannot_create(const struct control *c, int ret, char *err, size_t errlen)
+{
+	if (ret == -EADDRINUSE || ret == -EEXIST)
+		snprintf(
+			err, errlen,
+			"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",
+			c->path);
+	else
+		snprintf(
+			err, errlen,
+			"cannot create control socket '%s': %s; choose a path in a directory you can write",
+			c->path, strerror(-ret));
+	return ret;
+}
+
+/* Binds and listens as the invoking user (as_user.h): the socket is theirs, born 0600. */
 static int make_socket(struct control *c, char *err, size_t errlen)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	mode_t old_mask;
 	int ret;
 
 	c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -64,41 +97,37 @@ static int make_socket(struct control *c, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create the control socket: %s", strerror(errno));
 		return -errno;
 	}
-	memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
-	old_mask = umask(0177); /* born 0600: no window where others may connect */
-	ret = bind(c->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old_mask);
-	if (ret) {
-		ret = -errno;
-		if (ret == -EADDRINUSE)
-			snprintf(
-				err, errlen,
-				"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",
-				c->path);
-		else
-			snprintf(
-				err, errlen,
-				"cannot create control socket '%s': %s; choose a path in a directory you can write",
-				c->path, strerror(-ret));
-		return ret;
-	}
-	if (c->o.chown && chown(c->path, c->o.uid, c->o.gid)) {
-		ret = -errno;
-		snprintf(
-			err, errlen,
-			"cannot give control socket '%s' to uid %u: %s; choose a path on a local file system",
-			c->path, (unsigned)c->o.uid, strerror(-ret));
-		unlink(c->path);
-		return ret;
-	}
+	ret = as_user_bindat(c->dir_fd, c->listen_fd, c->base);
+	if (ret)
+		return cannot_create(c, ret, err, errlen);
+	c->bound = !fstatat(c->dir_fd, c->base, &c->sock_st, AT_SYMLINK_NOFOLLOW) &&
+		   S_ISSOCK(c->sock_st.st_mode);
 	if (listen(c->listen_fd, 8)) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot listen on control socket '%s': %s", c->path,
 			 strerror(-ret));
-		unlink(c->path);
 		return ret;
 	}
 	return 0;
+}
+
+/* Removes the socket file, if its name still is the socket memtrack bound. */
+static void remove_socket(struct control *c)
+{
+	struct stat st;
+
+	if (c->bound && !fstatat(c->dir_fd, c->base, &st, AT_SYMLINK_NOFOLLOW) &&
+	    st.st_ino == c->sock_st.st_ino && st.st_dev == c->sock_st.st_dev)
+		as_user_unlinkat(c->dir_fd, c->base);
+	c->bound = false;
+}
+
+/* Starts (@on) or stops the client's deadline. */
+static void set_deadline(struct control *c, bool on)
+{
+	struct itimerspec t = { .it_value.tv_sec = on ? CTL_DEADLINE_S : 0 };
+
+	timerfd_settime(c->timer_fd, 0, &t, NULL);
 }
 
 static int watch(struct control *c, int fd, int op)
@@ -108,23 +137,28 @@ static int watch(struct control *c, int fd, int op)
 	return epoll_ctl(c->epoll_fd, op, fd, &ev) ? -errno : 0;
 }
 
+/* Opens the socket's directory (as the invoking user) and checks the name is free. */
+static int open_dir(struct control *c, char *err, size_t errlen)
+{
+	struct stat st;
+
+	c->dir_fd = as_user_open_dir(c->path, &c->base);
+	if (c->dir_fd < 0)
+		return cannot_create(c, c->dir_fd, err, errlen);
+	if (!fstatat(c->dir_fd, c->base, &st, AT_SYMLINK_NOFOLLOW))
+		return cannot_create(c, -EEXIST, err, errlen);
+	return 0;
+}
+
 struct control *control__new(const struct control_opts *o, char *err, size_t errlen)
 {
 	struct control *c;
-	struct stat st;
 
 	if (strlen(o->path) >= sizeof(c->path)) {
 		snprintf(
 			err, errlen,
 			"control socket path '%s' is too long (%zu bytes, at most %zu); choose a shorter path",
 			o->path, strlen(o->path), sizeof(c->path) - 1);
-		return NULL;
-	}
-	if (!lstat(o->path, &st)) {
-		snprintf(
-			err, errlen,
-			"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",
-			o->path);
 		return NULL;
 	}
 	c = calloc(1, sizeof(*c));
@@ -136,23 +170,23 @@ struct control *control__new(const struct control_opts *o, char *err, size_t err
 	snprintf(c->path, sizeof(c->path), "%s", o->path);
 	c->client_fd = -1;
 	c->listen_fd = -1;
+	c->dir_fd = -1;
+	c->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (c->epoll_fd < 0) {
+	if (c->epoll_fd < 0 || c->timer_fd < 0) {
 		snprintf(err, errlen, "cannot create the control socket's epoll set: %s",
 			 strerror(errno));
 		goto fail;
 	}
-	if (make_socket(c, err, errlen))
+	if (open_dir(c, err, errlen) || make_socket(c, err, errlen))
 		goto fail;
-	if (watch(c, c->listen_fd, EPOLL_CTL_ADD)) {
+	if (watch(c, c->listen_fd, EPOLL_CTL_ADD) || watch(c, c->timer_fd, EPOLL_CTL_ADD)) {
 		snprintf(err, errlen, "cannot watch the control socket: %s", strerror(errno));
-		unlink(c->path);
 		goto fail;
 	}
 	return c;
 fail:
-	c->path[0] = '\0'; /* not ours to remove */
-	control__free(c);
+	control__free(c); /* removes the socket if it was bound */
 	return NULL;
 }
 
@@ -171,6 +205,15 @@ int control__fd(const struct control *c)
 	return c->epoll_fd;
 }
 
+static void drop_client(struct control *c)
+{
+	watch(c, c->client_fd, EPOLL_CTL_DEL);
+	close(c->client_fd);
+	c->client_fd = -1;
+	c->used = 0;
+	set_deadline(c, false);
+}
+
 /* Sends one answer line; a client that cannot take it is dropped. */
 static void reply(struct control *c, const char *line)
 {
@@ -179,10 +222,7 @@ static void reply(struct control *c, const char *line)
 	if (send(c->client_fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) {
 		notice(c, "control: cannot answer the client (%s); disconnected it",
 		       strerror(errno));
-		watch(c, c->client_fd, EPOLL_CTL_DEL);
-		close(c->client_fd);
-		c->client_fd = -1;
-		c->used = 0;
+		drop_client(c);
 	}
 }
 
@@ -277,17 +317,10 @@ static void run_command(struct control *c, char *line)
 	reply(c, "ok\n");
 }
 
-static void drop_client(struct control *c)
-{
-	watch(c, c->client_fd, EPOLL_CTL_DEL);
-	close(c->client_fd);
-	c->client_fd = -1;
-	c->used = 0;
-}
-
 /* Reads what the client sent and answers every complete line. */
 static void serve_client(struct control *c)
 {
+	bool was_idle = c->used == 0;
 	ssize_t n;
 	char *nl;
 
@@ -318,12 +351,37 @@ static void serve_client(struct control *c)
 			return;
 		memmove(c->buf, c->buf + line_len, c->used - line_len);
 		c->used -= line_len;
+		c->answered = true;
+		was_idle = true; /* what is left starts a new line */
 	}
 	if (c->client_fd >= 0 && c->used == sizeof(c->buf) - 1) {
 		reply(c, "error command longer than 511 bytes; disconnecting\n");
 		if (c->client_fd >= 0)
 			drop_client(c);
+		return;
 	}
+	/* a client that has been answered may idle; a line in progress has its deadline */
+	if (c->client_fd >= 0 && c->answered && (c->used == 0 || was_idle))
+		set_deadline(c, c->used > 0);
+}
+
+/* The deadline passed: a client without a complete line gives the slot up. */
+static void deadline_passed(struct control *c)
+{
+	uint64_t ticks;
+
+	if (read(c->timer_fd, &ticks, sizeof(ticks)) != sizeof(ticks) || c->client_fd < 0)
+		return;
+	if (c->answered && c->used == 0)
+		return; /* the line came in the meantime */
+	notice(c,
+	       "control: the client sent no complete line within %d s; disconnected it (a command is one line ending in a newline)",
+	       CTL_DEADLINE_S);
+	if (send(c->client_fd, deadline_msg, sizeof(deadline_msg) - 1,
+		 MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* it is gone already */
+	}
+	drop_client(c);
 }
 
 static void accept_client(struct control *c)
@@ -349,20 +407,25 @@ static void accept_client(struct control *c)
 	c->client_fd = fd;
 	c->client_pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ? 0 : cred.pid;
 	c->used = 0;
+	c->answered = false;
 	if (watch(c, fd, EPOLL_CTL_ADD))
 		drop_client(c);
+	else
+		set_deadline(c, true); /* its first line is due */
 }
 
 void control_handle(void *arg)
 {
 	struct control *c = arg;
-	struct epoll_event ev[2];
+	struct epoll_event ev[3];
 	int n;
 
-	while ((n = epoll_wait(c->epoll_fd, ev, 2, 0)) > 0) {
+	while ((n = epoll_wait(c->epoll_fd, ev, 3, 0)) > 0) {
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.fd == c->listen_fd)
 				accept_client(c);
+			else if (ev[i].data.fd == c->timer_fd)
+				deadline_passed(c);
 			else if (ev[i].data.fd == c->client_fd)
 				serve_client(c);
 		}
@@ -377,9 +440,13 @@ void control__free(struct control *c)
 		close(c->client_fd);
 	if (c->listen_fd >= 0)
 		close(c->listen_fd);
+	if (c->timer_fd >= 0)
+		close(c->timer_fd);
 	if (c->epoll_fd >= 0)
 		close(c->epoll_fd);
-	if (c->path[0])
-		unlink(c->path);
+	if (c->dir_fd >= 0) {
+		remove_socket(c);
+		close(c->dir_fd);
+	}
 	free(c);
 }

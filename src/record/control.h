@@ -11,6 +11,8 @@
  *   ping        nothing; "ok"
  *   mark NAME   a `mark` record named NAME (1 to MT_PATH_MAX - 1 bytes)
  * A second client gets "error busy ..." and is closed; the session goes on.
+ * A client that sends no complete line within 3 s of connecting, or of the
+ * first byte of a line once answered, is disconnected (the slot is freed).
  *
  * THREAD NOTES: main calls control__new() before the poller starts and
  * control__free() after pipeline__stop(); control_handle() runs on the
@@ -28,10 +30,7 @@ struct pipeline;
 struct control;
 
 struct control_opts {
-	const char *path; /* where the socket is made (must not exist) */
-	bool chown;	  /* give the socket to uid:gid (sudo's invoker) */
-	uid_t uid;
-	gid_t gid;
+	const char *path;	      /* where the socket is made (must not exist) */
 	volatile __u32 *heap_enabled; /* the BPF flag (skeleton .data), NULL for none */
 	struct pipeline *pipe;	      /* where records go (borrowed), or set later */
 	/* a client went away mid-command, sent garbage...: one line, no "\n" */
@@ -40,8 +39,12 @@ struct control_opts {
 };
 
 /*
- * Creates, binds (mode 0600) and listens on o->path.  Returns NULL with a
- * one-line reason naming the fix in @err; nothing is left on disk then.
+ * Creates, binds (mode 0600) and listens on o->path.  Under sudo the
+ * directory is opened and the socket bound by the invoking user
+ * (as_user.h): the socket is theirs, and a path they could not have made
+ * is refused.  Returns NULL with a one-line reason naming the fix in @err;
+ * nothing is left on disk then.  Before any thread exists or not, either
+ * is fine (the bind runs in a child, memtrack's umask is untouched).
  * The caller frees the result with control__free().
  */
 struct control *control__new(const struct control_opts *o, char *err, size_t errlen);
@@ -68,7 +71,10 @@ void control_handle(void *c);
  */
 int control_record(struct control *c, __u16 type, __u32 pid);
 
-/* Closes the socket and its client and removes the file (NULL is fine). */
+/*
+ * Closes the socket and its client and removes the file, as the invoking
+ * user, if the name still is the socket it bound (NULL is fine).
+ */
 void control__free(struct control *c);
 
 #endif /* MEMTRACK_CONTROL_H */

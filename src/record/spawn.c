@@ -2,13 +2,12 @@
 /* spawn.c - start the command as a parked child; see spawn.h. */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -51,40 +50,20 @@ int spawn_resolve(const char *file, char *path, size_t len)
 	return err;
 }
 
-bool sudo_invoker(uid_t *uid, gid_t *gid)
-{
-	const char *u = getenv("SUDO_UID"), *g = getenv("SUDO_GID");
-	char *end;
-	long lu, lg;
-
-	if (geteuid() != 0 || !u || !g)
-		return false;
-	lu = strtol(u, &end, 10);
-	if (*end || lu <= 0)
-		return false;
-	lg = strtol(g, &end, 10);
-	if (*end || lg < 0)
-		return false;
-	*uid = lu;
-	*gid = lg;
-	return true;
-}
-
-/* In the child: become the user who ran sudo, with their groups. */
+/*
+ * In the child: become the user who ran sudo, with their groups (read by
+ * the parent: as_user_prepare), and let no exec raise privileges again: a
+ * setuid or setgid binary or one with file capabilities runs as that user
+ * (PR_SET_NO_NEW_PRIVS, as under a debugger), so what the tree records is
+ * never a privileged process's memory.
+ */
 static int drop_privileges(void)
 {
-	struct passwd *pw;
-	uid_t uid;
-	gid_t gid;
+	int err = as_user_become();
 
-	if (!sudo_invoker(&uid, &gid))
-		return 0;
-	pw = getpwuid(uid);
-	if (pw ? initgroups(pw->pw_name, gid) : setgroups(0, NULL))
-		return -errno;
-	if (setgid(gid) || setuid(uid))
-		return -errno;
-	return 0;
+	if (err)
+		return err;
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ? -errno : 0;
 }
 
 static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool shell, bool drop,
@@ -103,11 +82,7 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
-	/*
-	 * Before memtrack tracks this process (it waits for this word):
-	 * initgroups() allocates and may dlopen NSS modules, which would be
-	 * recorded, and parked, as the command's
-	 */
+	/* before memtrack tracks this process (it waits for this word) */
 	if (drop) {
 		err = drop_privileges();
 		if (write(sp->status_fd, &err, sizeof(err)) != sizeof(err))
@@ -147,6 +122,12 @@ int spawn_parked(struct spawn *sp, char *const argv[], bool shell, bool drop, co
 
 	sp->pid = -1;
 	sp->release_fd = sp->status_fd = -1;
+	if (drop) {
+		/* the child may call only async-signal-safe functions: the groups are read here */
+		err = as_user_prepare();
+		if (err)
+			return err;
+	}
 	if (pipe2(wait_pipe, O_CLOEXEC) || pipe2(status_pipe, O_CLOEXEC)) {
 		err = -errno;
 		goto out_close;

@@ -4,7 +4,8 @@
  *
  * The child is forked and waits on a pipe, before exec, until memtrack has
  * registered its pid with the BPF side; only then does it exec the command.
- * Under sudo the child drops to the invoking user first.
+ * Under sudo the child drops to the invoking user first, with
+ * PR_SET_NO_NEW_PRIVS: a setuid binary in the tree does not run privileged.
  */
 #ifndef MEMTRACK_SPAWN_H
 #define MEMTRACK_SPAWN_H
@@ -12,6 +13,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
+#include "as_user.h" /* sudo_invoker() */
 #include "compiler.h"
 
 struct spawn {
@@ -32,7 +34,8 @@ MT_MUST_CHECK int spawn_resolve(const char *file, char *path, size_t len);
 /*
  * Forks the child; it is parked until spawn_release().  @argv is the command;
  * when @shell is true, argv[0] is run through /bin/sh -c.  @drop_to_sudo_user
- * makes the child run as SUDO_UID/SUDO_GID with that user's groups.
+ * makes the child run as SUDO_UID/SUDO_GID with that user's groups, and
+ * with PR_SET_NO_NEW_PRIVS (an exec never raises privileges again).
  * @mask is the signal mask the command starts with (memtrack's own before
  * it blocked the signals it handles).  Returns 0 or -errno; on failure
  * nothing is left running.
@@ -48,8 +51,5 @@ MT_MUST_CHECK int spawn_release(struct spawn *sp);
 
 /* Kills and reaps a child that was never released (setup failed). */
 void spawn_abort(struct spawn *sp);
-
-/* Returns the uid/gid memtrack was invoked by through sudo, or false. */
-bool sudo_invoker(uid_t *uid, gid_t *gid);
 
 #endif /* MEMTRACK_SPAWN_H */

@@ -333,6 +333,7 @@ def test_sudo_invoker_owns_the_socket(tmp):
     pub = Path(tempfile.mkdtemp(prefix="mt-sudo-ctl-"))
     try:
         os.chmod(pub, 0o755)
+        os.chown(pub, nobody.pw_uid, nobody.pw_gid)  # nobody makes the artifact and the socket
         exe = pub / "ctl_phases"
         shutil.copy(fixture("ctl_phases"), exe)
         os.chmod(exe, 0o755)

@@ -106,11 +106,16 @@ def test_pprof_without_stacks(tmp):
 
 
 def test_call_site_outputs_unwritable(tmp):
-    """An output that cannot be written: exit 1, one line naming it."""
+    """An output that cannot be written: exit 1, one line naming it; a device
+    (/dev/full) is not a file memtrack writes over (as track -o refuses one)."""
     path = tracked().artifact.path
-    for argv, what in ((["export", "--format=pprof", path, "-o", tmp / "no" / "x.pb.gz"], "x.pb.gz"),
-                       (["flamegraph", path, "-o", "/dev/full"], "/dev/full"),
-                       (["flamegraph", path, "--folded", "-o", "/dev/full"], "/dev/full")):
+    for argv, what, start in (
+            (["export", "--format=pprof", path, "-o", tmp / "no" / "x.pb.gz"], "x.pb.gz",
+             "memtrack: cannot write"),
+            (["flamegraph", path, "-o", "/dev/full"], "/dev/full",
+             "memtrack: '/dev/full' exists and is not a regular file (a device, FIFO or socket)"),
+            (["flamegraph", path, "--folded", "-o", "/dev/full"], "/dev/full",
+             "memtrack: '/dev/full' exists and is not a regular file (a device, FIFO or socket)")):
         p = memtrack(*argv, rc=1)
-        check_true(p.stderr.startswith("memtrack: cannot write") and what in p.stderr and
+        check_true(p.stderr.startswith(start) and what in p.stderr and
                    p.stderr.count("\n") == 1, "%s: %r" % (argv[0], p.stderr))

@@ -16,10 +16,12 @@ from mtlib import MEMTRACK, check_eq, fixture, kv_lines, require_eq
 
 def test_sudo_runs_command_as_invoker(tmp):
     nobody = pwd.getpwnam("nobody")
-    # a directory and binary nobody can reach, wherever the checkout lives
+    # a directory and binary nobody can reach, wherever the checkout lives; the
+    # directory is nobody's: the artifact is made by nobody, so only where nobody may write
     pub = Path(tempfile.mkdtemp(prefix="mt-sudo-"))
     try:
         os.chmod(pub, 0o755)
+        os.chown(pub, nobody.pw_uid, nobody.pw_gid)
         exe = pub / "whoami"
         shutil.copy(fixture("whoami"), exe)
         os.chmod(exe, 0o755)
