@@ -58,7 +58,6 @@ struct symbolizer {
 	char *cache_dir;       /* owned; NULL: no cache */
 	char *debug_path;      /* owned; libdwfl's debuginfo_path */
 	Dwfl_Callbacks cb;
-	struct sym_frame unknown; /* the answer for an address in no object */
 };
 
 static char *default_cache_dir(void)
@@ -399,10 +398,12 @@ int symbolizer__lookup(struct symbolizer *s, const struct mt_object *obj, uint64
 	struct sym_object *o;
 	int err;
 
+	static const struct sym_frame unresolved;
+
 	out->nframes = 1;
-	out->frames = &s->unknown;
+	out->frames = &unresolved;
 	/* ids are small and dense (1, 2, 3...): a huge one is no object we can index */
-	if (!obj || obj->id > (1u << 20))
+	if (!s || !obj || obj->id > (1u << 20))
 		return 0;
 	o = object_get(s, obj);
 	if (!o)

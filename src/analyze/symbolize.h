@@ -51,7 +51,8 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *o);
 /*
  * Resolves @addr, an ELF virtual address inside @obj (callers pass a return
  * address minus one, so the call's line is found).  @obj NULL means the
- * address lay in no known file: one frame with no function.  Returns 0, or
+ * address lay in no known file: one frame with no function (so does every
+ * address when @s is NULL: no symbolizer, nothing resolved).  Returns 0, or
  * -ENOMEM.  An object that cannot be opened, or an address no symbol
  * covers, is not an error: the frame's function is NULL.
  */

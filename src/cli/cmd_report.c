@@ -412,7 +412,8 @@ int cmd_report(int argc, char **argv)
 			ret = -ENOMEM;
 			break;
 		}
-	if (r.top && ret >= 0 && !(r.sym = symbolizer__new(NULL)))
+	/* a truncated file still ranks the call sites of the events before the cut */
+	if (r.top && (ret >= 0 || ret == -ENODATA) && !(r.sym = symbolizer__new(NULL)))
 		ret = -ENOMEM;
 	analysis_finish(&r.a);
 	r.hdr = mt_reader__header(rd);

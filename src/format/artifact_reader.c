@@ -5,7 +5,9 @@
  * One frame at a time is read into a reused buffer, checked and decompressed
  * into a second reused buffer, and its records are decoded on demand.  The
  * file is only ever read forward (no seeks), so memory is bounded by the
- * largest frame and a pipe works as well as a file.
+ * largest frame whatever the file's size.  Only regular files are read: a
+ * FIFO or device named as an artifact would block the reader or feed it
+ * without end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <zstd.h>
 #include "artifact.h"
 #include "artifact_format.h"
@@ -675,6 +678,51 @@ truncated:
 	return -ENODATA;
 }
 
+/* What the file at @st is, for a refusal. */
+static const char *file_kind(const struct stat *st)
+{
+	switch (st->st_mode & S_IFMT) {
+	case S_IFIFO: return "a FIFO";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	case S_IFDIR: return "a directory";
+	case S_IFSOCK: return "a socket";
+	default: return "not a regular file";
+	}
+}
+
+/*
+ * Opens the artifact @path: a regular file only.  Non-blocking, so a FIFO
+ * or a device named here is refused after its open() returns instead of
+ * waiting for a writer (or a modem line) forever; the refusal reads nothing
+ * from it.  Returns the fd or -errno with @err saying why.
+ */
+static int open_artifact(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), rc;
+
+	if (fd < 0) {
+		rc = -errno;
+		set_err(err, errlen, "%s", strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		set_err(err, errlen, "%s", strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		set_err(err, errlen,
+			"it is %s, not a regular file; memtrack reads artifacts from files (save it to one first)",
+			file_kind(&st));
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
 struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen)
 {
 	struct mt_reader *r;
@@ -687,10 +735,9 @@ struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen)
 		errno = ENOMEM;
 		return NULL;
 	}
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	r->fd = open_artifact(path, err, errlen);
 	if (r->fd < 0) {
-		rc = -errno;
-		set_err(err, errlen, "%s", strerror(-rc));
+		rc = r->fd;
 		goto fail;
 	}
 	for (unsigned t = 1; t < MT_TYPE_MAX; t++) {
