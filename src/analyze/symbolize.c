@@ -11,7 +11,9 @@
 #include <string.h>
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
+#include <unistd.h>
 #include "intern.h"
+#include "objfile.h"
 #include "symbolize.h"
 #include "symcache.h"
 #include "symtab.h"
@@ -58,6 +60,8 @@ struct symbolizer {
 	char *cache_dir;       /* owned; NULL: no cache */
 	char *debug_path;      /* owned; libdwfl's debuginfo_path */
 	Dwfl_Callbacks cb;
+	symbolizer_notice *notice; /* may be NULL */
+	void *notice_ctx;
 };
 
 static char *default_cache_dir(void)
@@ -89,13 +93,18 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *o)
 	else if (o->cache_dir[0])
 		s->cache_dir = strdup(o->cache_dir);
 	s->debug_path = strdup(dp);
+	if (o) {
+		s->notice = o->notice;
+		s->notice_ctx = o->notice_ctx;
+	}
 	if (!s->debug_path || intern_init(&s->strings)) {
 		symbolizer__free(s);
 		errno = ENOMEM;
 		return NULL;
 	}
 	s->cb.find_elf = dwfl_build_id_find_elf;
-	s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	/* the standard one open()s paths the binary names, blocking on a FIFO */
+	s->cb.find_debuginfo = objfile_find_debuginfo;
 	s->cb.section_address = dwfl_offline_section_address;
 	s->cb.debuginfo_path = &s->debug_path;
 	return s;
@@ -200,6 +209,31 @@ static int cache_add(void *ctx, uint64_t addr, const struct sym_frame *fr, uint3
 
 /* ---- opening an object -------------------------------------------------- */
 
+/* Reports @path, opened as untrusted (objfile.h), as @o's one module; false when it cannot be. */
+static bool object_report(struct symbolizer *s, struct sym_object *o, const char *path)
+{
+	const char *why = "";
+	void **ud = NULL;
+	int fd = objfile_open(path, &why);
+
+	if (fd < 0) {
+		/* a path that is gone is the common case (a temporary binary): no notice */
+		if (*why && s->notice)
+			s->notice(s->notice_ctx, path, why);
+		return false;
+	}
+	o->mod = dwfl_report_offline(o->dwfl, path, path, fd);
+	dwfl_report_end(o->dwfl, NULL, NULL);
+	if (!o->mod) { /* the module takes the fd only when it was made */
+		close(fd);
+		return false;
+	}
+	/* objfile_find_debuginfo() finds the debug path there */
+	dwfl_module_info(o->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+	*ud = s->debug_path;
+	return dwfl_module_getelf(o->mod, &o->bias) != NULL;
+}
+
 /* Opens @o's file; its state says how that went.  Only -ENOMEM is an error. */
 static int object_open(struct symbolizer *s, struct sym_object *o)
 {
@@ -212,9 +246,7 @@ static int object_open(struct symbolizer *s, struct sym_object *o)
 	o->dwfl = dwfl_begin(&s->cb);
 	if (!o->dwfl)
 		return 0;
-	o->mod = dwfl_report_offline(o->dwfl, obj->path, obj->path, -1);
-	dwfl_report_end(o->dwfl, NULL, NULL);
-	if (!o->mod || !dwfl_module_getelf(o->mod, &o->bias)) {
+	if (!object_report(s, o, obj->path)) {
 		dwfl_end(o->dwfl);
 		o->dwfl = NULL;
 		return 0;

@@ -4,7 +4,8 @@
  * stack: function (demangled), file:line and inlined frames from DWARF when
  * the object or its separate debug file has it (found by build-id under
  * /usr/lib/debug/.build-id/ or by .gnu_debuglink), else the function from
- * .symtab/.dynsym.  Nothing goes to the network.
+ * .symtab/.dynsym.  Nothing goes to the network.  Every file is opened as
+ * untrusted input (objfile.h): the paths come from the artifact.
  *
  * An object is opened the first time one of its addresses is asked for.
  * The file on disk must still have the recorded build-id; when it differs
@@ -39,10 +40,19 @@ struct sym_result {
 	const struct sym_frame *frames; /* owned by the symbolizer */
 };
 
+/*
+ * Told once per object file the symbolizer refuses to open (objfile.h: a
+ * FIFO, a device, a directory, over the size bound, not ELF): its path and
+ * why ("is a FIFO, not a regular file").  Its frames stay unresolved.
+ */
+typedef void symbolizer_notice(void *ctx, const char *path, const char *why);
+
 struct symbolizer_opts {
 	const char
 		*cache_dir; /* NULL: $XDG_CACHE_HOME/memtrack or ~/.cache/memtrack; "": no cache */
 	const char *debug_path; /* NULL: ":.debug:/usr/lib/debug" (libdwfl's debuginfo_path) */
+	symbolizer_notice *notice; /* NULL: refusals are silent */
+	void *notice_ctx;
 };
 
 /* Returns a symbolizer (@o NULL: defaults), or NULL with errno set. */

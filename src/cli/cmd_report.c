@@ -413,7 +413,7 @@ int cmd_report(int argc, char **argv)
 			break;
 		}
 	/* a truncated file still ranks the call sites of the events before the cut */
-	if (r.top && (ret >= 0 || ret == -ENODATA) && !(r.sym = symbolizer__new(NULL)))
+	if (r.top && (ret >= 0 || ret == -ENODATA) && !(r.sym = cli_symbolizer_new()))
 		ret = -ENOMEM;
 	analysis_finish(&r.a);
 	r.hdr = mt_reader__header(rd);

@@ -167,3 +167,16 @@ int report_top_print(const struct analysis *a, const struct stack_table *st, str
 	free(f);
 	return err;
 }
+
+static void warn_refused(void *ctx, const char *path, const char *why)
+{
+	die_msg("warning: '%s' %s, so its frames are left unresolved (put the recorded binary back there to resolve them)",
+		path, why);
+}
+
+struct symbolizer *cli_symbolizer_new(void)
+{
+	struct symbolizer_opts o = { .notice = warn_refused };
+
+	return symbolizer__new(&o);
+}

@@ -678,16 +678,15 @@ truncated:
 	return -ENODATA;
 }
 
-/* What the file at @st is, for a refusal. */
-static const char *file_kind(const struct stat *st)
+const char *mt_file_kind(unsigned mode)
 {
-	switch (st->st_mode & S_IFMT) {
-	case S_IFIFO: return "a FIFO";
-	case S_IFCHR: return "a character device";
-	case S_IFBLK: return "a block device";
-	case S_IFDIR: return "a directory";
-	case S_IFSOCK: return "a socket";
-	default: return "not a regular file";
+	switch (mode & S_IFMT) {
+	case S_IFIFO: return "is a FIFO, not a regular file";
+	case S_IFCHR: return "is a character device, not a regular file";
+	case S_IFBLK: return "is a block device, not a regular file";
+	case S_IFDIR: return "is a directory, not a regular file";
+	case S_IFSOCK: return "is a socket, not a regular file";
+	default: return "is not a regular file";
 	}
 }
 
@@ -715,8 +714,8 @@ static int open_artifact(const char *path, char *err, size_t errlen)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		set_err(err, errlen,
-			"it is %s, not a regular file; memtrack reads artifacts from files (save it to one first)",
-			file_kind(&st));
+			"it %s; memtrack reads artifacts from files (save it to one first)",
+			mt_file_kind(st.st_mode));
 		close(fd);
 		return -EINVAL;
 	}

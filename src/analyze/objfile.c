@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+/* objfile.c - the binaries an artifact names, opened as untrusted input; see objfile.h. */
+#include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <elfutils/libdwelf.h>
+#include "artifact.h"
+#include "objfile.h"
+
+/* Whether only root can write (and so truncate) the file: it may then be mapped as it is. */
+static bool only_root_writes(const struct stat *st)
+{
+	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* Checks the fd's file: regular, within @max, starting with the ELF magic. */
+static int check_file(int fd, const struct stat *st, uint64_t max, const char **why)
+{
+	char magic[4];
+
+	if (!S_ISREG(st->st_mode)) {
+		*why = mt_file_kind(st->st_mode);
+		return -EINVAL;
+	}
+	if ((uint64_t)st->st_size > max) {
+		*why = max == OBJFILE_MAX_COPY ? "is over 1 GiB (and not root's own file)"
+					       : "is over 4 GiB";
+		return -EFBIG;
+	}
+	/* libdwfl would also try it as a gzip/xz/zstd stream: decompressed, without a bound */
+	if (pread(fd, magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
+	    memcmp(magic, "\177ELF", 4) != 0) {
+		*why = "is not an ELF file";
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+/* A memfd holding the first @size bytes of @fd (fewer if it shrank meanwhile). */
+static int copy_to_memfd(int fd, uint64_t size)
+{
+	int m = memfd_create("memtrack-object", MFD_CLOEXEC), err;
+	off_t off = 0;
+
+	if (m < 0)
+		return -errno;
+	while ((uint64_t)off < size) {
+		ssize_t n = sendfile(m, fd, &off, size - (uint64_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			close(m);
+			return err;
+		}
+		if (n == 0)
+			break;
+	}
+	return m;
+}
+
+int objfile_open(const char *path, const char **why)
+{
+	const char *dummy;
+	struct stat st;
+	int fd, err;
+
+	if (!why)
+		why = &dummy;
+	*why = "";
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		goto out;
+	}
+	err = check_file(fd, &st, only_root_writes(&st) ? OBJFILE_MAX_BYTES : OBJFILE_MAX_COPY,
+			 why);
+	if (!err && !only_root_writes(&st)) {
+		int copy = copy_to_memfd(fd, (uint64_t)st.st_size);
+
+		close(fd);
+		return copy;
+	}
+out:
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* ---- separate debug files ----------------------------------------------- */
+
+/* Whether the ELF file at @fd has build-id @id (@len bytes). */
+static bool has_build_id(int fd, const void *id, ssize_t len)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	const void *got = NULL;
+	ssize_t n = e ? dwelf_elf_gnu_build_id(e, &got) : -1;
+	bool same = n > 0 && n == len && !memcmp(got, id, (size_t)len);
+
+	elf_end(e);
+	return same;
+}
+
+/* Opens candidate @path when it is a safe ELF file with build-id @id; sets *@name. */
+static int try_candidate(const char *path, const void *id, ssize_t len, char **name)
+{
+	int fd = objfile_open(path, NULL);
+
+	if (fd < 0)
+		return -1;
+	if (!has_build_id(fd, id, len) || !(*name = strdup(path))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* A .gnu_debuglink or .gnu_debugaltlink name: a file name, nothing that climbs out. */
+static bool plain_name(const char *link)
+{
+	return link && link[0] && !strchr(link, '/') && strcmp(link, ".") && strcmp(link, "..");
+}
+
+/* Tries @dir/@sub/@file (@sub may be NULL) and returns what try_candidate() does. */
+static int try_in(const char *dir, const char *sub, const char *file, const void *id, ssize_t len,
+		  char **name)
+{
+	char path[PATH_MAX];
+	int n = sub ? snprintf(path, sizeof(path), "%s/%s/%s", dir, sub, file)
+		    : snprintf(path, sizeof(path), "%s/%s", dir, file);
+
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -1;
+	return try_candidate(path, id, len, name);
+}
+
+/* /usr/lib/debug/.build-id/xx/yyyy.debug under the absolute directory @dir. */
+static int try_build_id(const char *dir, const unsigned char *id, ssize_t len, char **name)
+{
+	char file[2 * 64 + 16];
+	size_t at;
+
+	if (len < 2 || len > 64)
+		return -1;
+	at = (size_t)snprintf(file, sizeof(file), ".build-id/%02x/", id[0]);
+	for (ssize_t i = 1; i < len; i++)
+		at += (size_t)snprintf(file + at, sizeof(file) - at, "%02x", id[i]);
+	snprintf(file + at, sizeof(file) - at, ".debug");
+	return try_in(dir, NULL, file, id, len, name);
+}
+
+/* By .gnu_debuglink name @link: in debug path entry @entry (absolute: + @dir; relative: under @dir). */
+static int try_link(const char *entry, const char *dir, const char *link, const void *id,
+		    ssize_t len, char **name)
+{
+	if (!plain_name(link))
+		return -1;
+	if (entry[0] == '/')
+		return try_in(entry, dir, link, id, len, name);
+	return try_in(dir, entry[0] ? entry : NULL, link, id, len, name);
+}
+
+/*
+ * The debug file of the binary in directory @dir with build-id @id: by
+ * build-id under each absolute entry of @path, then by @link (may be NULL)
+ * in each entry.
+ */
+static int find_debug(const char *path, const char *dir, const char *link,
+		      const unsigned char *id, ssize_t len, char **name)
+{
+	int fd = -1;
+
+	for (int pass = 0; pass < 2 && fd < 0; pass++) {
+		char *copy = strdup(path), *rest = copy, *e;
+
+		/* strsep keeps empty entries: "" is the binary's own directory */
+		while (copy && fd < 0 && (e = strsep(&rest, ":")))
+			fd = pass ? try_link(e, dir, link, id, len, name)
+			     : e[0] == '/' ? try_build_id(e, id, len, name)
+					   : -1;
+		free(copy);
+	}
+	return fd;
+}
+
+/* The dwz file named by @mod's .gnu_debugaltlink (@link), checked against its build-id. */
+static int find_alt(Dwfl_Module *mod, const char *dir, const char *link, char **name)
+{
+	Dwarf_Addr bias;
+	Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
+	const char *altname = NULL;
+	const void *id = NULL;
+	ssize_t len = dw ? dwelf_dwarf_gnu_debugaltlink(dw, &altname, &id) : -1;
+
+	if (len <= 0)
+		return -1;
+	return link[0] == '/' ? try_candidate(link, id, len, name)
+			      : try_in(dir, NULL, link, id, len, name);
+}
+
+int objfile_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			   GElf_Addr base, const char *file_name, const char *link, GElf_Word crc,
+			   char **debuginfo_file_name)
+{
+	const char *path = *userdata;
+	const unsigned char *id = NULL;
+	char dir[PATH_MAX];
+	const char *slash;
+	GElf_Addr vaddr;
+	int len;
+
+	if (!file_name || !path || !(slash = strrchr(file_name, '/')) ||
+	    (size_t)(slash - file_name) >= sizeof(dir))
+		return -1;
+	memcpy(dir, file_name, (size_t)(slash - file_name));
+	dir[slash - file_name] = 0;
+	/* libdwfl asks for the dwz file with the debuglink CRC 0 */
+	if (link && !crc)
+		return find_alt(mod, dir, link, debuginfo_file_name);
+	/* without a build-id nothing proves a debug file is this binary's */
+	len = dwfl_module_build_id(mod, &id, &vaddr);
+	if (len <= 0)
+		return -1;
+	/* the standard lookup's order: ':' path entries, a leading '+'/'-' sets CRC checking */
+	if (*path == '+' || *path == '-')
+		path++;
+	return find_debug(path, dir, link, id, len, debuginfo_file_name);
+}
