@@ -12,6 +12,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <elfutils/libdwelf.h>
+#include <zlib.h>
 #include "artifact.h"
 #include "objfile.h"
 
@@ -102,6 +103,13 @@ out:
 
 /* ---- separate debug files ----------------------------------------------- */
 
+/* What proves a candidate is the debug file asked for: its build-id, else its CRC-32. */
+struct want {
+	const void *id; /* NULL: no build-id, check crc */
+	ssize_t len;
+	uint32_t crc; /* .gnu_debuglink's CRC-32 of the whole file */
+};
+
 /* Whether the ELF file at @fd has build-id @id (@len bytes). */
 static bool has_build_id(int fd, const void *id, ssize_t len)
 {
@@ -114,14 +122,30 @@ static bool has_build_id(int fd, const void *id, ssize_t len)
 	return same;
 }
 
-/* Opens candidate @path when it is a safe ELF file with build-id @id; sets *@name. */
-static int try_candidate(const char *path, const void *id, ssize_t len, char **name)
+/* Whether the whole file at @fd has CRC-32 @crc (zlib's, as .gnu_debuglink's). */
+static bool has_crc(int fd, uint32_t crc)
+{
+	unsigned char buf[1 << 16];
+	uLong c = crc32(0, NULL, 0);
+	off_t off = 0;
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		c = crc32(c, buf, (uInt)n);
+		off += n;
+	}
+	return n == 0 && (uint32_t)c == crc;
+}
+
+/* Opens candidate @path when it is a safe ELF file that is the one @w wants; sets *@name. */
+static int try_candidate(const char *path, const struct want *w, char **name)
 {
 	int fd = objfile_open(path, NULL);
 
 	if (fd < 0)
 		return -1;
-	if (!has_build_id(fd, id, len) || !(*name = strdup(path))) {
+	if (!(w->id ? has_build_id(fd, w->id, w->len) : w->crc && has_crc(fd, w->crc)) ||
+	    !(*name = strdup(path))) {
 		close(fd);
 		return -1;
 	}
@@ -135,7 +159,7 @@ static bool plain_name(const char *link)
 }
 
 /* Tries @dir/@sub/@file (@sub may be NULL) and returns what try_candidate() does. */
-static int try_in(const char *dir, const char *sub, const char *file, const void *id, ssize_t len,
+static int try_in(const char *dir, const char *sub, const char *file, const struct want *w,
 		  char **name)
 {
 	char path[PATH_MAX];
@@ -144,42 +168,44 @@ static int try_in(const char *dir, const char *sub, const char *file, const void
 
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return -1;
-	return try_candidate(path, id, len, name);
+	return try_candidate(path, w, name);
 }
 
 /* /usr/lib/debug/.build-id/xx/yyyy.debug under the absolute directory @dir. */
-static int try_build_id(const char *dir, const unsigned char *id, ssize_t len, char **name)
+static int try_build_id(const char *dir, const struct want *w, char **name)
 {
+	const unsigned char *id = w->id;
+	ssize_t len = w->len;
 	char file[2 * 64 + 16];
 	size_t at;
 
-	if (len < 2 || len > 64)
+	if (!id || len < 2 || len > 64)
 		return -1;
 	at = (size_t)snprintf(file, sizeof(file), ".build-id/%02x/", id[0]);
 	for (ssize_t i = 1; i < len; i++)
 		at += (size_t)snprintf(file + at, sizeof(file) - at, "%02x", id[i]);
 	snprintf(file + at, sizeof(file) - at, ".debug");
-	return try_in(dir, NULL, file, id, len, name);
+	return try_in(dir, NULL, file, w, name);
 }
 
 /* By .gnu_debuglink name @link: in debug path entry @entry (absolute: + @dir; relative: under @dir). */
-static int try_link(const char *entry, const char *dir, const char *link, const void *id,
-		    ssize_t len, char **name)
+static int try_link(const char *entry, const char *dir, const char *link, const struct want *w,
+		    char **name)
 {
 	if (!plain_name(link))
 		return -1;
 	if (entry[0] == '/')
-		return try_in(entry, dir, link, id, len, name);
-	return try_in(dir, entry[0] ? entry : NULL, link, id, len, name);
+		return try_in(entry, dir, link, w, name);
+	return try_in(dir, entry[0] ? entry : NULL, link, w, name);
 }
 
 /*
- * The debug file of the binary in directory @dir with build-id @id: by
+ * The debug file of the binary in directory @dir that @w wants: by
  * build-id under each absolute entry of @path, then by @link (may be NULL)
  * in each entry.
  */
-static int find_debug(const char *path, const char *dir, const char *link,
-		      const unsigned char *id, ssize_t len, char **name)
+static int find_debug(const char *path, const char *dir, const char *link, const struct want *w,
+		      char **name)
 {
 	int fd = -1;
 
@@ -188,8 +214,8 @@ static int find_debug(const char *path, const char *dir, const char *link,
 
 		/* strsep keeps empty entries: "" is the binary's own directory */
 		while (copy && fd < 0 && (e = strsep(&rest, ":")))
-			fd = pass ? try_link(e, dir, link, id, len, name)
-			     : e[0] == '/' ? try_build_id(e, id, len, name)
+			fd = pass ? try_link(e, dir, link, w, name)
+			     : e[0] == '/' ? try_build_id(e, w, name)
 					   : -1;
 		free(copy);
 	}
@@ -202,13 +228,12 @@ static int find_alt(Dwfl_Module *mod, const char *dir, const char *link, char **
 	Dwarf_Addr bias;
 	Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
 	const char *altname = NULL;
-	const void *id = NULL;
-	ssize_t len = dw ? dwelf_dwarf_gnu_debugaltlink(dw, &altname, &id) : -1;
+	struct want w = { NULL };
 
-	if (len <= 0)
+	w.len = dw ? dwelf_dwarf_gnu_debugaltlink(dw, &altname, &w.id) : -1;
+	if (w.len <= 0)
 		return -1;
-	return link[0] == '/' ? try_candidate(link, id, len, name)
-			      : try_in(dir, NULL, link, id, len, name);
+	return link[0] == '/' ? try_candidate(link, &w, name) : try_in(dir, NULL, link, &w, name);
 }
 
 int objfile_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
@@ -217,6 +242,7 @@ int objfile_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modnam
 {
 	const char *path = *userdata;
 	const unsigned char *id = NULL;
+	struct want w = { NULL };
 	char dir[PATH_MAX];
 	const char *slash;
 	GElf_Addr vaddr;
@@ -230,12 +256,16 @@ int objfile_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modnam
 	/* libdwfl asks for the dwz file with the debuglink CRC 0 */
 	if (link && !crc)
 		return find_alt(mod, dir, link, debuginfo_file_name);
-	/* without a build-id nothing proves a debug file is this binary's */
+	/* without a build-id only the debuglink's CRC proves a debug file is this binary's */
 	len = dwfl_module_build_id(mod, &id, &vaddr);
-	if (len <= 0)
+	if (len > 0)
+		w = (struct want){ .id = id, .len = len };
+	else if (!link)
 		return -1;
-	/* the standard lookup's order: ':' path entries, a leading '+'/'-' sets CRC checking */
+	else
+		w.crc = crc;
+	/* a leading '+' or '-' switches libdwfl's CRC check: here a candidate is always checked */
 	if (*path == '+' || *path == '-')
 		path++;
-	return find_debug(path, dir, link, id, len, debuginfo_file_name);
+	return find_debug(path, dir, link, &w, debuginfo_file_name);
 }
