@@ -57,7 +57,7 @@ static int add_path(struct flame *f, const struct site_frame *fr, int n, uint64_
 	uint32_t at = 0, depth = 0;
 	char buf[128];
 
-	f->nodes[0].value += value;
+	f->nodes[0].value = sat_add(f->nodes[0].value, value);
 	if (n <= 0) { /* no stack: one frame saying so */
 		const char *name = intern(&f->names, "(no stack)");
 
@@ -80,12 +80,12 @@ static int add_path(struct flame *f, const struct site_frame *fr, int n, uint64_
 		name = intern(&f->names, raw);
 		if (!name || child(f, at, name, &at))
 			return -ENOMEM;
-		f->nodes[at].value += value;
+		f->nodes[at].value = sat_add(f->nodes[at].value, value);
 		depth++;
 	}
 	if (n <= 0)
-		f->nodes[at].value += value;
-	f->nodes[at].self += value;
+		f->nodes[at].value = sat_add(f->nodes[at].value, value);
+	f->nodes[at].self = sat_add(f->nodes[at].self, value);
 	if (depth > f->depth)
 		f->depth = depth;
 	return 0;
