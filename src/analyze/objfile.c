@@ -2,7 +2,6 @@
 /* objfile.c - the binaries an artifact names, opened as untrusted input; see objfile.h. */
 #include <errno.h>
 #include <stdbool.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,7 @@
 #include <sys/stat.h>
 #include <elfutils/libdwelf.h>
 #include <zlib.h>
-#include "artifact.h"
+#include "open_regular.h"
 #include "objfile.h"
 
 /* Whether only root can write (and so truncate) the file: it may then be mapped as it is. */
@@ -22,15 +21,11 @@ static bool only_root_writes(const struct stat *st)
 	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-/* Checks the fd's file: regular, within @max, starting with the ELF magic. */
+/* Checks the regular file at @fd: within @max, starting with the ELF magic. */
 static int check_file(int fd, const struct stat *st, uint64_t max, const char **why)
 {
 	char magic[4];
 
-	if (!S_ISREG(st->st_mode)) {
-		*why = mt_file_kind(st->st_mode);
-		return -EINVAL;
-	}
 	if ((uint64_t)st->st_size > max) {
 		*why = max == OBJFILE_MAX_COPY ? "is over 1 GiB (and not root's own file)"
 					       : "is over 4 GiB";
@@ -78,13 +73,9 @@ int objfile_open(const char *path, const char **why)
 	if (!why)
 		why = &dummy;
 	*why = "";
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	fd = mt_open_regular(path, &st, why);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		err = -errno;
-		goto out;
-	}
+		return fd;
 	err = check_file(fd, &st, only_root_writes(&st) ? OBJFILE_MAX_BYTES : OBJFILE_MAX_COPY,
 			 why);
 	if (!err && !only_root_writes(&st)) {
@@ -93,7 +84,6 @@ int objfile_open(const char *path, const char **why)
 		close(fd);
 		return copy;
 	}
-out:
 	if (err) {
 		close(fd);
 		return err;

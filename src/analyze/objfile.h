@@ -6,9 +6,10 @@
  * for a writer forever), a device, a directory, a file of any size, or a
  * user's file that its owner truncates while memtrack maps it (SIGBUS).
  *
- * So a path is opened O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC, fstat'ed on
- * that fd (what was checked is what is read, whatever replaces the path
- * later), refused unless it is a regular ELF file within OBJFILE_MAX_BYTES;
+ * So a path is opened by mt_open_regular() (open_regular.h: anything but a
+ * regular file is refused without being opened; what was checked is what
+ * is read, whatever replaces the path later), refused unless it is an ELF
+ * file within OBJFILE_MAX_BYTES;
  * a file someone other than root could change is copied into a memfd of
  * memtrack's own (within OBJFILE_MAX_COPY) so nothing it maps can shrink.
  * Symlinks are followed: the recorded paths come from /proc/PID/maps, where

@@ -153,12 +153,6 @@ void mt_encoder__free(struct mt_encoder *e);
 struct mt_reader;
 
 /*
- * What a file of st_mode @mode is when it is not regular, as a phrase after
- * its name: "is a FIFO, not a regular file"; for a refusal.
- */
-const char *mt_file_kind(unsigned mode);
-
-/*
  * Opens @path and reads its header.  On failure returns NULL and writes a
  * one-line reason into @err (e.g. the file's format version is newer than
  * this reader's, or @path is a FIFO, a device or a directory: only regular

@@ -10,7 +10,6 @@
  * without end.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include <zstd.h>
 #include "artifact.h"
 #include "artifact_format.h"
+#include "open_regular.h"
 #include "schema.h"
 #include "varint.h"
 
@@ -678,47 +678,20 @@ truncated:
 	return -ENODATA;
 }
 
-const char *mt_file_kind(unsigned mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFIFO: return "is a FIFO, not a regular file";
-	case S_IFCHR: return "is a character device, not a regular file";
-	case S_IFBLK: return "is a block device, not a regular file";
-	case S_IFDIR: return "is a directory, not a regular file";
-	case S_IFSOCK: return "is a socket, not a regular file";
-	default: return "is not a regular file";
-	}
-}
-
-/*
- * Opens the artifact @path: a regular file only.  Non-blocking, so a FIFO
- * or a device named here is refused after its open() returns instead of
- * waiting for a writer (or a modem line) forever; the refusal reads nothing
- * from it.  Returns the fd or -errno with @err saying why.
- */
+/* Opens the artifact @path: a regular file only (open_regular.h).  The fd or -errno, @err saying why. */
 static int open_artifact(const char *path, char *err, size_t errlen)
 {
+	const char *why = "";
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), rc;
+	int fd = mt_open_regular(path, &st, &why);
 
-	if (fd < 0) {
-		rc = -errno;
-		set_err(err, errlen, "%s", strerror(-rc));
-		return rc;
-	}
-	if (fstat(fd, &st)) {
-		rc = -errno;
-		set_err(err, errlen, "%s", strerror(-rc));
-		close(fd);
-		return rc;
-	}
-	if (!S_ISREG(st.st_mode)) {
+	if (fd >= 0)
+		return fd;
+	if (*why)
 		set_err(err, errlen,
-			"it %s; memtrack reads artifacts from files (save it to one first)",
-			mt_file_kind(st.st_mode));
-		close(fd);
-		return -EINVAL;
-	}
+			"it %s; memtrack reads artifacts from files (save it to one first)", why);
+	else
+		set_err(err, errlen, "%s", strerror(-fd));
 	return fd;
 }
 
