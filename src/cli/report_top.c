@@ -27,12 +27,18 @@ static void print_frames_text(const struct site_frame *f, int n, uint64_t stack)
 		printf("      (no stack recorded)\n");
 		return;
 	}
+	/* names come from the binaries and the artifact: anyone's bytes, escapes included */
 	for (int i = 0; i < n; i++) {
-		printf("      %s", site_frame_name(&f[i], name, sizeof(name)));
-		if (f[i].file)
-			printf("  %s:%u", f[i].file, f[i].line);
-		printf("  [%s]%s\n", f[i].obj ? path_base(f[i].obj->path) : "?",
-		       f[i].inlined ? " (inlined)" : "");
+		fputs("      ", stdout);
+		fputs_printable(site_frame_name(&f[i], name, sizeof(name)), stdout);
+		if (f[i].file) {
+			fputs("  ", stdout);
+			fputs_printable(f[i].file, stdout);
+			printf(":%u", f[i].line);
+		}
+		fputs("  [", stdout);
+		fputs_printable(f[i].obj ? path_base(f[i].obj->path) : "?", stdout);
+		printf("]%s\n", f[i].inlined ? " (inlined)" : "");
 	}
 }
 
@@ -138,8 +144,10 @@ static int print_truncated(const struct stack_table *st, bool json)
 				printf("null");
 			printf(",\"count\":%llu}", (unsigned long long)t[i].stacks);
 		} else {
-			printf("  %8llu  ending in %s\n", (unsigned long long)t[i].stacks,
-			       o ? o->path : "no known file (JIT, vdso or anonymous memory)");
+			printf("  %8llu  ending in ", (unsigned long long)t[i].stacks);
+			fputs_printable(o ? o->path : "no known file (JIT, vdso or anonymous memory)",
+					stdout);
+			fputs("\n", stdout);
 		}
 	}
 	if (json)
@@ -170,8 +178,10 @@ int report_top_print(const struct analysis *a, const struct stack_table *st, str
 
 static void warn_refused(void *ctx, const char *path, const char *why)
 {
+	char p[PRINTABLE_LEN(MT_PATH_MAX)];
+
 	die_msg("warning: '%s' %s, so its frames are left unresolved (put the recorded binary back there to resolve them)",
-		path, why);
+		printable(path, p, sizeof(p)), why);
 }
 
 struct symbolizer *cli_symbolizer_new(void)

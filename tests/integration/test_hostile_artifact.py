@@ -371,3 +371,25 @@ def test_debuglink_fifo_not_opened(tmp):
     check_eq(opens.count(), 0, "opens of the debuglink FIFO")
     opens.close()
 
+
+
+def test_text_output_escapes_control_characters(tmp):
+    """A program named with terminal escape sequences (ESC, BEL, a UTF-8 C1
+    CSI) and run with one in its arguments: the text of report, report --top
+    and diff shows them as \\xNN and writes no control character but the
+    newline to the terminal of whoever reads the report (root, maybe)."""
+    own_cache(tmp)
+    (tmp / "bin").mkdir()
+    name = "\x1b]0;owned\x07\u009b2Jprog"
+    prog = tmp / "bin" / name
+    shutil.copy(fixture("callsites"), prog)
+    art = track(tmp, [str(prog), "\x1b[31mred"], opts=["--stacks"]).artifact.path
+    shown = "\\x1b]0;owned\\x07\\xc2\\x9b2Jprog"
+    for argv in (["report", art], ["report", art, "--top", 2], ["diff", art, art]):
+        out = mt(*argv).stdout
+        bad = sorted({c for c in out if (ord(c) < 0x20 and c != "\n") or 0x7f <= ord(c) <= 0x9f})
+        check_eq(bad, [], "%s: control characters in its text" % argv[:2])
+        check_true(shown in out, "%s: %r in:\n%s" % (argv[:2], shown, out[:3000]))
+        check_true("\\x1b[31mred" in out, "%s: the escaped argument in its text" % argv[:2])
+    doc = json.loads(mt("report", art, "--json").stdout)
+    check_eq(doc["command"], "%s \x1b[31mred" % prog, "report --json keeps the bytes (JSON-escaped)")
