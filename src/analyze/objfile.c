@@ -203,10 +203,12 @@ static int find_debug(const char *path, const char *dir, const char *link, const
 		char *copy = strdup(path), *rest = copy, *e;
 
 		/* strsep keeps empty entries: "" is the binary's own directory */
-		while (copy && fd < 0 && (e = strsep(&rest, ":")))
-			fd = pass ? try_link(e, dir, link, w, name)
-			     : e[0] == '/' ? try_build_id(e, w, name)
-					   : -1;
+		while (copy && fd < 0 && (e = strsep(&rest, ":"))) {
+			if (pass)
+				fd = try_link(e, dir, link, w, name);
+			else if (e[0] == '/')
+				fd = try_build_id(e, w, name);
+		}
 		free(copy);
 	}
 	return fd;
@@ -226,8 +228,8 @@ static int find_alt(Dwfl_Module *mod, const char *dir, const char *link, char **
 	return link[0] == '/' ? try_candidate(link, &w, name) : try_in(dir, NULL, link, &w, name);
 }
 
-int objfile_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-			   GElf_Addr base, const char *file_name, const char *link, GElf_Word crc,
+int objfile_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
+			   const char *file_name, const char *link, GElf_Word crc,
 			   char **debuginfo_file_name)
 {
 	const char *path = *userdata;

@@ -45,8 +45,8 @@ int objfile_open(const char *path, const char **why);
  * without a build-id gets no separate debug file.  The module's userdata
  * (dwfl_module_info()) must point at the debug path (":.debug:/usr/lib/debug").
  */
-int objfile_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-			   GElf_Addr base, const char *file_name, const char *link, GElf_Word crc,
+int objfile_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
+			   const char *file_name, const char *link, GElf_Word crc,
 			   char **debuginfo_file_name);
 
 #endif /* MEMTRACK_OBJFILE_H */

@@ -50,7 +50,7 @@ typedef void symbolizer_notice(void *ctx, const char *path, const char *why);
 struct symbolizer_opts {
 	const char
 		*cache_dir; /* NULL: $XDG_CACHE_HOME/memtrack or ~/.cache/memtrack; "": no cache */
-	const char *debug_path; /* NULL: ":.debug:/usr/lib/debug" (libdwfl's debuginfo_path) */
+	const char *debug_path;	   /* NULL: ":.debug:/usr/lib/debug" (libdwfl's debuginfo_path) */
 	symbolizer_notice *notice; /* NULL: refusals are silent */
 	void *notice_ctx;
 };

@@ -135,6 +135,7 @@ static int print_truncated(const struct stack_table *st, bool json)
 		       (unsigned long long)st->nstacks);
 	for (size_t i = 0; t && i < n; i++) {
 		const struct mt_object *o = stack_table_object(st, t[i].object);
+		const char *where = o ? o->path : "no known file (JIT, vdso or anonymous memory)";
 
 		if (json) {
 			printf("%s{\"object\":", i ? "," : "");
@@ -145,8 +146,7 @@ static int print_truncated(const struct stack_table *st, bool json)
 			printf(",\"count\":%llu}", (unsigned long long)t[i].stacks);
 		} else {
 			printf("  %8llu  ending in ", (unsigned long long)t[i].stacks);
-			fputs_printable(o ? o->path : "no known file (JIT, vdso or anonymous memory)",
-					stdout);
+			fputs_printable(where, stdout);
 			fputs("\n", stdout);
 		}
 	}

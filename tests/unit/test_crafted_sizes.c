@@ -20,7 +20,9 @@
 /* One heap record of @size at @addr carrying call site @stack. */
 static void alloc_at(struct analysis *a, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stack)
 {
-	struct mt_event ev = { .h = { .type = MT_MALLOC, .pid = 7, .tid = 7, .ts = ts, .nfields = 3 } };
+	struct mt_event ev = {
+		.h = { .type = MT_MALLOC, .pid = 7, .tid = 7, .ts = ts, .nfields = 3 }
+	};
 
 	ev.f[0] = addr;
 	ev.f[1] = size;
