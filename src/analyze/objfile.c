@@ -145,7 +145,8 @@ static int try_candidate(const char *path, const struct want *w, char **name)
 /* A .gnu_debuglink or .gnu_debugaltlink name: a file name, nothing that climbs out. */
 static bool plain_name(const char *link)
 {
-	return link && link[0] && !strchr(link, '/') && strcmp(link, ".") && strcmp(link, "..");
+	return link && link[0] && !strchr(link, '/') && strcmp(link, ".") != 0 &&
+	       strcmp(link, "..") != 0;
 }
 
 /* Tries @dir/@sub/@file (@sub may be NULL) and returns what try_candidate() does. */
