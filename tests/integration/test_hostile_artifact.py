@@ -393,3 +393,32 @@ def test_text_output_escapes_control_characters(tmp):
         check_true("\\x1b[31mred" in out, "%s: the escaped argument in its text" % argv[:2])
     doc = json.loads(mt("report", art, "--json").stdout)
     check_eq(doc["command"], "%s \x1b[31mred" % prog, "report --json keeps the bytes (JSON-escaped)")
+
+
+def test_between_on_truncated_file(tmp):
+    """report --between on a controlled run's artifact cut short: cut after
+    both marks (inside the trailer) it gives the whole file's section; cut
+    before the second mark it says that mark is missing (exit 1), as for a
+    file that never had it."""
+    sock = tmp / "ctl.sock"
+    full = track(tmp, [fixture("ctl_phases")],
+                 opts=["--control", str(sock), "--start-disabled", "--batch-size", "4K"]).artifact.path
+    frames = read_frames(full)
+    want = mt("report", full, "--between", "measure", "measured", "--json").stdout
+    late = cut(full, frames[-1].offset + FRAME_HDR_LEN + 5, tmp / "late.mtrk")
+    check_eq(mt("report", late, "--between", "measure", "measured", "--json").stdout, want,
+             "the section of a file cut inside its trailer")
+    evs = parse_dump(mt("dump", full).stdout, sort=False)
+    marks = [i for i, e in enumerate(evs) if e["type"] == "mark" and e["name"] == "measured"]
+    require(marks, "ctl_phases marks 'measured'")
+    # the first whole-frame boundary at or before the 'measured' mark's frame
+    before = max(f.offset for f in frames
+                 if f.kind == mtlib.FRAME_EVENTS and events_before(frames, f.offset) <= marks[0])
+    early = cut(full, before, tmp / "early.mtrk")
+    k = events_before(frames, before)
+    require(not any(e["type"] == "mark" and e["name"] == "measured" for e in evs[:k]),
+            "the early cut drops 'measured'")
+    has_from = any(e["type"] == "mark" and e["name"] == "measure" for e in evs[:k])
+    missing = "no mark 'measured' after mark 'measure'" if has_from else "no mark 'measure';"
+    p = mt("report", early, "--between", "measure", "measured", rc=1)
+    check_true(missing in p.stderr, "%r in: %s" % (missing, p.stderr))
