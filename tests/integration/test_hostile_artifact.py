@@ -422,3 +422,32 @@ def test_between_on_truncated_file(tmp):
     missing = "no mark 'measured' after mark 'measure'" if has_from else "no mark 'measure';"
     p = mt("report", early, "--between", "measure", "measured", rc=1)
     check_true(missing in p.stderr, "%r in: %s" % (missing, p.stderr))
+
+
+def test_top_on_sigkilled_stacks_run(tmp):
+    """Item 7 as found: a `track --stacks` SIGKILLed while its command
+    allocates leaves a file without trailer; report --top on it exits 0 and
+    ranks the command's malloc(5001) loop, symbolized, with the truncation
+    noted (it segfaulted)."""
+    own_cache(tmp)
+    p, art = mtlib.spawn_track(tmp, [fixture("spinner"), "forever"],
+                               opts=["--stacks", "--flush-ms", "50"], name="killed.mtrk")
+    try:
+        mtlib.wait_until(lambda: os.path.exists(art.path) and any(
+            e["type"] == "malloc" and e["size"] == 5001
+            for e in parse_dump(run([MEMTRACK, "dump", art.path]).stdout)),
+            "spinner's malloc(5001) on disk", timeout=20)
+        os.kill(p.pid, 9)
+        p.wait()
+    finally:
+        mtlib.kill_group(p)
+        p.communicate()
+    r = mt("report", art.path, "--top", 3, "--json")
+    doc = json.loads(r.stdout)
+    check_eq(doc["truncated"], True, "report --json truncated")
+    site = doc["top"]["allocations"][0]
+    check_eq(site["allocated_bytes"], 5001 * site["alloc_count"], "the top site is the 5001-byte loop")
+    check_true("main" in [f["function"] for f in site["frames"]],
+               "spinner's main in its stack: %s" % [f["function"] for f in site["frames"]])
+    text = mt("report", art.path, "--top", 3).stdout
+    check_true("warning:      file truncated at offset" in text, "the truncation noted:\n" + text)
