@@ -64,22 +64,23 @@ static int copy_to_memfd(int fd, uint64_t size)
 	return m;
 }
 
-int objfile_open(const char *path, const char **why)
+int objfile_open(const char *path, const char **why, struct stat *st)
 {
 	const char *dummy;
-	struct stat st;
+	struct stat mine;
 	int fd, err;
 
 	if (!why)
 		why = &dummy;
+	if (!st)
+		st = &mine;
 	*why = "";
-	fd = mt_open_regular(path, &st, why);
+	fd = mt_open_regular(path, st, why);
 	if (fd < 0)
 		return fd;
-	err = check_file(fd, &st, only_root_writes(&st) ? OBJFILE_MAX_BYTES : OBJFILE_MAX_COPY,
-			 why);
-	if (!err && !only_root_writes(&st)) {
-		int copy = copy_to_memfd(fd, (uint64_t)st.st_size);
+	err = check_file(fd, st, only_root_writes(st) ? OBJFILE_MAX_BYTES : OBJFILE_MAX_COPY, why);
+	if (!err && !only_root_writes(st)) {
+		int copy = copy_to_memfd(fd, (uint64_t)st->st_size);
 
 		close(fd);
 		return copy;
@@ -130,7 +131,7 @@ static bool has_crc(int fd, uint32_t crc)
 /* Opens candidate @path when it is a safe ELF file that is the one @w wants; sets *@name. */
 static int try_candidate(const char *path, const struct want *w, char **name)
 {
-	int fd = objfile_open(path, NULL);
+	int fd = objfile_open(path, NULL, NULL);
 
 	if (fd < 0)
 		return -1;

@@ -20,6 +20,7 @@
 #define MEMTRACK_OBJFILE_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <elfutils/libdwfl.h>
 
 #define OBJFILE_MAX_BYTES (4ull << 30) /* root's own files, mapped in place */
@@ -30,9 +31,11 @@
  * libdwfl to map, or -errno: -ENOENT and the like from open(), -EINVAL not
  * a regular file, -EFBIG over the bound, -ENOEXEC not ELF.  @why (may be
  * NULL) gets a static phrase for a message ("is a FIFO, not a regular
- * file", ...) or "".
+ * file", ...) or "".  @st (may be NULL) gets the file's stat (its own, not
+ * the copy's; st_ino 0 when there was nothing to look at): who it is, for
+ * a caller that opens each file once however many paths name it.
  */
-int objfile_open(const char *path, const char **why);
+int objfile_open(const char *path, const char **why, struct stat *st);
 
 /*
  * libdwfl's find_debuginfo callback, dwfl_standard_find_debuginfo()'s

@@ -7,7 +7,9 @@
  * .symtab/.dynsym.  Nothing goes to the network.  Every file is opened as
  * untrusted input (objfile.h): the paths come from the artifact.
  *
- * An object is opened the first time one of its addresses is asked for.
+ * An object is opened the first time one of its addresses is asked for;
+ * a file on disk (device and inode) is opened once, however many objects
+ * name it.
  * The file on disk must still have the recorded build-id; when it differs
  * every address of it resolves to "<path changed since recording>" rather
  * than to wrong names.  Resolved addresses are kept in memory and, for
@@ -41,9 +43,10 @@ struct sym_result {
 };
 
 /*
- * Told once per object file the symbolizer refuses to open (objfile.h: a
- * FIFO, a device, a directory, over the size bound, not ELF): its path and
- * why ("is a FIFO, not a regular file").  Its frames stay unresolved.
+ * Told once per file the symbolizer refuses to open (objfile.h: a FIFO, a
+ * device, a directory, over the size bound, not ELF), however many objects
+ * name it: the path it was first named by and why ("is a FIFO, not a
+ * regular file").  Its frames stay unresolved.
  */
 typedef void symbolizer_notice(void *ctx, const char *path, const char *why);
 

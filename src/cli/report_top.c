@@ -176,17 +176,26 @@ int report_top_print(const struct analysis *a, const struct stack_table *st, str
 	return err;
 }
 
+#define MAX_REFUSED_SHOWN 10 /* a crafted artifact may name thousands of FIFOs */
+
 static void warn_refused(void *ctx, const char *path, const char *why)
 {
+	unsigned *shown = ctx;
 	char p[PRINTABLE_LEN(MT_PATH_MAX)];
 
+	if (++*shown > MAX_REFUSED_SHOWN) {
+		if (*shown == MAX_REFUSED_SHOWN + 1)
+			die_msg("warning: more of the recorded binaries are refused; their frames are left unresolved too");
+		return;
+	}
 	die_msg("warning: '%s' %s, so its frames are left unresolved (put the recorded binary back there to resolve them)",
 		printable(path, p, sizeof(p)), why);
 }
 
 struct symbolizer *cli_symbolizer_new(void)
 {
-	struct symbolizer_opts o = { .notice = warn_refused };
+	static unsigned shown; /* one symbolizer per command */
+	struct symbolizer_opts o = { .notice = warn_refused, .notice_ctx = &shown };
 
 	return symbolizer__new(&o);
 }

@@ -24,7 +24,8 @@ int report_top_print(const struct analysis *a, const struct stack_table *st, str
 /*
  * The symbolizer of report --top, flamegraph and export --format=pprof: the
  * defaults, and one warning on stderr per binary it refuses to open (a
- * FIFO, a device... where the recording had a binary).  NULL with errno set.
+ * FIFO, a device... where the recording had a binary; the first 10, then
+ * one line for the rest).  NULL with errno set.
  */
 struct symbolizer *cli_symbolizer_new(void);
 

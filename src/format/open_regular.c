@@ -27,11 +27,13 @@ int mt_open_regular(const char *path, struct stat *st, const char **why)
 	if (!why)
 		why = &dummy;
 	*why = "";
+	st->st_ino = 0;
 	at = open(path, O_PATH | O_CLOEXEC);
 	if (at < 0)
 		return -errno;
 	if (fstat(at, st)) {
 		err = -errno;
+		st->st_ino = 0;
 	} else if (!S_ISREG(st->st_mode)) {
 		*why = mt_file_kind(st->st_mode);
 		err = -EINVAL;

@@ -18,7 +18,8 @@
 #include <sys/stat.h>
 
 /*
- * Opens @path as above; fills @st (of the opened file).  Returns the fd, or
+ * Opens @path as above; fills @st (of the opened file, or of the refused
+ * one: st_ino 0 when nothing could be looked at).  Returns the fd, or
  * -errno: open()'s, or -EINVAL when it is not a regular file; then @why
  * (may be NULL) is mt_file_kind()'s phrase, else "".
  */

@@ -451,3 +451,61 @@ def test_top_on_sigkilled_stacks_run(tmp):
                "spinner's main in its stack: %s" % [f["function"] for f in site["frames"]])
     text = mt("report", art.path, "--top", 3).stdout
     check_true("warning:      file truncated at offset" in text, "the truncation noted:\n" + text)
+
+
+def copies_run(tmp, n):
+    """callsites copied to tmp/bin/p1..pn and run in turn by one sh: n files,
+    n objects in the artifact (the recorder makes one per file).  Returns
+    (artifact, paths)."""
+    (tmp / "bin").mkdir()
+    paths = [tmp / "bin" / ("p%d" % i) for i in range(1, n + 1)]
+    for p in paths:
+        shutil.copy(fixture("callsites"), p)
+    script = "; ".join(str(p) for p in paths)
+    art = track(tmp, ["/bin/sh", "-c", script], opts=["--stacks"]).artifact.path
+    return art, paths
+
+
+def objects_of(art):
+    return [e for e in parse_dump(mt("dump", art).stdout) if e["type"] == "object"]
+
+
+def test_one_file_named_by_many_objects(tmp):
+    """Two objects of the artifact, whose paths are now hard links of one
+    file (as a crafted artifact may name one file a million times): both
+    resolve from it; when that file is a FIFO, it is refused with one
+    warning, not one per object."""
+    own_cache(tmp)
+    art, paths = copies_run(tmp, 2)
+    named = {e["path"] for e in objects_of(art)}
+    require(all(str(p) in named for p in paths), "both copies are objects: %s" % sorted(named))
+    os.unlink(paths[1])
+    os.link(paths[0], paths[1])
+    doc = json.loads(mt("report", art, "--top", 10, "--json").stdout)
+    mine = [f for s in doc["top"]["allocations"] for f in s["frames"]
+            if f["object"] in (str(p) for p in paths)]
+    check_eq({f["object"] for f in mine if f["function"] == "c"}, {str(p) for p in paths},
+             "c resolved in both")
+    for p in paths:
+        os.unlink(p)
+    os.mkfifo(paths[0])
+    os.link(paths[0], paths[1])
+    shutil.rmtree(tmp / "cache")
+    p = mt("report", art, "--top", 10, "--json")
+    check_eq(len(p.stderr.splitlines()), 1, "one warning for the one FIFO: %r" % p.stderr)
+    check_true("is a FIFO, not a regular file" in p.stderr, p.stderr)
+
+
+def test_many_refused_binaries_warn_ten_times(tmp):
+    """Twelve recorded binaries, each now a FIFO of its own: ten warnings
+    name them, one line says there are more."""
+    own_cache(tmp)
+    art, paths = copies_run(tmp, 12)
+    for p in paths:
+        os.unlink(p)
+        os.mkfifo(p)
+    lines = mt("report", art, "--top", 10).stderr.splitlines()
+    check_eq(len(lines), 11, "ten warnings and one for the rest: %s" % lines)
+    check_eq(sum("is a FIFO, not a regular file" in line for line in lines), 10, "named ones")
+    check_eq(lines[-1], "memtrack: warning: more of the recorded binaries are refused; their "
+             "frames are left unresolved too", "the last line")
