@@ -374,7 +374,8 @@ $(OUT)/fuzz/seeds_symtab/stamp: tests/fuzz/seeds_symtab/seed.c | $(OUT)/.deps
 .PHONY: fuzz-symtab
 fuzz-symtab: $(OUT)/fuzz/fuzz_symtab $(OUT)/fuzz/seeds_symtab/stamp
 	$(Q)mkdir -p $(OUT)/fuzz/corpus_symtab
-	$(Q)cd $(OUT)/fuzz && ./fuzz_symtab -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	$(Q)cd $(OUT)/fuzz && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan_symtab.supp \
+		./fuzz_symtab -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus_symtab seeds_symtab
 fuzz: fuzz-symtab
 

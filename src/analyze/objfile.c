@@ -10,15 +10,80 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <gelf.h>
 #include <elfutils/libdwelf.h>
 #include <zlib.h>
 #include "open_regular.h"
 #include "objfile.h"
 
-/* Whether only root can write (and so truncate) the file: it may then be mapped as it is. */
-static bool only_root_writes(const struct stat *st)
+/*
+ * Whether only root or the user running memtrack can write (and so
+ * truncate) the file: it may then be mapped as it is.
+ */
+static bool only_we_write(const struct stat *st)
 {
-	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
+	return (st->st_uid == 0 || st->st_uid == getuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* Whether a compressed section of @stored bytes may inflate to @inflated. */
+static bool inflates_sanely(uint64_t inflated, uint64_t stored)
+{
+	return inflated <= OBJFILE_MAX_SECTION && inflated / OBJFILE_MAX_RATIO <= stored;
+}
+
+/*
+ * Checks the section headers of the ELF file @e of @size bytes before
+ * libdw reads the sections: every one within the file, every compressed one
+ * (SHF_COMPRESSED or GNU .zdebug) inflating to at most OBJFILE_MAX_SECTION
+ * and OBJFILE_MAX_RATIO times its size (libelf allows 1032 times, so a
+ * 1 GiB file could ask for 1 TiB).
+ */
+static int check_sections(Elf *e, uint64_t size, const char **why)
+{
+	size_t shstrndx;
+
+	if (elf_kind(e) != ELF_K_ELF || elf_getshdrstrndx(e, &shstrndx)) {
+		*why = "is not an ELF file libelf can read";
+		return -ENOEXEC;
+	}
+	for (Elf_Scn *scn = elf_nextscn(e, NULL); scn; scn = elf_nextscn(e, scn)) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_NOBITS &&
+		     (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset))) {
+			*why = "has a section outside the file";
+			return -ENOEXEC;
+		}
+		name = elf_strptr(e, shstrndx, sh.sh_name);
+		if (((sh.sh_flags & SHF_COMPRESSED) &&
+		     (!gelf_getchdr(scn, &ch) || !inflates_sanely(ch.ch_size, sh.sh_size))) ||
+		    (!(sh.sh_flags & SHF_COMPRESSED) && name && !strncmp(name, ".zdebug", 7) &&
+		     !inflates_sanely((uint64_t)dwelf_scn_gnu_compressed_size(scn), sh.sh_size))) {
+			*why = "has a compressed section that would inflate too far";
+			return -ENOEXEC;
+		}
+	}
+	return 0;
+}
+
+/* check_sections() on the ELF file at @fd. */
+static int check_elf(int fd, uint64_t size, const char **why)
+{
+	Elf *e;
+	int err;
+
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e) {
+		*why = "is not an ELF file libelf can read";
+		return -ENOEXEC;
+	}
+	err = check_sections(e, size, why);
+	elf_end(e);
+	return err;
 }
 
 /* Checks the regular file at @fd: within @max, starting with the ELF magic. */
@@ -78,13 +143,18 @@ int objfile_open(const char *path, const char **why, struct stat *st)
 	fd = mt_open_regular(path, st, why);
 	if (fd < 0)
 		return fd;
-	err = check_file(fd, st, only_root_writes(st) ? OBJFILE_MAX_BYTES : OBJFILE_MAX_COPY, why);
-	if (!err && !only_root_writes(st)) {
+	err = check_file(fd, st, only_we_write(st) ? OBJFILE_MAX_BYTES : OBJFILE_MAX_COPY, why);
+	if (!err && !only_we_write(st)) {
 		int copy = copy_to_memfd(fd, (uint64_t)st->st_size);
 
 		close(fd);
-		return copy;
+		fd = copy;
+		if (fd < 0)
+			return fd;
 	}
+	/* of the copy, when there is one: what libdw will read */
+	if (!err)
+		err = check_elf(fd, (uint64_t)st->st_size, why);
 	if (err) {
 		close(fd);
 		return err;

@@ -9,9 +9,11 @@
  * So a path is opened by mt_open_regular() (open_regular.h: anything but a
  * regular file is refused without being opened; what was checked is what
  * is read, whatever replaces the path later), refused unless it is an ELF
- * file within OBJFILE_MAX_BYTES;
- * a file someone other than root could change is copied into a memfd of
- * memtrack's own (within OBJFILE_MAX_COPY) so nothing it maps can shrink.
+ * file within OBJFILE_MAX_BYTES whose section headers lie within it and
+ * whose compressed sections inflate within bounds; a file someone other
+ * than root and the user running memtrack could change is copied into a
+ * memfd of memtrack's own (within OBJFILE_MAX_COPY) so nothing it maps can
+ * shrink.
  * Symlinks are followed: the recorded paths come from /proc/PID/maps, where
  * the kernel already resolved them, and a debug file is found through the
  * /usr/lib/debug/.build-id links.
@@ -23,8 +25,10 @@
 #include <sys/stat.h>
 #include <elfutils/libdwfl.h>
 
-#define OBJFILE_MAX_BYTES (4ull << 30) /* root's own files, mapped in place */
-#define OBJFILE_MAX_COPY (1ull << 30)  /* anyone else's, copied into memory */
+#define OBJFILE_MAX_BYTES (4ull << 30)	 /* root's or the user's own files, mapped in place */
+#define OBJFILE_MAX_COPY (1ull << 30)	 /* anyone else's, copied into memory */
+#define OBJFILE_MAX_SECTION (4ull << 30) /* a compressed section, inflated */
+#define OBJFILE_MAX_RATIO 64		 /* ... and at most this many times its size */
 
 /*
  * Opens @path as above.  Returns an fd (the file's or the copy's) for

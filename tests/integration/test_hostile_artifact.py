@@ -509,3 +509,50 @@ def test_many_refused_binaries_warn_ten_times(tmp):
     check_eq(sum("is a FIFO, not a regular file" in line for line in lines), 10, "named ones")
     check_eq(lines[-1], "memtrack: warning: more of the recorded binaries are refused; their "
              "frames are left unresolved too", "the last line")
+
+
+def elf_sections(data):
+    """[(index, name, header offset, sh_flags, sh_offset, sh_size)] of a 64-bit little-endian ELF."""
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3a)
+    str_off = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
+    out = []
+    for i in range(shnum):
+        h = shoff + i * shentsize
+        name_at, = struct.unpack_from("<I", data, h)
+        flags, _, off, size = struct.unpack_from("<QQQQ", data, h + 8)
+        name = data[str_off + name_at:data.index(b"\0", str_off + name_at)].decode()
+        out.append((i, name, h, flags, off, size))
+    return out
+
+
+def test_recorded_binary_now_crafted_elf(tmp):
+    """The recorded binary's path now holds a crafted copy of it (same
+    build-id): one whose .debug_str header points past the end of the file,
+    one whose .debug_str claims to inflate 2^30 times (SHF_COMPRESSED, a
+    decompression bomb's header).  Neither reaches libdw: its frames are
+    unresolved, the warning says why."""
+    own_cache(tmp)
+    art, prog = recorded_prog(tmp)
+    real = open(prog, "rb").read()
+    secs = {s[1]: s for s in elf_sections(real)}
+    require(".debug_str" in secs, "callsites has .debug_str: %s" % sorted(secs))
+    _, _, h, flags, off, size = secs[".debug_str"]
+    require(size >= 24, ".debug_str holds a compression header")
+
+    def report_with(data, why):
+        with open(prog, "wb") as f:
+            f.write(data)
+        shutil.rmtree(tmp / "cache", ignore_errors=True)
+        p = mt("report", art, "--top", 3, "--json")
+        check_unresolved(json.loads(p.stdout), prog, why)
+        check_eq(p.stderr, "memtrack: warning: '%s' %s, so its frames are left unresolved (put "
+                 "the recorded binary back there to resolve them)\n" % (prog, why), why)
+
+    outside = bytearray(real)
+    struct.pack_into("<Q", outside, h + 0x18, len(real) - 8)  # sh_offset: 8 bytes before the end
+    report_with(bytes(outside), "has a section outside the file")
+    bomb = bytearray(real)
+    struct.pack_into("<Q", bomb, h + 8, flags | 0x800)  # SHF_COMPRESSED
+    struct.pack_into("<IIQQ", bomb, off, 1, 0, size << 30, 1)  # Elf64_Chdr: zlib, 2^30 x its size
+    report_with(bytes(bomb), "has a compressed section that would inflate too far")
