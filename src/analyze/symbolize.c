@@ -240,35 +240,47 @@ static struct sym_file *file_find(const struct symbolizer *s, const struct stat 
 	return f;
 }
 
+/* Doubles the file hash's buckets, moving every file over.  0 or -ENOMEM. */
+static int files_grow(struct symbolizer *s)
+{
+	uint64_t n = s->nbuckets ? s->nbuckets * 2 : 64, oldn = s->nbuckets;
+	struct sym_file **old = s->files;
+
+	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
+	s->files = calloc(n, sizeof(*s->files));
+	if (!s->files) {
+		s->files = old;
+		return -ENOMEM;
+	}
+	s->nbuckets = n;
+	for (uint64_t i = 0; i < oldn; i++)
+		for (struct sym_file *g = old[i], *next; g; g = next) {
+			uint64_t h = file_hash(s, g->dev, g->ino);
+
+			next = g->next;
+			g->next = s->files[h];
+			s->files[h] = g;
+		}
+	free(old);
+	return 0;
+}
+
 /* A new file entry for @st, in the hash (buckets double with the files). */
 static struct sym_file *file_add(struct symbolizer *s, const struct stat *st)
 {
 	struct sym_file *f;
+	uint64_t h;
 
-	if (s->nfiles >= s->nbuckets) {
-		uint64_t n = s->nbuckets ? s->nbuckets * 2 : 64;
-		struct sym_file **b = calloc(n, sizeof(*b)), **old = s->files;
-		uint64_t oldn = s->nbuckets;
-
-		if (!b)
-			return NULL;
-		s->files = b;
-		s->nbuckets = n;
-		for (uint64_t i = 0; i < oldn; i++)
-			for (struct sym_file *g = old[i], *next; g; g = next) {
-				next = g->next;
-				g->next = b[file_hash(s, g->dev, g->ino)];
-				b[file_hash(s, g->dev, g->ino)] = g;
-			}
-		free(old);
-	}
+	if (s->nfiles >= s->nbuckets && files_grow(s))
+		return NULL;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
 	f->dev = st->st_dev;
 	f->ino = st->st_ino;
-	f->next = s->files[file_hash(s, f->dev, f->ino)];
-	s->files[file_hash(s, f->dev, f->ino)] = f;
+	h = file_hash(s, f->dev, f->ino);
+	f->next = s->files[h];
+	s->files[h] = f;
 	s->nfiles++;
 	return f;
 }
