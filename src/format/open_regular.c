@@ -18,10 +18,40 @@ const char *mt_file_kind(unsigned mode)
 	}
 }
 
+/*
+ * Opens the regular file of the O_PATH fd @at (@st its stat) for reading:
+ * through /proc/self/fd, else (no /proc) by @path again, then only when it
+ * is still that file.  The fd or -errno; @st is the opened file's.
+ */
+static int reopen(const char *path, int at, struct stat *st)
+{
+	const int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+	struct stat was = *st;
+	char self[64];
+	int fd, err;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", at);
+	fd = open(self, flags);
+	if (fd < 0 && errno == ENOENT)
+		fd = open(path, flags);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	if (st->st_dev != was.st_dev || st->st_ino != was.st_ino) { /* replaced meanwhile */
+		close(fd);
+		*st = was;
+		return -ESTALE;
+	}
+	return fd;
+}
+
 int mt_open_regular(const char *path, struct stat *st, const char **why)
 {
 	const char *dummy;
-	char self[64];
 	int at, fd = -1, err = 0;
 
 	if (!why)
@@ -38,10 +68,9 @@ int mt_open_regular(const char *path, struct stat *st, const char **why)
 		*why = mt_file_kind(st->st_mode);
 		err = -EINVAL;
 	} else {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", at);
-		fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, st))
-			err = -errno;
+		fd = reopen(path, at, st);
+		if (fd < 0)
+			err = fd;
 	}
 	close(at);
 	if (err && fd >= 0)

@@ -9,8 +9,9 @@
  * socket or a directory is refused from that fd's fstat() without ever
  * being opened.  A regular file is then reopened for reading through
  * /proc/self/fd, which reaches the same inode whatever replaced the path
- * meanwhile, O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC.  Symlinks are
- * followed (the check is on what they lead to).
+ * meanwhile, O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC (without /proc: by its
+ * path again, non-blocking, kept only when it is the same inode).
+ * Symlinks are followed (the check is on what they lead to).
  */
 #ifndef MEMTRACK_OPEN_REGULAR_H
 #define MEMTRACK_OPEN_REGULAR_H
