@@ -370,6 +370,31 @@ fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_mapped_
 	$(Q)cd $(OUT)/fuzz && ./fuzz_mapped_file -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus_mapped_file $(CURDIR)/tests/fuzz/seeds_mapped_file
 
+# The symbolizer on ELF files anyone may have written (the binaries an
+# artifact names), the same way; its seeds are compiled from
+# tests/fuzz/seeds_symtab/seed.c: with DWARF, stripped, a shared object.
+FUZZ_SYMTAB_SRCS := tests/fuzz/fuzz_symtab.c src/format/open_regular.c \
+	$(addprefix src/analyze/,symbolize.c symtab.c objfile.c symcache.c intern.c)
+$(OUT)/fuzz/fuzz_symtab: $(FUZZ_SYMTAB_SRCS) $(SRC_HDRS) | $(OUT)/.deps
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(SRC_INCLUDES) \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(FUZZ_SYMTAB_SRCS) -ldw -lelf -lz -lstdc++ -o $@
+$(OUT)/fuzz/seeds_symtab/stamp: tests/fuzz/seeds_symtab/seed.c | $(OUT)/.deps
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -O2 -g $< -o $(dir $@)debug
+	$(Q)$(CC) -O2 -s $< -o $(dir $@)stripped
+	$(Q)$(CC) -O1 -g -shared -fPIC $< -o $(dir $@)shared.so
+	$(Q)touch $@
+.PHONY: fuzz-symtab
+fuzz-symtab: $(OUT)/fuzz/fuzz_symtab $(OUT)/fuzz/seeds_symtab/stamp
+	$(Q)mkdir -p $(OUT)/fuzz/corpus_symtab
+	$(Q)cd $(OUT)/fuzz && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan_symtab.supp \
+		./fuzz_symtab -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-print_final_stats=1 corpus_symtab seeds_symtab
+fuzz: fuzz-symtab
+
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack
 	install -D -m 0644 $(OUT)/libmemtrack-fast.so $(DESTDIR)$(PREFIX)/lib/memtrack/libmemtrack-fast.so

@@ -204,7 +204,7 @@ static struct site *site_release(struct analysis *a, const struct live_slot *s)
 
 	/* a new site is the only allocation here; it fails only out of memory */
 	if (site)
-		site_live_add(&a->sites, site, -(int64_t)s->size);
+		site_live_sub(&a->sites, site, s->size);
 	return site;
 }
 
@@ -232,9 +232,9 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 	struct site *site;
 
 	a->alloc_count++;
-	a->total_allocated_bytes += size;
+	a->total_allocated_bytes = sat_add(a->total_allocated_bytes, size);
 	p->allocs++;
-	p->allocated_bytes += size;
+	p->allocated_bytes = sat_add(p->allocated_bytes, size);
 	if ((t->nlive + 1) * 2 > t->nslots && live_grow(t))
 		return -ENOMEM;
 	/* one probe finds the block at @addr or the empty slot it goes to */
@@ -253,8 +253,8 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 	if (!site)
 		return -ENOMEM;
 	site->allocs++;
-	site->allocated_bytes += size;
-	site_live_add(&a->sites, site, (int64_t)size);
+	site->allocated_bytes = sat_add(site->allocated_bytes, size);
+	site_live_add(&a->sites, site, size);
 	a->live_bytes += size;
 	if (a->live_bytes > a->peak_live_bytes) {
 		a->peak_live_bytes = a->live_bytes;
@@ -280,12 +280,12 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p)
 		site = site_release(a, s);
 		if (site) {
 			site->leaked_count++;
-			site->leaked_bytes += s->size;
+			site->leaked_bytes = sat_add(site->leaked_bytes, s->size);
 		}
 		p->leaked_count++;
-		p->leaked_bytes += s->size;
+		p->leaked_bytes = sat_add(p->leaked_bytes, s->size);
 		a->leaked_count++;
-		a->leaked_bytes += s->size;
+		a->leaked_bytes = sat_add(a->leaked_bytes, s->size);
 		a->live_bytes -= s->size;
 		p->live_bytes -= s->size;
 	}
@@ -297,7 +297,7 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p)
 static void rss_set(struct analysis *a, struct proc_summary *p, uint64_t ts, uint64_t anon,
 		    uint64_t file, uint64_t shmem)
 {
-	uint64_t rss = anon + file + shmem;
+	uint64_t rss = sat_add(sat_add(anon, file), shmem);
 
 	a->tree_anon += anon - p->rss_anon;
 	a->tree_file += file - p->rss_file;

@@ -29,7 +29,11 @@ void diff_value_set(struct diff_value *v, uint64_t base, uint64_t new)
 	v->known = true;
 	v->base = base;
 	v->new = new;
-	v->change = (int64_t)(new - base);
+	/* new - base as a signed number, saturated: sizes of a crafted file reach 2^64 */
+	if (new >= base)
+		v->change = new - base > INT64_MAX ? INT64_MAX : (int64_t)(new - base);
+	else
+		v->change = base - new > (uint64_t)INT64_MAX ? INT64_MIN : -(int64_t)(base - new);
 	v->pct_valid = base || !new;
 	v->pct = base ? 100.0 * ((double)new - (double)base) / (double)base : 0;
 }

@@ -30,7 +30,7 @@ int diff_metric_lookup(const char *name);
 struct diff_value {
 	bool known;	    /* recorded in both runs */
 	uint64_t base, new; /* the metric in each run */
-	int64_t change;	    /* new - base */
+	int64_t change;	    /* new - base, saturated to INT64_MIN..INT64_MAX */
 	bool pct_valid;	    /* false when base is 0 and new is not (infinite growth) */
 	double pct;	    /* 100 * change / base; 0 when both are 0 */
 };

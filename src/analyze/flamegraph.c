@@ -4,6 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "flamegraph.h"
+#include "mix64.h"
+
+/* Folded output's separators and the control characters XML 1.0 forbids. */
+#define FLAME_BAD_CHARS                                                                         \
+	";\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15" \
+	"\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x7f"
 
 static int node_new(struct flame *f, const char *name, uint32_t *idx)
 {
@@ -21,33 +27,89 @@ static int node_new(struct flame *f, const char *name, uint32_t *idx)
 	return 0;
 }
 
+/* The edge index's slot of (@parent, @name), or the empty one where it goes. */
+static uint32_t *edge_slot(const struct flame *f, uint32_t parent, const char *name)
+{
+	uint64_t mask = f->edge_nslots - 1;
+
+	for (uint64_t i = mix64((uint64_t)(uintptr_t)name ^ ((uint64_t)parent << 40)) & mask;;
+	     i = (i + 1) & mask) {
+		uint32_t *s = &f->edges[i];
+
+		if (!*s || (f->nodes[*s].parent == parent && f->nodes[*s].name == name))
+			return s;
+	}
+}
+
+static int edges_grow(struct flame *f)
+{
+	uint32_t *old = f->edges;
+	uint64_t n = f->edge_nslots ? f->edge_nslots * 2 : 1024;
+
+	f->edges = calloc(n, sizeof(*f->edges));
+	if (!f->edges) {
+		f->edges = old;
+		return -ENOMEM;
+	}
+	free(old);
+	f->edge_nslots = n;
+	for (uint32_t i = 1; i < f->nnodes; i++)
+		*edge_slot(f, f->nodes[i].parent, f->nodes[i].name) = i;
+	return 0;
+}
+
 /*
- * The child of @parent named @name (names are interned: compared by
- * pointer), added when new; children stay sorted by name so every output
- * is in a stable order.
+ * The child of @parent named @name (names are interned: one pointer per
+ * name), added when new, through a hash on (parent, name): a crafted file
+ * can give one node 10^5 children, and walking its sibling list for each
+ * was quadratic.  Siblings are sorted by name once, by sort_children().
  */
 static int child(struct flame *f, uint32_t parent, const char *name, uint32_t *out)
 {
-	uint32_t prev = 0, c = f->nodes[parent].first_child, n;
+	uint32_t *slot, n;
 
-	for (; c; prev = c, c = f->nodes[c].next_sibling) {
-		int cmp = f->nodes[c].name == name ? 0 : strcmp(f->nodes[c].name, name);
-
-		if (!cmp) {
-			*out = c;
-			return 0;
-		}
-		if (cmp > 0)
-			break;
+	if ((uint64_t)(f->nnodes + 1) * 2 > f->edge_nslots && edges_grow(f))
+		return -ENOMEM;
+	slot = edge_slot(f, parent, name);
+	if (*slot) {
+		*out = *slot;
+		return 0;
 	}
 	if (node_new(f, name, &n))
 		return -ENOMEM;
-	f->nodes[n].next_sibling = c;
-	if (prev)
-		f->nodes[prev].next_sibling = n;
-	else
-		f->nodes[parent].first_child = n;
+	f->nodes[n].parent = parent;
+	f->nodes[n].next_sibling = f->nodes[parent].first_child;
+	f->nodes[parent].first_child = n;
+	*edge_slot(f, parent, name) = n;
 	*out = n;
+	return 0;
+}
+
+static int by_name(const void *pa, const void *pb, void *ctx)
+{
+	const struct flame_node *nodes = ctx;
+
+	return strcmp(nodes[*(const uint32_t *)pa].name, nodes[*(const uint32_t *)pb].name);
+}
+
+/* Sorts every node's children by name, so every output is in a stable order. */
+static int sort_children(struct flame *f)
+{
+	uint32_t *kids = calloc(f->nnodes ? f->nnodes : 1, sizeof(*kids));
+
+	if (!kids)
+		return -ENOMEM;
+	for (uint32_t p = 0; p < f->nnodes; p++) {
+		uint32_t k = 0;
+
+		for (uint32_t c = f->nodes[p].first_child; c; c = f->nodes[c].next_sibling)
+			kids[k++] = c;
+		qsort_r(kids, k, sizeof(*kids), by_name, f->nodes);
+		f->nodes[p].first_child = k ? kids[0] : 0;
+		for (uint32_t i = 0; i < k; i++)
+			f->nodes[kids[i]].next_sibling = i + 1 < k ? kids[i + 1] : 0;
+	}
+	free(kids);
 	return 0;
 }
 
@@ -57,7 +119,7 @@ static int add_path(struct flame *f, const struct site_frame *fr, int n, uint64_
 	uint32_t at = 0, depth = 0;
 	char buf[128];
 
-	f->nodes[0].value += value;
+	f->nodes[0].value = sat_add(f->nodes[0].value, value);
 	if (n <= 0) { /* no stack: one frame saying so */
 		const char *name = intern(&f->names, "(no stack)");
 
@@ -66,26 +128,29 @@ static int add_path(struct flame *f, const struct site_frame *fr, int n, uint64_
 		depth = 1;
 	}
 	for (int i = n - 1; i >= 0; i--) {
-		/* a ';' would split the frame in folded output */
+		/*
+		 * a ';' would split the frame in folded output, and a control
+		 * character (from a crafted file) is no XML the SVG may hold
+		 */
 		const char *raw = site_frame_name(&fr[i], buf, sizeof(buf)), *name;
 		char clean[512];
 
-		if (strpbrk(raw, ";\n")) {
+		if (strpbrk(raw, FLAME_BAD_CHARS)) {
 			snprintf(clean, sizeof(clean), "%s", raw);
 			for (char *c = clean; *c; c++)
-				if (*c == ';' || *c == '\n')
+				if (strchr(FLAME_BAD_CHARS, *c))
 					*c = ':';
 			raw = clean;
 		}
 		name = intern(&f->names, raw);
 		if (!name || child(f, at, name, &at))
 			return -ENOMEM;
-		f->nodes[at].value += value;
+		f->nodes[at].value = sat_add(f->nodes[at].value, value);
 		depth++;
 	}
 	if (n <= 0)
-		f->nodes[at].value += value;
-	f->nodes[at].self += value;
+		f->nodes[at].value = sat_add(f->nodes[at].value, value);
+	f->nodes[at].self = sat_add(f->nodes[at].self, value);
 	if (depth > f->depth)
 		f->depth = depth;
 	return 0;
@@ -116,7 +181,7 @@ int flame_build(struct flame *f, const struct analysis *a, const struct stack_ta
 		if (n < 0 || add_path(f, fr, n, site_value(v[i], m)))
 			goto out;
 	}
-	err = 0;
+	err = sort_children(f);
 out:
 	free(v);
 	free(fr);
@@ -156,6 +221,7 @@ int flame_write_folded(const struct flame *f, FILE *out)
 void flame_release(struct flame *f)
 {
 	free(f->nodes);
+	free(f->edges);
 	intern_release(&f->names);
 	memset(f, 0, sizeof(*f));
 }

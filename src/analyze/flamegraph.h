@@ -22,12 +22,15 @@ struct flame_node {
 	uint64_t value;			    /* the metric over every path through this node */
 	uint64_t self;			    /* ... of paths that end here */
 	uint32_t first_child, next_sibling; /* node indexes, 0 = none (0 is the root) */
+	uint32_t parent;		    /* node index (the root's: 0) */
 };
 
 struct flame {
 	struct flame_node *nodes; /* owned; [0] is the root ("all") */
 	uint32_t nnodes, cap;
-	struct intern names; /* names made here (unknown frames) */
+	struct intern names;  /* names made here (unknown frames) */
+	uint32_t *edges;      /* owned: open addressing on (parent, name), node index, 0 = empty */
+	uint64_t edge_nslots; /* power of two, or 0 */
 	enum site_metric metric;
 	uint32_t depth; /* levels below the root */
 };

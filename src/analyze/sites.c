@@ -77,7 +77,7 @@ struct site *site_get(struct site_table *t, uint64_t stack)
 void site_table_settle(struct site_table *t)
 {
 	for (uint64_t i = 0; i < t->nsites; i++)
-		site_live_add(t, &t->sites[i], 0);
+		site_live_touch(t, &t->sites[i]);
 }
 
 void site_table_release(struct site_table *t)

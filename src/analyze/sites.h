@@ -45,14 +45,41 @@ void site_table_init(struct site_table *t);
 /* The site of @stack, added when new; NULL on -ENOMEM.  May move t->sites. */
 struct site *site_get(struct site_table *t, uint64_t stack);
 
-/* Adds @delta (may be negative) to @s's live bytes, snapshotting its peak first. */
-static inline void site_live_add(const struct site_table *t, struct site *s, int64_t delta)
+/*
+ * @a + @b, or UINT64_MAX when that does not fit: byte totals of a crafted
+ * file (sizes near 2^64) stop at "16 EiB" instead of wrapping to small ones.
+ */
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t sum;
+
+	return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+}
+
+/* Before @s's live bytes change: what it held at the latest tree peak is its peak. */
+static inline void site_live_touch(const struct site_table *t, struct site *s)
 {
 	if (s->epoch != t->epoch) {
 		s->peak_bytes = s->live_bytes;
 		s->epoch = t->epoch;
 	}
-	s->live_bytes += (uint64_t)delta;
+}
+
+/*
+ * @s's live bytes grow by @bytes / shrink by @bytes, snapshotting its peak
+ * first.  Unsigned (modulo 2^64) on purpose: a block's size leaves exactly
+ * what it added, whatever the size (a signed delta overflowed at 2^63).
+ */
+static inline void site_live_add(const struct site_table *t, struct site *s, uint64_t bytes)
+{
+	site_live_touch(t, s);
+	s->live_bytes += bytes;
+}
+
+static inline void site_live_sub(const struct site_table *t, struct site *s, uint64_t bytes)
+{
+	site_live_touch(t, s);
+	s->live_bytes -= bytes;
 }
 
 /* The tree reached a new heap peak: what every site holds now is its peak. */

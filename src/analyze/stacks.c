@@ -11,43 +11,69 @@ void stack_table_init(struct stack_table *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* The index slot holding @id, or the empty one where it goes; the index has slots. */
-static uint64_t *index_slot(const struct stack_table *t, uint64_t id)
+/* The id of element @i of the array an index covers. */
+typedef uint64_t id_of_fn(const struct stack_table *t, uint64_t i);
+
+static uint64_t stack_id(const struct stack_table *t, uint64_t i)
 {
-	uint64_t mask = t->index_slots - 1;
+	return t->stacks[i].id;
+}
+
+static uint64_t object_id(const struct stack_table *t, uint64_t i)
+{
+	return t->objects[i].id;
+}
+
+/*
+ * The slot of @x holding @id, or the empty one where it goes; @x has slots.
+ * Both the stack and the object index are this (ids are any u64 or u32 in
+ * a crafted file: a linear search for each made reading one quadratic).
+ */
+static uint64_t *index_slot(const struct stack_table *t, const struct id_index *x, id_of_fn *id_of,
+			    uint64_t id)
+{
+	uint64_t mask = x->nslots - 1;
 
 	for (uint64_t i = mix64(id) & mask;; i = (i + 1) & mask) {
-		uint64_t *s = &t->index[i];
+		uint64_t *s = &x->slots[i];
 
-		if (!*s || t->stacks[*s - 1].id == id)
+		if (!*s || id_of(t, *s - 1) == id)
 			return s;
 	}
 }
 
-const struct mt_stack *stack_table_get(const struct stack_table *t, uint64_t id)
+/* The element index + 1 of @id in @x, 0 when it has none. */
+static uint64_t index_find(const struct stack_table *t, const struct id_index *x, id_of_fn *id_of,
+			   uint64_t id)
 {
-	uint64_t *s;
-
-	if (!id || !t->index_slots)
-		return NULL;
-	s = index_slot(t, id);
-	return *s ? &t->stacks[*s - 1] : NULL;
+	return id && x->nslots ? *index_slot(t, x, id_of, id) : 0;
 }
 
-static int index_grow(struct stack_table *t)
+/* Makes room in @x for element @n (0-based) and enters it. */
+static int index_add(struct stack_table *t, struct id_index *x, id_of_fn *id_of, uint64_t n)
 {
-	uint64_t *old = t->index, n = t->index_slots ? t->index_slots * 2 : 256;
+	if ((n + 1) * 2 > x->nslots) {
+		uint64_t *old = x->slots, slots = x->nslots ? x->nslots * 2 : 256;
 
-	t->index = calloc(n, sizeof(*t->index));
-	if (!t->index) {
-		t->index = old;
-		return -ENOMEM;
+		x->slots = calloc(slots, sizeof(*x->slots));
+		if (!x->slots) {
+			x->slots = old;
+			return -ENOMEM;
+		}
+		free(old);
+		x->nslots = slots;
+		for (uint64_t i = 0; i < n; i++)
+			*index_slot(t, x, id_of, id_of(t, i)) = i + 1;
 	}
-	free(old);
-	t->index_slots = n;
-	for (uint64_t i = 0; t->stacks && i < t->nstacks; i++)
-		*index_slot(t, t->stacks[i].id) = i + 1;
+	*index_slot(t, x, id_of, id_of(t, n)) = n + 1;
 	return 0;
+}
+
+const struct mt_stack *stack_table_get(const struct stack_table *t, uint64_t id)
+{
+	uint64_t at = index_find(t, &t->stack_index, stack_id, id);
+
+	return at ? &t->stacks[at - 1] : NULL;
 }
 
 /* Makes room for one more element of @size in *@arr (cap doubles). */
@@ -77,8 +103,6 @@ static int add_stack(struct stack_table *t, const struct mt_event *ev)
 		return -EINVAL;
 	if (stack_table_get(t, id))
 		return 0;
-	if ((t->nstacks + 1) * 2 > t->index_slots && index_grow(t))
-		return -ENOMEM;
 	if (reserve((void **)&t->stacks, t->nstacks, &t->stacks_cap, sizeof(*t->stacks)))
 		return -ENOMEM;
 	fr = calloc(ev->nframes, sizeof(*fr));
@@ -93,20 +117,20 @@ static int add_stack(struct stack_table *t, const struct mt_event *ev)
 	st->nframes = ev->nframes;
 	st->truncated = ev->truncated;
 	st->frames = fr;
-	*index_slot(t, id) = t->nstacks;
+	if (index_add(t, &t->stack_index, stack_id, t->nstacks - 1)) {
+		t->nstacks--;
+		free(fr);
+		return -ENOMEM;
+	}
 	t->truncated += st->truncated;
 	return 0;
 }
 
 const struct mt_object *stack_table_object(const struct stack_table *t, uint32_t id)
 {
-	/* ids are handed out 1, 2, 3... by the recorder: try the direct slot first */
-	if (id && id <= t->nobjects && t->objects[id - 1].id == id)
-		return &t->objects[id - 1];
-	for (uint32_t i = 0; id && i < t->nobjects; i++)
-		if (t->objects[i].id == id)
-			return &t->objects[i];
-	return NULL;
+	uint64_t at = index_find(t, &t->object_index, object_id, id);
+
+	return at ? &t->objects[at - 1] : NULL;
 }
 
 static int add_object(struct stack_table *t, const struct mt_event *ev)
@@ -133,6 +157,11 @@ static int add_object(struct stack_table *t, const struct mt_event *ev)
 	o->build_id_len =
 		ev->build_id_len > sizeof(o->build_id) ? sizeof(o->build_id) : ev->build_id_len;
 	memcpy(o->build_id, ev->build_id, o->build_id_len);
+	if (index_add(t, &t->object_index, object_id, t->nobjects - 1)) {
+		t->nobjects--;
+		free(path);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -169,7 +198,8 @@ void stack_table_release(struct stack_table *t)
 	for (uint32_t i = 0; i < t->nobjects; i++)
 		free(t->objects[i].path);
 	free(t->stacks);
-	free(t->index);
+	free(t->stack_index.slots);
+	free(t->object_index.slots);
 	free(t->objects);
 	free(t->mappings);
 	memset(t, 0, sizeof(*t));

@@ -11,7 +11,10 @@
 #include <string.h>
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include "intern.h"
+#include "objfile.h"
 #include "symbolize.h"
 #include "symcache.h"
 #include "symtab.h"
@@ -34,14 +37,27 @@ struct sym_entry {
 	uint64_t first; /* index of its first frame in the object's frames */
 };
 
+/*
+ * One file on disk, opened once however many objects of the artifact name
+ * it (by other paths, symlinks, ids): a crafted artifact may name libc a
+ * million times, and each libdwfl session of it costs megabytes.
+ */
+struct sym_file {
+	dev_t dev;
+	ino_t ino;
+	Dwfl *dwfl; /* owned; NULL: refused or no ELF module (its objects are unresolved) */
+	Dwfl_Module *mod;
+	Dwarf_Addr bias;    /* module address = ELF virtual address + bias */
+	struct symtab syms; /* its function symbols, once syms_loaded */
+	bool syms_loaded;
+	struct sym_file *next; /* in its hash bucket */
+};
+
 struct sym_object {
 	uint32_t id;
 	enum obj_state state;
 	const struct mt_object *obj; /* borrowed from the caller's stack table */
-	Dwfl *dwfl;		     /* owned, OBJ_OPEN only */
-	Dwfl_Module *mod;
-	Dwarf_Addr bias;    /* module address = ELF virtual address + bias */
-	struct symtab syms; /* its function symbols, OBJ_OPEN only */
+	struct sym_file *file;	     /* borrowed from the symbolizer, OBJ_OPEN only */
 	struct sym_entry *entries;
 	uint64_t nentries, entries_cap;
 	uint64_t *index; /* open addressing on addr: entries index + 1 */
@@ -54,11 +70,14 @@ struct sym_object {
 struct symbolizer {
 	struct sym_object **objs; /* owned; by id when id < nobjs */
 	uint32_t nobjs;
+	struct sym_file **files; /* owned: hash buckets on (dev, ino), nbuckets of them */
+	uint64_t nbuckets, nfiles;
 	struct intern strings; /* every function and file name */
 	char *cache_dir;       /* owned; NULL: no cache */
 	char *debug_path;      /* owned; libdwfl's debuginfo_path */
 	Dwfl_Callbacks cb;
-	struct sym_frame unknown; /* the answer for an address in no object */
+	symbolizer_notice *notice; /* may be NULL */
+	void *notice_ctx;
 };
 
 static char *default_cache_dir(void)
@@ -90,13 +109,18 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *o)
 	else if (o->cache_dir[0])
 		s->cache_dir = strdup(o->cache_dir);
 	s->debug_path = strdup(dp);
+	if (o) {
+		s->notice = o->notice;
+		s->notice_ctx = o->notice_ctx;
+	}
 	if (!s->debug_path || intern_init(&s->strings)) {
 		symbolizer__free(s);
 		errno = ENOMEM;
 		return NULL;
 	}
 	s->cb.find_elf = dwfl_build_id_find_elf;
-	s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	/* the standard one open()s paths the binary names, blocking on a FIFO */
+	s->cb.find_debuginfo = objfile_find_debuginfo;
 	s->cb.section_address = dwfl_offline_section_address;
 	s->cb.debuginfo_path = &s->debug_path;
 	return s;
@@ -201,33 +225,144 @@ static int cache_add(void *ctx, uint64_t addr, const struct sym_frame *fr, uint3
 
 /* ---- opening an object -------------------------------------------------- */
 
+static uint64_t file_hash(const struct symbolizer *s, dev_t dev, ino_t ino)
+{
+	return mix64((uint64_t)dev * 0x9e3779b97f4a7c15ull ^ (uint64_t)ino) & (s->nbuckets - 1);
+}
+
+/* The file (@st's dev and inode) when it was seen before, else NULL. */
+static struct sym_file *file_find(const struct symbolizer *s, const struct stat *st)
+{
+	struct sym_file *f = s->nbuckets ? s->files[file_hash(s, st->st_dev, st->st_ino)] : NULL;
+
+	while (f && (f->dev != st->st_dev || f->ino != st->st_ino))
+		f = f->next;
+	return f;
+}
+
+/* Doubles the file hash's buckets, moving every file over.  0 or -ENOMEM. */
+static int files_grow(struct symbolizer *s)
+{
+	uint64_t n = s->nbuckets ? s->nbuckets * 2 : 64, oldn = s->nbuckets;
+	struct sym_file **old = s->files;
+
+	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
+	s->files = calloc(n, sizeof(*s->files));
+	if (!s->files) {
+		s->files = old;
+		return -ENOMEM;
+	}
+	s->nbuckets = n;
+	for (uint64_t i = 0; i < oldn; i++)
+		for (struct sym_file *g = old[i], *next; g; g = next) {
+			uint64_t h = file_hash(s, g->dev, g->ino);
+
+			next = g->next;
+			g->next = s->files[h];
+			s->files[h] = g;
+		}
+	free(old);
+	return 0;
+}
+
+/* A new file entry for @st, in the hash (buckets double with the files). */
+static struct sym_file *file_add(struct symbolizer *s, const struct stat *st)
+{
+	struct sym_file *f;
+	uint64_t h;
+
+	if (s->nfiles >= s->nbuckets && files_grow(s))
+		return NULL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->dev = st->st_dev;
+	f->ino = st->st_ino;
+	h = file_hash(s, f->dev, f->ino);
+	f->next = s->files[h];
+	s->files[h] = f;
+	s->nfiles++;
+	return f;
+}
+
+/* Makes @f's libdwfl session from @fd (taken) of @path; f->dwfl stays NULL when that fails. */
+static void file_report(struct symbolizer *s, struct sym_file *f, const char *path, int fd)
+{
+	void **ud = NULL;
+
+	f->dwfl = dwfl_begin(&s->cb);
+	f->mod = f->dwfl ? dwfl_report_offline(f->dwfl, path, path, fd) : NULL;
+	if (f->dwfl)
+		dwfl_report_end(f->dwfl, NULL, NULL);
+	if (!f->mod) /* the module takes the fd only when it was made */
+		close(fd);
+	if (f->mod) { /* objfile_find_debuginfo() finds the debug path there */
+		dwfl_module_info(f->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+		*ud = s->debug_path;
+	}
+	if (!f->mod || !dwfl_module_getelf(f->mod, &f->bias)) {
+		if (f->dwfl)
+			dwfl_end(f->dwfl);
+		f->dwfl = NULL;
+		f->mod = NULL;
+	}
+}
+
+/*
+ * The file at @path, opened as untrusted input (objfile.h) the first time
+ * any object names it; NULL when there is none to look at.  A refusal is
+ * told once per file.  *@err: 0 or -ENOMEM.
+ */
+static struct sym_file *file_get(struct symbolizer *s, const char *path, int *err)
+{
+	const char *why = "";
+	struct stat st;
+	int fd = objfile_open(path, &why, &st);
+	struct sym_file *f = st.st_ino ? file_find(s, &st) : NULL;
+
+	*err = 0;
+	if (f || !st.st_ino) { /* seen before, or nothing there (a temporary binary): no notice */
+		if (fd >= 0)
+			close(fd);
+		return f;
+	}
+	f = file_add(s, &st);
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	if (fd >= 0)
+		file_report(s, f, path, fd);
+	else if (*why && s->notice)
+		s->notice(s->notice_ctx, path, why);
+	return f;
+}
+
 /* Opens @o's file; its state says how that went.  Only -ENOMEM is an error. */
 static int object_open(struct symbolizer *s, struct sym_object *o)
 {
 	const struct mt_object *obj = o->obj;
 	const unsigned char *bits = NULL;
+	struct sym_file *f;
 	GElf_Addr vaddr;
-	int len;
+	int len, err;
 
 	o->state = OBJ_MISSING;
-	o->dwfl = dwfl_begin(&s->cb);
-	if (!o->dwfl)
-		return 0;
-	o->mod = dwfl_report_offline(o->dwfl, obj->path, obj->path, -1);
-	dwfl_report_end(o->dwfl, NULL, NULL);
-	if (!o->mod || !dwfl_module_getelf(o->mod, &o->bias)) {
-		dwfl_end(o->dwfl);
-		o->dwfl = NULL;
-		return 0;
-	}
-	len = dwfl_module_build_id(o->mod, &bits, &vaddr);
+	f = file_get(s, obj->path, &err);
+	if (!f || !f->mod)
+		return err;
+	len = dwfl_module_build_id(f->mod, &bits, &vaddr);
 	if (obj->build_id_len &&
 	    (len != obj->build_id_len || memcmp(bits, obj->build_id, obj->build_id_len) != 0)) {
 		o->state = OBJ_CHANGED;
 		return 0;
 	}
-	if (symtab_load(&o->syms, o->mod))
+	if (!f->syms_loaded && symtab_load(&f->syms, f->mod))
 		return -ENOMEM;
+	f->syms_loaded = true;
+	o->file = f;
 	o->state = OBJ_OPEN;
 	return 0;
 }
@@ -315,15 +450,15 @@ static const char *call_site(Dwarf_Die *cu, Dwarf_Die *die, uint32_t *line)
 }
 
 /*
- * Fills @fr (SYM_MAX_INLINE of them) for module address @a: the inlined
+ * Fills @fr (SYM_MAX_INLINE of them) for module address @a of @f: the inlined
  * frames from DWARF scopes, innermost first, then the function @a lies in.
  * Names in @fr are malloc'd (the caller frees them); returns the count.
  */
-static uint32_t resolve_dwarf(struct sym_object *o, Dwarf_Addr a, struct sym_frame *fr)
+static uint32_t resolve_dwarf(struct sym_file *f, Dwarf_Addr a, struct sym_frame *fr)
 {
 	Dwarf_Addr dbias = 0;
-	Dwarf_Die *cu = dwfl_module_addrdie(o->mod, a, &dbias), *scopes = NULL;
-	Dwfl_Line *l = dwfl_module_getsrc(o->mod, a);
+	Dwarf_Die *cu = dwfl_module_addrdie(f->mod, a, &dbias), *scopes = NULL;
+	Dwfl_Line *l = dwfl_module_getsrc(f->mod, a);
 	const char *file = NULL, *sym;
 	uint32_t n = 0, line = 0;
 	int nscopes, iline = 0;
@@ -348,7 +483,7 @@ static uint32_t resolve_dwarf(struct sym_object *o, Dwarf_Addr a, struct sym_fra
 	}
 	free(scopes);
 	/* the symbol table names the real function best (a DWARF name lacks its scope in C) */
-	sym = symtab_find(&o->syms, a);
+	sym = symtab_find(&f->syms, a);
 	if (sym) {
 		free(outer);
 		outer = demangle(sym);
@@ -382,7 +517,7 @@ static int resolve(struct symbolizer *s, struct sym_object *o, uint64_t addr)
 		fr[0] = (struct sym_frame){ NULL, NULL, 0 };
 		return entry_add(s, o, addr, fr, 1);
 	}
-	n = resolve_dwarf(o, addr + o->bias, fr);
+	n = resolve_dwarf(o->file, addr + o->file->bias, fr);
 	err = entry_add(s, o, addr, fr, n);
 	for (uint32_t i = 0; i < n; i++) {
 		free((char *)fr[i].function);
@@ -399,10 +534,12 @@ int symbolizer__lookup(struct symbolizer *s, const struct mt_object *obj, uint64
 	struct sym_object *o;
 	int err;
 
+	static const struct sym_frame unresolved;
+
 	out->nframes = 1;
-	out->frames = &s->unknown;
+	out->frames = &unresolved;
 	/* ids are small and dense (1, 2, 3...): a huge one is no object we can index */
-	if (!obj || obj->id > (1u << 20))
+	if (!s || !obj || obj->id > (1u << 20))
 		return 0;
 	o = object_get(s, obj);
 	if (!o)
@@ -451,15 +588,21 @@ void symbolizer__free(struct symbolizer *s)
 
 		if (!o)
 			continue;
-		symtab_release(&o->syms);
-		if (o->dwfl)
-			dwfl_end(o->dwfl);
 		free(o->entries);
 		free(o->index);
 		free(o->frames);
 		free(o);
 	}
 	free(s->objs);
+	for (uint64_t i = 0; i < s->nbuckets; i++)
+		for (struct sym_file *f = s->files[i], *next; f; f = next) {
+			next = f->next;
+			symtab_release(&f->syms);
+			if (f->dwfl)
+				dwfl_end(f->dwfl);
+			free(f);
+		}
+	free(s->files);
 	intern_release(&s->strings);
 	free(s->cache_dir);
 	free(s->debug_path);

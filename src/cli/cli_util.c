@@ -185,3 +185,54 @@ FILE *output_fopen(const char *path, const char *opt)
 	}
 	return f;
 }
+
+/*
+ * The printable form of the character at @p into @out (up to 8 bytes and a
+ * NUL): itself, or \xNN for a C0 control or DEL, \xc2\xNN for a C1
+ * control in UTF-8 (U+0080..U+009F; 0x9b is a CSI to some terminals).
+ * Returns the bytes of @p it stands for.
+ */
+static size_t printable_char(const unsigned char *p, char out[9])
+{
+	if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+		snprintf(out, 9, "\\xc2\\x%02x", p[1]);
+		return 2;
+	}
+	if (p[0] < 0x20 || p[0] == 0x7f)
+		snprintf(out, 9, "\\x%02x", p[0]);
+	else
+		out[0] = (char)p[0], out[1] = 0;
+	return 1;
+}
+
+const char *printable(const char *s, char *buf, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t at = 0;
+	char one[9];
+
+	if (!len)
+		return "";
+	while (*p) {
+		size_t used = printable_char(p, one), n = strlen(one);
+
+		if (at + n >= len)
+			break;
+		memcpy(buf + at, one, n);
+		at += n;
+		p += used;
+	}
+	buf[at] = 0;
+	return buf;
+}
+
+void fputs_printable(const char *s, FILE *f)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char one[9];
+
+	while (*p) {
+		p += printable_char(p, one);
+		fputs(one, f);
+	}
+}

@@ -154,11 +154,12 @@ static void proc_row(const struct diff_opts *o, const struct loaded *b, const st
 		printf(pn ? ",\"new_pid\":%u" : ",\"new_pid\":null", pn ? pn->pid : 0);
 		printf(",\"metrics\":{");
 	} else {
-		char pids[48];
+		char pids[48], cmd[PRINTABLE_LEN(sizeof(p->command))];
 
 		snprintf(pids, sizeof(pids), pb && pn ? "pid %u -> %u" : "pid %u", p->pid,
 			 pn ? pn->pid : 0);
-		printf("process %s (%s)%s\n", p->command[0] ? p->command : "?", pids,
+		printf("process %s (%s)%s\n",
+		       p->command[0] ? printable(p->command, cmd, sizeof(cmd)) : "?", pids,
 		       pb && pn ? ""
 		       : pb	? ": only in BASE"
 				: ": only in NEW");
@@ -268,8 +269,12 @@ int cmd_diff(int argc, char **argv)
 		printf(o.gate ? ",\"fail_above_pct\":%g" : ",\"fail_above_pct\":null",
 		       o.fail_above);
 	} else {
-		printf("base: %s (%s)\nnew:  %s (%s)\n", o.base, b->hdr.command, o.new,
-		       n->hdr.command);
+		/* the commands are the artifacts' (anyone's bytes), the paths the user's own */
+		printf("base: %s (", o.base);
+		fputs_printable(b->hdr.command, stdout);
+		printf(")\nnew:  %s (", o.new);
+		fputs_printable(n->hdr.command, stdout);
+		printf(")\n");
 	}
 	regressed = tree_rows(&o, b, n);
 	if (proc_rows(&o, b, n)) {

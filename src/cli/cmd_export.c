@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "report_top.h"
 #include "export.h"
 #include "load.h"
 #include "pprof.h"
@@ -78,7 +79,7 @@ static void on_header(void *ctx, const struct mt_header *h)
 static int export_pprof(const struct export_opts *o)
 {
 	struct loaded *l = calloc(1, sizeof(*l));
-	struct symbolizer *sym = symbolizer__new(NULL);
+	struct symbolizer *sym = cli_symbolizer_new();
 	struct stack_table st;
 	struct pprof_run run;
 	int ret = 1, err, fd;

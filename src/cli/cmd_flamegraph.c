@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "report_top.h"
 #include "flamegraph.h"
 #include "load.h"
 
@@ -115,7 +116,7 @@ int cmd_flamegraph(int argc, char **argv)
 		return 2;
 	stack_table_init(&st);
 	l = calloc(1, sizeof(*l));
-	sym = symbolizer__new(NULL);
+	sym = cli_symbolizer_new();
 	if (!l || !sym) {
 		die_msg("out of memory");
 		goto out;

@@ -62,13 +62,14 @@ static uint64_t window_end(const struct report *r, const struct enabled_window *
 static void print_control_text(const struct report *r)
 {
 	const struct analysis *a = &r->a;
+	char name[PRINTABLE_LEN(sizeof(a->marks[0].name))];
 
 	if (!a->has_control)
 		return;
 	printf("markers:      %u\n", a->nmarks);
 	for (unsigned i = 0; i < a->nmarks; i++)
-		printf("  +%.6f s  %s (pid %u)\n", rel_s(r, a->marks[i].ts), a->marks[i].name,
-		       a->marks[i].pid);
+		printf("  +%.6f s  %s (pid %u)\n", rel_s(r, a->marks[i].ts),
+		       printable(a->marks[i].name, name, sizeof(name)), a->marks[i].pid);
 	printf("heap recording on: %u window%s\n", a->nwindows, a->nwindows == 1 ? "" : "s");
 	for (unsigned i = 0; i < a->nwindows; i++) {
 		uint64_t s = window_start(r, &a->windows[i]), e = window_end(r, &a->windows[i]);
@@ -81,9 +82,9 @@ static void print_control_text(const struct report *r)
 static int print_text(struct report *r)
 {
 	const struct analysis *a = &r->a;
-	char b1[32], b2[32], b3[32];
+	char b1[32], b2[32], b3[32], cmd[PRINTABLE_LEN(sizeof(r->hdr->command))];
 
-	printf("command:      %s\n", r->hdr->command);
+	printf("command:      %s\n", printable(r->hdr->command, cmd, sizeof(cmd)));
 	printf("duration:     %.3f s%s\n", duration_ns(r) / 1e9,
 	       r->truncated ? " (file truncated)" : "");
 	if (r->trailer)
@@ -119,7 +120,8 @@ static int print_text(struct report *r)
 		const struct proc_summary *p = &a->procs[i];
 
 		printf("  %-7u ppid %-7u %-16s %8llu allocs %10s", p->pid, p->ppid,
-		       p->command[0] ? p->command : "?", (unsigned long long)p->allocs,
+		       p->command[0] ? printable(p->command, cmd, sizeof(cmd)) : "?",
+		       (unsigned long long)p->allocs,
 		       human_bytes(p->allocated_bytes, b1, sizeof(b1)));
 		if (a->has_rss)
 			printf("  peak RSS %s", human_bytes(p->peak_rss_bytes, b2, sizeof(b2)));
@@ -220,7 +222,7 @@ static void print_section(const struct report *r, const struct section *s, bool 
 {
 	const struct analysis *a = &s->a;
 	uint64_t dur = s->end_ns > s->start_ns ? s->end_ns - s->start_ns : 0;
-	char b1[32], b2[32];
+	char b1[32], b2[32], cmd[PRINTABLE_LEN(sizeof(r->hdr->command))];
 
 	if (json) {
 		printf("{\"from\":");
@@ -239,7 +241,7 @@ static void print_section(const struct report *r, const struct section *s, bool 
 		       section_complete(s) ? "true" : "false");
 		return;
 	}
-	printf("command:      %s\n", r->hdr->command);
+	printf("command:      %s\n", printable(r->hdr->command, cmd, sizeof(cmd)));
 	printf("section:      mark '%s' (+%.6f s) .. mark '%s' (+%.6f s): %.3f ms\n", s->from,
 	       rel_s(r, s->start_ns), s->to, rel_s(r, s->end_ns), dur / 1e6);
 	printf("allocations:  %llu (%s requested), %llu frees\n",
@@ -260,12 +262,12 @@ static void print_section(const struct report *r, const struct section *s, bool 
  */
 static int section_missing(const char *path, const struct report *r, const struct section *s)
 {
-	char names[1024] = "";
+	char names[1024] = "", name[PRINTABLE_LEN(sizeof(r->a.marks[0].name))];
 	size_t used = 0;
 
 	for (unsigned i = 0; i < r->a.nmarks && used < sizeof(names); i++)
 		used += snprintf(names + used, sizeof(names) - used, "%s'%s'", i ? ", " : "",
-				 r->a.marks[i].name);
+				 printable(r->a.marks[i].name, name, sizeof(name)));
 	if (s->state == SECTION_BEFORE)
 		die_msg("%s has no mark '%s'; its marks: %s (see memtrack report %s)", path,
 			s->from, r->a.nmarks ? names : "none", path);
@@ -410,7 +412,8 @@ int cmd_report(int argc, char **argv)
 			ret = -ENOMEM;
 			break;
 		}
-	if (r.top && ret >= 0 && !(r.sym = symbolizer__new(NULL)))
+	/* a truncated file still ranks the call sites of the events before the cut */
+	if (r.top && (ret >= 0 || ret == -ENODATA) && !(r.sym = cli_symbolizer_new()))
 		ret = -ENOMEM;
 	analysis_finish(&r.a);
 	r.hdr = mt_reader__header(rd);

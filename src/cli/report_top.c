@@ -27,12 +27,18 @@ static void print_frames_text(const struct site_frame *f, int n, uint64_t stack)
 		printf("      (no stack recorded)\n");
 		return;
 	}
+	/* names come from the binaries and the artifact: anyone's bytes, escapes included */
 	for (int i = 0; i < n; i++) {
-		printf("      %s", site_frame_name(&f[i], name, sizeof(name)));
-		if (f[i].file)
-			printf("  %s:%u", f[i].file, f[i].line);
-		printf("  [%s]%s\n", f[i].obj ? path_base(f[i].obj->path) : "?",
-		       f[i].inlined ? " (inlined)" : "");
+		fputs("      ", stdout);
+		fputs_printable(site_frame_name(&f[i], name, sizeof(name)), stdout);
+		if (f[i].file) {
+			fputs("  ", stdout);
+			fputs_printable(f[i].file, stdout);
+			printf(":%u", f[i].line);
+		}
+		fputs("  [", stdout);
+		fputs_printable(f[i].obj ? path_base(f[i].obj->path) : "?", stdout);
+		printf("]%s\n", f[i].inlined ? " (inlined)" : "");
 	}
 }
 
@@ -129,6 +135,7 @@ static int print_truncated(const struct stack_table *st, bool json)
 		       (unsigned long long)st->nstacks);
 	for (size_t i = 0; t && i < n; i++) {
 		const struct mt_object *o = stack_table_object(st, t[i].object);
+		const char *where = o ? o->path : "no known file (JIT, vdso or anonymous memory)";
 
 		if (json) {
 			printf("%s{\"object\":", i ? "," : "");
@@ -138,8 +145,9 @@ static int print_truncated(const struct stack_table *st, bool json)
 				printf("null");
 			printf(",\"count\":%llu}", (unsigned long long)t[i].stacks);
 		} else {
-			printf("  %8llu  ending in %s\n", (unsigned long long)t[i].stacks,
-			       o ? o->path : "no known file (JIT, vdso or anonymous memory)");
+			printf("  %8llu  ending in ", (unsigned long long)t[i].stacks);
+			fputs_printable(where, stdout);
+			fputs("\n", stdout);
 		}
 	}
 	if (json)
@@ -166,4 +174,28 @@ int report_top_print(const struct analysis *a, const struct stack_table *st, str
 		err = print_truncated(st, json);
 	free(f);
 	return err;
+}
+
+#define MAX_REFUSED_SHOWN 10 /* a crafted artifact may name thousands of FIFOs */
+
+static void warn_refused(void *ctx, const char *path, const char *why)
+{
+	unsigned *shown = ctx;
+	char p[PRINTABLE_LEN(MT_PATH_MAX)];
+
+	if (++*shown > MAX_REFUSED_SHOWN) {
+		if (*shown == MAX_REFUSED_SHOWN + 1)
+			die_msg("warning: more of the recorded binaries are refused; their frames are left unresolved too");
+		return;
+	}
+	die_msg("warning: '%s' %s, so its frames are left unresolved (put the recorded binary back there to resolve them)",
+		printable(path, p, sizeof(p)), why);
+}
+
+struct symbolizer *cli_symbolizer_new(void)
+{
+	static unsigned shown; /* one symbolizer per command */
+	struct symbolizer_opts o = { .notice = warn_refused, .notice_ctx = &shown };
+
+	return symbolizer__new(&o);
 }

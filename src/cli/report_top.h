@@ -21,4 +21,12 @@
 int report_top_print(const struct analysis *a, const struct stack_table *st, struct symbolizer *sym,
 		     size_t n, bool json);
 
+/*
+ * The symbolizer of report --top, flamegraph and export --format=pprof: the
+ * defaults, and one warning on stderr per binary it refuses to open (a
+ * FIFO, a device... where the recording had a binary; the first 10, then
+ * one line for the rest).  NULL with errno set.
+ */
+struct symbolizer *cli_symbolizer_new(void);
+
 #endif /* MEMTRACK_REPORT_TOP_H */

@@ -155,7 +155,8 @@ struct mt_reader;
 /*
  * Opens @path and reads its header.  On failure returns NULL and writes a
  * one-line reason into @err (e.g. the file's format version is newer than
- * this reader's).
+ * this reader's, or @path is a FIFO, a device or a directory: only regular
+ * files are read, and those are opened without blocking).
  */
 struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen);
 

@@ -5,19 +5,22 @@
  * One frame at a time is read into a reused buffer, checked and decompressed
  * into a second reused buffer, and its records are decoded on demand.  The
  * file is only ever read forward (no seeks), so memory is bounded by the
- * largest frame and a pipe works as well as a file.
+ * largest frame whatever the file's size.  Only regular files are read: a
+ * FIFO or device named as an artifact would block the reader or feed it
+ * without end.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <zstd.h>
 #include "artifact.h"
 #include "artifact_format.h"
+#include "open_regular.h"
 #include "schema.h"
 #include "varint.h"
 
@@ -675,6 +678,23 @@ truncated:
 	return -ENODATA;
 }
 
+/* Opens the artifact @path: a regular file only (open_regular.h).  The fd or -errno, @err saying why. */
+static int open_artifact(const char *path, char *err, size_t errlen)
+{
+	const char *why = "";
+	struct stat st;
+	int fd = mt_open_regular(path, &st, &why);
+
+	if (fd >= 0)
+		return fd;
+	if (*why)
+		set_err(err, errlen,
+			"it %s; memtrack reads artifacts from files (save it to one first)", why);
+	else
+		set_err(err, errlen, "%s", strerror(-fd));
+	return fd;
+}
+
 struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen)
 {
 	struct mt_reader *r;
@@ -687,10 +707,9 @@ struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen)
 		errno = ENOMEM;
 		return NULL;
 	}
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	r->fd = open_artifact(path, err, errlen);
 	if (r->fd < 0) {
-		rc = -errno;
-		set_err(err, errlen, "%s", strerror(-rc));
+		rc = r->fd;
 		goto fail;
 	}
 	for (unsigned t = 1; t < MT_TYPE_MAX; t++) {

@@ -6,6 +6,7 @@
  * names are the OBJECT+0xADDR fallback, known in advance.
  */
 #include <stdlib.h>
+#include <time.h>
 #include "callsites.h"
 #include "flamegraph.h"
 #include "harness.h"
@@ -121,6 +122,58 @@ static void test_folded(void)
 	analysis_release(&a);
 }
 
+/*
+ * A crafted file's worth of siblings: 100,000 one-frame stacks in no object,
+ * each its own name under the root, added in ascending order (each new
+ * name sorts last, the far end of a sorted sibling list).  The
+ * tree has them all, sorted by name (folded output is in name order:
+ * 0x10000 .. 0x2869f, "0x1..." before "0x2..."), within 10 s (a sorted
+ * sibling list walked for each new child made it quadratic: 5e9 steps).
+ */
+static void test_flame_many_siblings(void)
+{
+	const uint32_t n = 100000;
+	struct mt_event *ev = calloc(1, sizeof(*ev));
+	struct stack_table st;
+	struct timespec t0, t1;
+	struct analysis a;
+	struct flame f;
+	char *buf = NULL, *line, *prev = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+	uint32_t lines = 0, sorted = 1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	analysis_init(&a);
+	stack_table_init(&st);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t id = i + 1;
+
+		memset(ev, 0, sizeof(*ev));
+		ev->h.type = MT_STACK;
+		ev->f[STACK_ID] = id;
+		ev->nframes = 1;
+		ev->frames[0].addr = 0x10000 + i;
+		CHECK_EQ(stack_table_add_event(&st, ev), 0);
+		put(&a, id, 1, 1, 0, 0);
+	}
+	CHECK_EQ(flame_build(&f, &a, &st, NULL, SITE_ALLOCATIONS), 0);
+	CHECK_EQ(f.nnodes, n + 1);
+	CHECK_EQ(flame_write_folded(&f, out), 0);
+	fclose(out);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK(t1.tv_sec - t0.tv_sec < 10);
+	for (line = strtok(buf, "\n"); line; prev = line, line = strtok(NULL, "\n"), lines++)
+		sorted &= !prev || strcmp(prev, line) < 0;
+	CHECK_EQ(lines, n);
+	CHECK_EQ(sorted, 1);
+	free(buf);
+	free(ev);
+	flame_release(&f);
+	stack_table_release(&st);
+	analysis_release(&a);
+}
+
 /* Bytes from the protobuf encoding guide: field 1 = 150 is 08 96 01. */
 static void test_pb(void)
 {
@@ -146,6 +199,7 @@ int main(void)
 {
 	RUN(test_ranked);
 	RUN(test_folded);
+	RUN(test_flame_many_siblings);
 	RUN(test_pb);
 	HARNESS_EXIT();
 }

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 #include "harness.h"
 #include "stacks.h"
 #include "synth.h"
@@ -168,6 +169,48 @@ static const struct site *site_of(struct analysis *a, uint64_t stack)
  * site 1: malloc D 10                 live 60
  * end: B (site 2, 50) and D (site 1, 10) leak.
  */
+/*
+ * Object ids as a crafted file may give them: 200,000 of them, sparse and
+ * descending from UINT32_MAX (the recorder hands out 1, 2, 3...).  Each is
+ * found, a repeated id keeps its first path, an id never given is absent,
+ * within 10 s (0.1 s here; a linear search per object made it 2e10
+ * comparisons, 80 s).
+ */
+static void test_table_sparse_object_ids(void)
+{
+	struct stack_table t;
+	struct mt_event *ev = calloc(1, sizeof(*ev));
+	const uint32_t n = 200000;
+	uint32_t found = 0;
+	struct timespec t0, t1;
+	char path[32];
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	stack_table_init(&t);
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/obj/%u", i);
+		object_event(ev, UINT32_MAX - 7 * i, path, 0);
+		CHECK_EQ(stack_table_add_event(&t, ev), 0);
+	}
+	object_event(ev, UINT32_MAX - 7, "/second/definition", 0);
+	CHECK_EQ(stack_table_add_event(&t, ev), 0);
+	CHECK_EQ(t.nobjects, n);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct mt_object *o = stack_table_object(&t, UINT32_MAX - 7 * i);
+
+		snprintf(path, sizeof(path), "/obj/%u", i);
+		found += o && o->id == UINT32_MAX - 7 * i && !strcmp(o->path, path);
+	}
+	CHECK_EQ(found, n);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK(t1.tv_sec - t0.tv_sec < 10);
+	CHECK(stack_table_object(&t, UINT32_MAX - 1) == NULL);
+	CHECK(stack_table_object(&t, 1) == NULL);
+	CHECK(stack_table_object(&t, 0) == NULL);
+	stack_table_release(&t);
+	free(ev);
+}
+
 static void test_sites_peak(void)
 {
 	struct analysis a;
@@ -296,6 +339,7 @@ int main(void)
 	RUN(test_table_basic);
 	RUN(test_table_invalid);
 	RUN(test_table_many);
+	RUN(test_table_sparse_object_ids);
 	RUN(test_sites_peak);
 	RUN(test_sites_settle);
 	RUN(test_sites_realloc);
