@@ -352,7 +352,8 @@ $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 
 # The recorder's readers of the files tracked processes map (symbols.c,
 # unwind_table.c through mapped_file.c: a program chooses what they hold).
-FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/record/mapped_file.c src/record/symbols.c \
+FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/record/mapped_file.c src/format/open_regular.c \
+	src/record/symbols.c \
 	src/record/unwind_table.c
 $(OUT)/fuzz/fuzz_mapped_file: $(FUZZ_MAPPED_FILE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)

@@ -114,7 +114,7 @@ bool output_refused(int dirfd, const char *base, const char *path, const char *o
  * write over a file it was not given).  Returns the fd or -errno (-EINVAL:
  * not a regular file, -EMLINK: other links).
  */
-static int open_regular(int dirfd, const char *base)
+static int open_for_writing(int dirfd, const char *base)
 {
 	int fd = as_user_openat(dirfd, base, O_WRONLY | O_CREAT | O_NONBLOCK, 0666);
 	struct stat st;
@@ -135,7 +135,7 @@ static int open_regular(int dirfd, const char *base)
 	return fd;
 }
 
-/* Says why output_fopen() could not open @path (@err, from open_regular or the directory). */
+/* Says why output_fopen() could not open @path (@err, from open_for_writing or the directory). */
 static void output_failed(const char *path, const char *opt, int err)
 {
 	if (err == -ELOOP || err == -EINVAL)
@@ -163,7 +163,7 @@ int output_open(const char *path, const char *opt)
 		return -1;
 	}
 	if (!output_refused(dirfd, base, path, opt)) {
-		fd = open_regular(dirfd, base);
+		fd = open_for_writing(dirfd, base);
 		if (fd < 0)
 			output_failed(path, opt, fd);
 	}

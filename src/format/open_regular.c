@@ -49,31 +49,37 @@ static int reopen(const char *path, int at, struct stat *st)
 	return fd;
 }
 
-int mt_open_regular(const char *path, struct stat *st, const char **why)
+int mt_open_regular_at(int at, const char *path, struct stat *st, const char **why)
 {
 	const char *dummy;
-	int at, fd = -1, err = 0;
+	int fd;
 
 	if (!why)
 		why = &dummy;
 	*why = "";
+	if (fstat(at, st)) {
+		st->st_ino = 0;
+		return -errno;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		*why = mt_file_kind(st->st_mode);
+		return -EINVAL;
+	}
+	fd = reopen(path, at, st);
+	return fd;
+}
+
+int mt_open_regular(const char *path, struct stat *st, const char **why)
+{
+	int at, fd;
+
+	if (why)
+		*why = "";
 	st->st_ino = 0;
 	at = open(path, O_PATH | O_CLOEXEC);
 	if (at < 0)
 		return -errno;
-	if (fstat(at, st)) {
-		err = -errno;
-		st->st_ino = 0;
-	} else if (!S_ISREG(st->st_mode)) {
-		*why = mt_file_kind(st->st_mode);
-		err = -EINVAL;
-	} else {
-		fd = reopen(path, at, st);
-		if (fd < 0)
-			err = fd;
-	}
+	fd = mt_open_regular_at(at, path, st, why);
 	close(at);
-	if (err && fd >= 0)
-		close(fd);
-	return err ? err : fd;
+	return fd;
 }

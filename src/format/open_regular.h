@@ -27,6 +27,13 @@
 int mt_open_regular(const char *path, struct stat *st, const char **why);
 
 /*
+ * The same for a path already resolved to the O_PATH fd @at (borrowed: the
+ * caller closes it), e.g. with openat2()'s RESOLVE_ flags; @path is what
+ * @at was opened from (the fallback without /proc).
+ */
+int mt_open_regular_at(int at, const char *path, struct stat *st, const char **why);
+
+/*
  * What a file of st_mode @mode is when it is not regular, as a phrase after
  * its name: "is a FIFO, not a regular file"; for a refusal.
  */

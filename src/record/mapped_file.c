@@ -3,12 +3,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "mapped_file.h"
+#include "open_regular.h"
 
 /* The length of "/proc/PID/root" at the start of @path, or 0. */
 static size_t proc_root_prefix(const char *path)
@@ -51,25 +51,17 @@ static int path_fd(const char *path)
 
 int mapped_file_open(const char *path)
 {
-	char self[64];
 	struct stat st;
-	int at, fd = -1;
+	int at, fd;
 
 	at = path_fd(path);
 	if (at < 0)
 		return at;
-	if (fstat(at, &st)) {
-		fd = -errno;
-	} else if (!S_ISREG(st.st_mode)) {
-		fd = -EINVAL;
-	} else if ((unsigned long long)st.st_size > MAPPED_FILE_MAX_BYTES) {
-		fd = -EFBIG;
-	} else {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", at);
-		fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-		if (fd < 0)
-			fd = -errno;
-	}
+	fd = mt_open_regular_at(at, path, &st, NULL);
 	close(at);
+	if (fd >= 0 && (unsigned long long)st.st_size > MAPPED_FILE_MAX_BYTES) {
+		close(fd);
+		fd = -EFBIG;
+	}
 	return fd;
 }

@@ -61,7 +61,8 @@ static void test_links(void)
 	CHECK_EQ(mapped_file_open(in_root("link")), -ELOOP);
 	snprintf(path, sizeof(path), "%s/sub", dir);
 	CHECK_EQ(symlink(dir, path), 0);
-	CHECK_EQ(mapped_file_open(in_root("sub/file")), -ELOOP); /* a directory swapped for a link */
+	CHECK_EQ(mapped_file_open(in_root("sub/file")),
+		 -ELOOP);	       /* a directory swapped for a link */
 	fd = mapped_file_open(target); /* a plain path: links followed (tests, tools) */
 	CHECK(fd >= 0);
 	if (fd >= 0)
