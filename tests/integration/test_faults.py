@@ -318,7 +318,8 @@ def test_disk_full(tmp):
         d = run([MEMTRACK, "dump", str(out)])
         check_eq(d.rc, 0, "dump of what reached the disk (stderr %r)" % d.stderr)
     finally:
-        run(["umount", str(mnt)])
+        # lazily: the reaper may still hold the artifact's fd for a moment
+        run(["umount", "-l", str(mnt)])
 
 
 def test_dump_and_report_write_errors(tmp):
