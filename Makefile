@@ -367,12 +367,52 @@ fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_objfile
 	$(Q)cd $(OUT)/fuzz && ./fuzz_objfile -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus_objfile $(CURDIR)/tests/fuzz/seeds_objfile
 
-install: all
-	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack
-	install -D -m 0644 $(OUT)/libmemtrack-fast.so $(DESTDIR)$(PREFIX)/lib/memtrack/libmemtrack-fast.so
-	install -D -m 0644 include/memtrack-ctl.h $(DESTDIR)$(PREFIX)/include/memtrack-ctl.h
-	install -D -m 0644 $(OUT)/libmemtrack-ctl.a $(DESTDIR)$(PREFIX)/lib/libmemtrack-ctl.a
-	install -D -m 0644 $(OUT)/memtrack-ctl.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/memtrack-ctl.pc
+# --- as a system tool: man page, install, uninstall -----------------------
+# The manual, memtrack(1), is written in scdoc (docs/memtrack.1.scd).  Its
+# date is that of the last commit of the source, so a rebuild is identical;
+# .nh after .TH: no hyphenation, which would split option and key names.
+.PHONY: man man-check uninstall
+MAN_PAGE  := $(OUT)/memtrack.1
+MAN_EPOCH := $(shell git log -1 --format=%ct -- docs/memtrack.1.scd 2>/dev/null)
+$(MAN_PAGE): docs/memtrack.1.scd Makefile | $(OUT)/.deps
+	$(call msg,SCDOC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)sed 's/@VERSION@/$(VERSION)/g' $< > $@.scd
+	$(Q)$(if $(MAN_EPOCH),SOURCE_DATE_EPOCH=$(MAN_EPOCH)) scdoc < $@.scd > $@.roff
+	$(Q)sed '/^\.TH /a .nh' $@.roff > $@ && rm -f $@.scd $@.roff
+
+man: $(MAN_PAGE)
+
+# Any warning of man (groff) about the page fails, e.g. a bad request or a
+# line that cannot be broken at 80 columns.
+man-check: $(MAN_PAGE)
+	$(call msg,MANCHECK,$<)
+	$(Q)warn=$$(MANWIDTH=80 man --warnings -l $< 2>&1 >/dev/null); \
+		if [ -n "$$warn" ]; then printf '%s\n' "$$warn" >&2; exit 1; fi
+check: man-check
+# the integration tests read the built page (tests/integration/test_help.py)
+test integration-test: $(MAN_PAGE)
+
+# Every file `make install` puts under $(DESTDIR)$(PREFIX), as MODE:SOURCE:DEST
+# (DEST relative to the prefix): uninstall removes exactly these.
+DOC_FILES := README.md docs/FORMAT.md docs/METRICS.md docs/CONTROL.md docs/DESIGN.md
+INSTALL_FILES = 0755:$(OUT)/memtrack:bin/memtrack \
+	0644:$(OUT)/libmemtrack-fast.so:lib/memtrack/libmemtrack-fast.so \
+	0644:include/memtrack-ctl.h:include/memtrack-ctl.h \
+	0644:$(OUT)/libmemtrack-ctl.a:lib/libmemtrack-ctl.a \
+	0644:$(OUT)/memtrack-ctl.pc:lib/pkgconfig/memtrack-ctl.pc \
+	0644:$(MAN_PAGE):share/man/man1/memtrack.1 \
+	$(foreach f,$(DOC_FILES),0644:$(f):share/doc/memtrack/$(notdir $(f)))
+
+# memtrack-ctl.pc gets the prefix it is installed under (it was built with
+# the one make was first run with).
+install: all $(MAN_PAGE)
+	$(Q)for f in $(INSTALL_FILES); do \
+		mode=$${f%%:*}; rest=$${f#*:}; dst="$(DESTDIR)$(PREFIX)/$${rest#*:}"; \
+		printf '  %-8s %s\n' INSTALL "$$dst"; \
+		install -D -m "$$mode" "$${rest%%:*}" "$$dst" || exit 1; \
+	done
+	$(Q)sed -i 's|^prefix=.*|prefix=$(PREFIX)|' "$(DESTDIR)$(PREFIX)/lib/pkgconfig/memtrack-ctl.pc"
 
 clean:
 	rm -rf $(OUT)

@@ -5,7 +5,7 @@ and usage errors point there.  Before, only `track --help` worked; `report
 --help` and the others were "unknown argument" errors (exit 2)."""
 import re
 
-from mtlib import MEMTRACK, check_eq, check_true, run
+from mtlib import BUILD, MEMTRACK, REPO, check_eq, check_true, require, run
 
 # every command main.c runs, in the order `memtrack help` lists them
 COMMANDS = ["track", "dump", "report", "diff", "export", "flamegraph", "ctl", "help"]
@@ -106,3 +106,33 @@ def test_usage_errors_point_to_help(tmp):
         check_true(p.stderr.startswith("memtrack: ") and
                    p.stderr.endswith("; see memtrack help %s\n" % cmd),
                    "memtrack %s points to memtrack help %s: %r" % (" ".join(argv), cmd, p.stderr))
+
+
+def options_of(cmd):
+    """The options `memtrack help CMD` lists, e.g. ["-o", "--output", ...]:
+    the lines that start with two blanks and a dash."""
+    opts = []
+    for line in help_text(cmd).splitlines():
+        m = re.match(r"^  (?:(-\w), )?\s*(--[a-z][\w=-]*)", line)
+        if m:
+            opts += [o for o in m.groups() if o]
+    return opts
+
+
+def test_man_page_names_every_option(tmp):
+    """memtrack(1) (docs/memtrack.1.scd, built by make into build/memtrack.1)
+    documents every command and every option its help lists, and man
+    renders it without a warning."""
+    src = (REPO / "docs" / "memtrack.1.scd").read_text()
+    for cmd in COMMANDS:
+        check_true("## memtrack %s" % cmd in src, "the man page has a section for %s" % cmd)
+        for opt in options_of(cmd):
+            check_true("*%s*" % opt in src or "*%s " % opt in src,
+                       "the man page names %s %s" % (cmd, opt))
+    page = BUILD / "memtrack.1"
+    require(page.exists(), "%s is not built (make man)" % page)
+    p = run(["env", "MANWIDTH=80", "man", "--warnings", "-l", str(page)])
+    check_eq((p.rc, p.stderr), (0, ""), "man --warnings -l %s (rc, stderr)" % page)
+    for cmd in COMMANDS:
+        check_true(re.search(r"^   memtrack %s\b" % cmd, p.stdout, re.M) is not None,
+                   "the rendered page has the section of %s" % cmd)
