@@ -393,6 +393,14 @@ check: man-check
 # the integration tests read the built page (tests/integration/test_help.py)
 test integration-test: $(MAN_PAGE)
 
+# Bash completion (scripts/bash-completion/memtrack): it has no #! line, so
+# shellcheck's file list (SH_FILES) misses it.
+.PHONY: shellcheck-completion
+shellcheck: shellcheck-completion
+shellcheck-completion:
+	$(call msg,SHCHECK,scripts/bash-completion/memtrack)
+	$(Q)shellcheck -s bash scripts/bash-completion/memtrack
+
 # Every file `make install` puts under $(DESTDIR)$(PREFIX), as MODE:SOURCE:DEST
 # (DEST relative to the prefix): uninstall removes exactly these.
 DOC_FILES := README.md docs/FORMAT.md docs/METRICS.md docs/CONTROL.md docs/DESIGN.md
@@ -402,6 +410,7 @@ INSTALL_FILES = 0755:$(OUT)/memtrack:bin/memtrack \
 	0644:$(OUT)/libmemtrack-ctl.a:lib/libmemtrack-ctl.a \
 	0644:$(OUT)/memtrack-ctl.pc:lib/pkgconfig/memtrack-ctl.pc \
 	0644:$(MAN_PAGE):share/man/man1/memtrack.1 \
+	0644:scripts/bash-completion/memtrack:share/bash-completion/completions/memtrack \
 	$(foreach f,$(DOC_FILES),0644:$(f):share/doc/memtrack/$(notdir $(f)))
 
 # memtrack-ctl.pc gets the prefix it is installed under (it was built with

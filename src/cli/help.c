@@ -3,8 +3,9 @@
  * help.c - one entry per command: its one-line summary (for the list of
  * commands) and its help (usage lines first, then what it does and its
  * options), each line at most 80 columns.  docs/memtrack.1.scd says the
- * same at length; tests/integration/test_help.py checks that every option
- * named here is in the man page and in the bash completion.
+ * same at length; tests/integration check that every option named here is
+ * in the man page (test_help.py) and in the bash completion
+ * (test_completion.py).
  */
 #include <errno.h>
 #include <stdio.h>
