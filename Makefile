@@ -423,6 +423,19 @@ install: all $(MAN_PAGE)
 	done
 	$(Q)sed -i 's|^prefix=.*|prefix=$(PREFIX)|' "$(DESTDIR)$(PREFIX)/lib/pkgconfig/memtrack-ctl.pc"
 
+# Removes what install installed (the same PREFIX and DESTDIR), and the two
+# directories only memtrack uses; shared ones (bin, share/man/man1, ...)
+# stay, even when empty.
+uninstall:
+	$(Q)for f in $(INSTALL_FILES); do \
+		dst="$(DESTDIR)$(PREFIX)/$${f##*:}"; \
+		if [ -e "$$dst" ] || [ -L "$$dst" ]; then printf '  %-8s %s\n' RM "$$dst"; fi; \
+		rm -f "$$dst" || exit 1; \
+	done
+	$(Q)for d in lib/memtrack share/doc/memtrack; do \
+		if [ -d "$(DESTDIR)$(PREFIX)/$$d" ]; then rmdir "$(DESTDIR)$(PREFIX)/$$d" || exit 1; fi; \
+	done
+
 clean:
 	rm -rf $(OUT)
 
