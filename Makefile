@@ -402,26 +402,30 @@ shellcheck-completion:
 	$(Q)shellcheck -s bash scripts/bash-completion/memtrack
 
 # Every file `make install` puts under $(DESTDIR)$(PREFIX), as MODE:SOURCE:DEST
-# (DEST relative to the prefix): uninstall removes exactly these.
+# (DEST relative to the prefix): uninstall removes exactly these.  LIBDIR:
+# where libmemtrack-ctl and its .pc go (the deb: lib/<multiarch triplet>);
+# libmemtrack-fast.so stays in lib/memtrack, where memtrack looks for it.
+LIBDIR ?= lib
 DOC_FILES := README.md docs/FORMAT.md docs/METRICS.md docs/CONTROL.md docs/DESIGN.md
 INSTALL_FILES = 0755:$(OUT)/memtrack:bin/memtrack \
 	0644:$(OUT)/libmemtrack-fast.so:lib/memtrack/libmemtrack-fast.so \
 	0644:include/memtrack-ctl.h:include/memtrack-ctl.h \
-	0644:$(OUT)/libmemtrack-ctl.a:lib/libmemtrack-ctl.a \
-	0644:$(OUT)/memtrack-ctl.pc:lib/pkgconfig/memtrack-ctl.pc \
+	0644:$(OUT)/libmemtrack-ctl.a:$(LIBDIR)/libmemtrack-ctl.a \
+	0644:$(OUT)/memtrack-ctl.pc:$(LIBDIR)/pkgconfig/memtrack-ctl.pc \
 	0644:$(MAN_PAGE):share/man/man1/memtrack.1 \
 	0644:scripts/bash-completion/memtrack:share/bash-completion/completions/memtrack \
 	$(foreach f,$(DOC_FILES),0644:$(f):share/doc/memtrack/$(notdir $(f)))
 
-# memtrack-ctl.pc gets the prefix it is installed under (it was built with
-# the one make was first run with).
+# memtrack-ctl.pc gets the prefix and libdir it is installed under (it was
+# built with the prefix make was first run with).
 install: all $(MAN_PAGE)
 	$(Q)for f in $(INSTALL_FILES); do \
 		mode=$${f%%:*}; rest=$${f#*:}; dst="$(DESTDIR)$(PREFIX)/$${rest#*:}"; \
 		printf '  %-8s %s\n' INSTALL "$$dst"; \
 		install -D -m "$$mode" "$${rest%%:*}" "$$dst" || exit 1; \
 	done
-	$(Q)sed -i 's|^prefix=.*|prefix=$(PREFIX)|' "$(DESTDIR)$(PREFIX)/lib/pkgconfig/memtrack-ctl.pc"
+	$(Q)sed -i -e 's|^prefix=.*|prefix=$(PREFIX)|' -e 's|^libdir=.*|libdir=$${prefix}/$(LIBDIR)|' \
+		"$(DESTDIR)$(PREFIX)/$(LIBDIR)/pkgconfig/memtrack-ctl.pc"
 
 # Removes what install installed (the same PREFIX and DESTDIR), and the two
 # directories only memtrack uses; shared ones (bin, share/man/man1, ...)
@@ -435,6 +439,21 @@ uninstall:
 	$(Q)for d in lib/memtrack share/doc/memtrack; do \
 		if [ -d "$(DESTDIR)$(PREFIX)/$$d" ]; then rmdir "$(DESTDIR)$(PREFIX)/$$d" || exit 1; fi; \
 	done
+
+# The Debian package, $(OUT)/memtrack_VERSION_ARCH.deb: make install with
+# PREFIX=/usr into $(OUT)/deb/debian/memtrack, shaped and packed by
+# scripts/deb/build.sh (Depends from dpkg-shlibdeps, package dpkg-dev).
+# `apt-get install ./build/memtrack_*.deb` installs it, with what it depends on.
+.PHONY: deb
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB_LIBDIR = lib/$(shell dpkg-architecture -qDEB_HOST_MULTIARCH)
+DEB_MAINTAINER ?= $(shell git log --reverse --format='%an <%ae>' 2>/dev/null | head -n1)
+deb: all $(MAN_PAGE)
+	$(Q)rm -rf $(OUT)/deb $(OUT)/memtrack_*.deb
+	$(Q)$(MAKE) --no-print-directory install PREFIX=/usr LIBDIR=$(DEB_LIBDIR) \
+		DESTDIR=$(abspath $(OUT))/deb/debian/memtrack >/dev/null
+	$(Q)scripts/deb/build.sh $(OUT)/deb "$(VERSION)" "$(DEB_ARCH)" "$(DEB_MAINTAINER)" \
+		"$(DEB_LIBDIR)" $(OUT)/memtrack_$(VERSION)_$(DEB_ARCH).deb
 
 clean:
 	rm -rf $(OUT)
