@@ -48,6 +48,17 @@ static const struct cmd_help commands[] = {
 	  "  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 	  "  -q, --quiet           no summary line\n"
 	  "  -h, --help            this help\n" },
+	{ "top", "follow an artifact while track writes it: heap, RSS, processes",
+	  "usage: memtrack top [--interval SECONDS] FILE\n"
+	  "Follows the artifact FILE while memtrack track writes it and redraws a view\n"
+	  "of the run every interval: elapsed time, events/s; heap and RSS of the tree\n"
+	  "and of the busiest processes; with track --stacks, the call sites holding\n"
+	  "the most heap.  It ends when the artifact is complete, or on q or Ctrl-C.\n"
+	  "When stdout is not a terminal it prints one line per interval instead\n"
+	  "(key=value, exact byte counts).  The file is at most track's --flush-ms\n"
+	  "(default 500 ms) behind; drops are known at the end.\n"
+	  "      --interval SECONDS  time between two views (default 1)\n"
+	  "  -h, --help            this help\n" },
 	{ "dump", "print every recorded event as one JSON object per line",
 	  "usage: memtrack dump FILE\n"
 	  "Prints the records of the artifact FILE in file order, one JSON object per\n"

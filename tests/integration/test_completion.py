@@ -44,7 +44,8 @@ def test_files_by_extension(tmp):
     d = scratch(tmp)
     for words in (["memtrack", "report", ""], ["memtrack", "dump", ""],
                   ["memtrack", "diff", "a.mtrk", ""], ["memtrack", "flamegraph", ""],
-                  ["memtrack", "export", "--format=csv", ""]):
+                  ["memtrack", "export", "--format=csv", ""], ["memtrack", "top", ""],
+                  ["memtrack", "top", "--interval", "2", ""]):
         check_eq(complete(words, d), ["a.mtrk", "b.mtrk", "runs"], "%s<TAB>" % " ".join(words))
     check_eq(complete(["memtrack", "diff", "a.mtrk", "b.mtrk", ""], d), [],
              "diff with its two files: nothing more")

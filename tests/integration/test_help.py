@@ -8,7 +8,7 @@ import re
 from mtlib import BUILD, MEMTRACK, REPO, check_eq, check_true, require, run
 
 # every command main.c runs, in the order `memtrack help` lists them
-COMMANDS = ["track", "dump", "report", "diff", "export", "flamegraph", "ctl", "help"]
+COMMANDS = ["track", "top", "dump", "report", "diff", "export", "flamegraph", "ctl", "help"]
 
 
 def help_text(cmd):
@@ -38,7 +38,8 @@ def test_help_after_other_arguments(tmp):
     missing = str(tmp / "missing.mtrk")
     for argv in (["report", missing, "--json", "--help"], ["diff", missing, missing, "-h"],
                  ["export", "--format=csv", missing, "-o", str(tmp / "x.csv"), "--help"],
-                 ["flamegraph", missing, "--folded", "--help"], ["dump", missing, "--help"]):
+                 ["flamegraph", missing, "--folded", "--help"], ["dump", missing, "--help"],
+                 ["top", "--interval", "2", missing, "--help"]):
         p = run([MEMTRACK] + argv)
         check_eq((p.rc, p.stdout, p.stderr), (0, help_text(argv[0]), ""),
                  "memtrack %s (rc, stdout, stderr)" % " ".join(argv[:1] + argv[2:]))
@@ -62,7 +63,7 @@ def test_list_of_commands(tmp):
 def test_help_of_unknown_command(tmp):
     p = run([MEMTRACK, "help", "nosuch"])
     check_eq((p.rc, p.stdout), (2, ""), "memtrack help nosuch (rc, stdout)")
-    check_eq(p.stderr, "memtrack: no command 'nosuch'; the commands are track, dump, report, "
+    check_eq(p.stderr, "memtrack: no command 'nosuch'; the commands are track, top, dump, report, "
              "diff, export, flamegraph, ctl or help (see memtrack help)\n", "its message")
     p = run([MEMTRACK, "help", "report", "extra"])
     check_eq((p.rc, p.stdout, p.stderr.count("\n")), (2, "", 1),
@@ -97,6 +98,10 @@ def test_usage_errors_point_to_help(tmp):
         (["flamegraph", missing, "--bogus"], "flamegraph"),
         (["flamegraph"], "flamegraph"),
         (["ctl"], "ctl"),
+        (["top"], "top"),
+        (["top", missing, "--bogus"], "top"),
+        (["top", missing, missing], "top"),
+        (["top", missing, "--interval"], "top"),
         (["ctl", str(tmp / "sock"), "frobnicate"], "ctl"),
     ]
     for argv, cmd in cases:
