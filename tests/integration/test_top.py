@@ -26,6 +26,12 @@ class LiveTrack:
                                   cwd=str(tmp), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
 
+    def kill(self):
+        """For a test that failed before stop(): ends the session for good."""
+        if self.p.poll() is None:
+            kill_group(self.p)
+            self.p.wait()
+
     def stop(self):
         (self.tmp / "STOP").write_text("")
         try:
@@ -56,6 +62,7 @@ def test_plain_mode_follows_to_the_end(tmp):
     top = subprocess.Popen([MEMTRACK, "top", "--interval", "0.25", str(tmp / "run.mtrk")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
+    live = None
     try:
         time.sleep(0.5)
         live = LiveTrack(tmp)
@@ -64,6 +71,8 @@ def test_plain_mode_follows_to_the_end(tmp):
         out, err = top.communicate(timeout=30)
     finally:
         kill_group(top)
+        if live:
+            live.kill()
     check_eq((top.returncode, err), (0, ""), "top's exit status and stderr")
     lines = [logfmt(line) for line in out.splitlines()]
     require(len(lines) >= 5, "top printed a line per interval: %r" % out)
@@ -168,8 +177,10 @@ def test_view_redraws_then_quits_on_q_and_ctrl_c(tmp):
                 check_eq(live.p.poll(), None, "%s: track still running after top quit" % key)
             finally:
                 t.close()
-    finally:
-        art = live.stop()
+    except BaseException:
+        live.kill()
+        raise
+    art = live.stop()
     check_eq(art.report["exit_code"], 0, "the command's exit code")
 
 
@@ -192,3 +203,4 @@ def test_view_ends_when_the_artifact_is_complete(tmp):
                              re.M) is not None, "the process count: report's\n%s" % s)
     finally:
         t.close()
+        live.kill()
