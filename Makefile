@@ -396,12 +396,93 @@ fuzz-symtab: $(OUT)/fuzz/fuzz_symtab $(OUT)/fuzz/seeds_symtab/stamp
 		-print_final_stats=1 corpus_symtab seeds_symtab
 fuzz: fuzz-symtab
 
-install: all
-	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack
-	install -D -m 0644 $(OUT)/libmemtrack-fast.so $(DESTDIR)$(PREFIX)/lib/memtrack/libmemtrack-fast.so
-	install -D -m 0644 include/memtrack-ctl.h $(DESTDIR)$(PREFIX)/include/memtrack-ctl.h
-	install -D -m 0644 $(OUT)/libmemtrack-ctl.a $(DESTDIR)$(PREFIX)/lib/libmemtrack-ctl.a
-	install -D -m 0644 $(OUT)/memtrack-ctl.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/memtrack-ctl.pc
+# --- as a system tool: man page, install, uninstall -----------------------
+# The manual, memtrack(1), is written in scdoc (docs/memtrack.1.scd).  Its
+# date is that of the last commit of the source, so a rebuild is identical;
+# .nh after .TH: no hyphenation, which would split option and key names.
+.PHONY: man man-check uninstall
+MAN_PAGE  := $(OUT)/memtrack.1
+MAN_EPOCH := $(shell git log -1 --format=%ct -- docs/memtrack.1.scd 2>/dev/null)
+$(MAN_PAGE): docs/memtrack.1.scd Makefile | $(OUT)/.deps
+	$(call msg,SCDOC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)sed 's/@VERSION@/$(VERSION)/g' $< > $@.scd
+	$(Q)$(if $(MAN_EPOCH),SOURCE_DATE_EPOCH=$(MAN_EPOCH)) scdoc < $@.scd > $@.roff
+	$(Q)sed '/^\.TH /a .nh' $@.roff > $@ && rm -f $@.scd $@.roff
+
+man: $(MAN_PAGE)
+
+# Any warning of man (groff) about the page fails, e.g. a bad request or a
+# line that cannot be broken at 80 columns.
+man-check: $(MAN_PAGE)
+	$(call msg,MANCHECK,$<)
+	$(Q)warn=$$(MANWIDTH=80 man --warnings -l $< 2>&1 >/dev/null); \
+		if [ -n "$$warn" ]; then printf '%s\n' "$$warn" >&2; exit 1; fi
+check: man-check
+# the integration tests read the built page (tests/integration/test_help.py)
+test integration-test: $(MAN_PAGE)
+
+# Bash completion (scripts/bash-completion/memtrack): it has no #! line, so
+# shellcheck's file list (SH_FILES) misses it.
+.PHONY: shellcheck-completion
+shellcheck: shellcheck-completion
+shellcheck-completion:
+	$(call msg,SHCHECK,scripts/bash-completion/memtrack)
+	$(Q)shellcheck -s bash scripts/bash-completion/memtrack
+
+# Every file `make install` puts under $(DESTDIR)$(PREFIX), as MODE:SOURCE:DEST
+# (DEST relative to the prefix): uninstall removes exactly these.  LIBDIR:
+# where libmemtrack-ctl and its .pc go (the deb: lib/<multiarch triplet>);
+# libmemtrack-fast.so stays in lib/memtrack, where memtrack looks for it.
+LIBDIR ?= lib
+DOC_FILES := README.md docs/FORMAT.md docs/METRICS.md docs/CONTROL.md docs/DESIGN.md
+INSTALL_FILES = 0755:$(OUT)/memtrack:bin/memtrack \
+	0644:$(OUT)/libmemtrack-fast.so:lib/memtrack/libmemtrack-fast.so \
+	0644:include/memtrack-ctl.h:include/memtrack-ctl.h \
+	0644:$(OUT)/libmemtrack-ctl.a:$(LIBDIR)/libmemtrack-ctl.a \
+	0644:$(OUT)/memtrack-ctl.pc:$(LIBDIR)/pkgconfig/memtrack-ctl.pc \
+	0644:$(MAN_PAGE):share/man/man1/memtrack.1 \
+	0644:scripts/bash-completion/memtrack:share/bash-completion/completions/memtrack \
+	$(foreach f,$(DOC_FILES),0644:$(f):share/doc/memtrack/$(notdir $(f)))
+
+# memtrack-ctl.pc gets the prefix and libdir it is installed under (it was
+# built with the prefix make was first run with).
+install: all $(MAN_PAGE)
+	$(Q)for f in $(INSTALL_FILES); do \
+		mode=$${f%%:*}; rest=$${f#*:}; dst="$(DESTDIR)$(PREFIX)/$${rest#*:}"; \
+		printf '  %-8s %s\n' INSTALL "$$dst"; \
+		install -D -m "$$mode" "$${rest%%:*}" "$$dst" || exit 1; \
+	done
+	$(Q)sed -i -e 's|^prefix=.*|prefix=$(PREFIX)|' -e 's|^libdir=.*|libdir=$${prefix}/$(LIBDIR)|' \
+		"$(DESTDIR)$(PREFIX)/$(LIBDIR)/pkgconfig/memtrack-ctl.pc"
+
+# Removes what install installed (the same PREFIX and DESTDIR), and the two
+# directories only memtrack uses; shared ones (bin, share/man/man1, ...)
+# stay, even when empty.
+uninstall:
+	$(Q)for f in $(INSTALL_FILES); do \
+		dst="$(DESTDIR)$(PREFIX)/$${f##*:}"; \
+		if [ -e "$$dst" ] || [ -L "$$dst" ]; then printf '  %-8s %s\n' RM "$$dst"; fi; \
+		rm -f "$$dst" || exit 1; \
+	done
+	$(Q)for d in lib/memtrack share/doc/memtrack; do \
+		if [ -d "$(DESTDIR)$(PREFIX)/$$d" ]; then rmdir "$(DESTDIR)$(PREFIX)/$$d" || exit 1; fi; \
+	done
+
+# The Debian package, $(OUT)/memtrack_VERSION_ARCH.deb: make install with
+# PREFIX=/usr into $(OUT)/deb/debian/memtrack, shaped and packed by
+# scripts/deb/build.sh (Depends from dpkg-shlibdeps, package dpkg-dev).
+# `apt-get install ./build/memtrack_*.deb` installs it, with what it depends on.
+.PHONY: deb
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB_LIBDIR = lib/$(shell dpkg-architecture -qDEB_HOST_MULTIARCH)
+DEB_MAINTAINER ?= $(shell git log --reverse --format='%an <%ae>' 2>/dev/null | head -n1)
+deb: all $(MAN_PAGE)
+	$(Q)rm -rf $(OUT)/deb $(OUT)/memtrack_*.deb
+	$(Q)$(MAKE) --no-print-directory install PREFIX=/usr LIBDIR=$(DEB_LIBDIR) \
+		DESTDIR=$(abspath $(OUT))/deb/debian/memtrack >/dev/null
+	$(Q)scripts/deb/build.sh $(OUT)/deb "$(VERSION)" "$(DEB_ARCH)" "$(DEB_MAINTAINER)" \
+		"$(DEB_LIBDIR)" $(OUT)/memtrack_$(VERSION)_$(DEB_ARCH).deb
 
 clean:
 	rm -rf $(OUT)

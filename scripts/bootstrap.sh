@@ -4,7 +4,7 @@
 set -e
 PKGS="clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev pkg-config make gcc \
       libmsgpack-dev hyperfine heaptrack valgrind time python3 python3-pytest \
-      clang-format clang-tidy cppcheck shellcheck git \
+      clang-format clang-tidy cppcheck shellcheck git scdoc man-db dpkg-dev tmux \
       g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev chromium \
       rustc cargo librust-jemalloc-sys-dev"
 

@@ -22,6 +22,8 @@ int cmd_diff(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
+int cmd_help(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 /* Prints "memtrack: <fmt>\n" to stderr. */
 void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -7,9 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
+#include "help.h"
 #include "memtrack-ctl.h"
 
-#define CTL_USAGE "usage: memtrack ctl PATH enable|disable|ping|mark NAME"
+#define CTL_USAGE "usage: memtrack ctl PATH enable|disable|ping|mark NAME; see memtrack help ctl"
 
 /* Joins argv[from..] with single spaces into @line; false when too long. */
 static bool join_words(char *line, size_t len, int argc, char **argv, int from)
@@ -44,6 +45,8 @@ int cmd_ctl(int argc, char **argv)
 	char line[512];
 	int err;
 
+	if (argc >= 2 && is_help_arg(argv[1]))
+		return help_show("ctl");
 	if (argc < 3 || argv[1][0] == '-') {
 		die_msg(CTL_USAGE);
 		return 2;

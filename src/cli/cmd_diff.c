@@ -11,10 +11,12 @@
 #include <string.h>
 #include "cli.h"
 #include "diff.h"
+#include "help.h"
 #include "json.h"
 #include "load.h"
 
-#define DIFF_USAGE "usage: memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]..."
+#define DIFF_USAGE \
+	"usage: memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]...; see memtrack help diff"
 
 struct diff_opts {
 	const char *base, *new;
@@ -239,6 +241,10 @@ int cmd_diff(int argc, char **argv)
 	bool regressed;
 	int ret = 2;
 
+	if (help_wanted(argc, argv)) {
+		ret = help_show("diff");
+		goto out;
+	}
 	if (!b || !n) {
 		die_msg("out of memory");
 		ret = 1;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "artifact.h"
 #include "cli.h"
+#include "help.h"
 #include "json.h"
 #include "schema.h"
 
@@ -55,8 +56,10 @@ int cmd_dump(int argc, char **argv)
 	char err[512];
 	int ret = 0;
 
+	if (help_wanted(argc, argv))
+		return help_show("dump");
 	if (argc != 2 || argv[1][0] == '-') {
-		die_msg("usage: memtrack dump FILE");
+		die_msg("usage: memtrack dump FILE; see memtrack help dump");
 		return 2;
 	}
 	r = mt_reader__open(argv[1], err, sizeof(err));

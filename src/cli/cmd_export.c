@@ -13,10 +13,12 @@
 #include "cli.h"
 #include "report_top.h"
 #include "export.h"
+#include "help.h"
 #include "load.h"
 #include "pprof.h"
 
-#define EXPORT_USAGE "usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT"
+#define EXPORT_USAGE \
+	"usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT; see memtrack help export"
 
 struct export_opts {
 	const char *in, *out;
@@ -53,7 +55,7 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 	}
 	if (!o->format || (strcmp(o->format, "perfetto") != 0 && strcmp(o->format, "csv") != 0 &&
 			   strcmp(o->format, "pprof") != 0)) {
-		die_msg("%s '%s'; use --format=perfetto, --format=csv or --format=pprof",
+		die_msg("%s '%s'; use --format=perfetto, --format=csv or --format=pprof; see memtrack help export",
 			o->format ? "unknown format" : "no format", o->format ? o->format : "");
 		return -EINVAL;
 	}
@@ -131,6 +133,8 @@ int cmd_export(int argc, char **argv)
 	struct loaded *l = NULL;
 	int ret = 2;
 
+	if (help_wanted(argc, argv))
+		return help_show("export");
 	if (parse_args(argc, argv, &o))
 		return 2;
 	if (!strcmp(o.format, "pprof"))

@@ -11,10 +11,11 @@
 #include "cli.h"
 #include "report_top.h"
 #include "flamegraph.h"
+#include "help.h"
 #include "load.h"
 
 #define FLAME_USAGE \
-	"usage: memtrack flamegraph FILE -o OUT.svg [--metric peak|allocations|allocated|leaked] [--folded]"
+	"usage: memtrack flamegraph FILE -o OUT.svg [--metric peak|allocations|allocated|leaked] [--folded]; see memtrack help flamegraph"
 
 struct flame_opts {
 	const char *in, *out;
@@ -112,6 +113,8 @@ int cmd_flamegraph(int argc, char **argv)
 	struct stack_table st;
 	int ret = 1;
 
+	if (help_wanted(argc, argv))
+		return help_show("flamegraph");
 	if (parse_args(argc, argv, &o))
 		return 2;
 	stack_table_init(&st);

@@ -12,6 +12,7 @@
 #include "artifact.h"
 #include "cli.h"
 #include "json.h"
+#include "help.h"
 #include "report_top.h"
 #include "schema.h"
 #include "timeline.h"
@@ -327,7 +328,7 @@ static int parse_top(const char *arg, size_t *n)
 
 #define REPORT_USAGE                                                                              \
 	"usage: memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process] " \
-	"[--between MARK_A MARK_B] [--top N]"
+	"[--between MARK_A MARK_B] [--top N]; see memtrack help report"
 
 int cmd_report(int argc, char **argv)
 {
@@ -344,12 +345,14 @@ int cmd_report(int argc, char **argv)
 	char err[512];
 	int ret;
 
+	if (help_wanted(argc, argv))
+		return help_show("report");
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
 			json = true;
 		else if (!strcmp(argv[i], "--between")) {
 			if (i + 2 >= argc) {
-				die_msg("--between needs two mark names; usage: memtrack report FILE --between MARK_A MARK_B");
+				die_msg("--between needs two mark names; usage: memtrack report FILE --between MARK_A MARK_B; see memtrack help report");
 				return 2;
 			}
 			from = argv[++i];

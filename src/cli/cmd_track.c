@@ -37,6 +37,7 @@
 #include "control.h"
 #include "fast_drain.h"
 #include "fast_ring.h"
+#include "help.h"
 #include "loader.h"
 #include "memtrack.skel.h"
 #include "pipeline.h"
@@ -137,32 +138,6 @@ static const struct option track_options[] = {
 	{ 0 },
 };
 
-static void track_usage(FILE *out)
-{
-	fprintf(out,
-		"usage: memtrack track [options] -- CMD [ARGS...]\n"
-		"       memtrack track [options] \"SHELL COMMAND\"   (run through /bin/sh -c)\n"
-		"  -o, --output FILE     artifact to write (default memtrack.<cmd>.<pid>.mtrk)\n"
-		"      --no-allocators   do not attach the heap probes (cheaper)\n"
-		"      --physical        also record the tree's physical memory, shared pages once\n"
-		"      --allow-drops     exit with the command's status even if events were lost\n"
-		"      --ring-size SIZE  BPF ring buffer size, power of two (default 2M)\n"
-		"      --batch-size SIZE bytes of records per artifact frame (default 256K)\n"
-		"      --flush-ms MS     write a partial frame after MS milliseconds (default 500)\n"
-		"      --wakeup-bytes N  wake the reader at N unread bytes (default ring/16)\n"
-		"      --control PATH    control socket (enable, disable, ping, mark NAME; see\n"
-		"                        memtrack ctl); the command finds PATH in $MEMTRACK_CONTROL\n"
-		"      --start-disabled  heap recording off until `enable` (needs --control)\n"
-		"      --stacks          record the call stack of every allocation and mmap\n"
-		"      --unwind-rows N   --stacks: unwind table rows in the kernel (default 1M, 16 bytes each)\n"
-		"      --fast            record heap calls inside the processes (a preloaded\n"
-		"                        library) where possible, uprobes elsewhere; the\n"
-		"                        default, except with --stacks\n"
-		"      --no-fast         record every heap call with uprobes\n"
-		"  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
-		"  -q, --quiet           no summary line\n");
-}
-
 static bool is_pow2(uint64_t v)
 {
 	return v && !(v & (v - 1));
@@ -189,7 +164,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case 'o': o->output = optarg; break;
 		case 'v': o->verbose = true; break;
 		case 'q': o->quiet = true; break;
-		case 'h': track_usage(stdout); exit(0);
+		case 'h': exit(help_show("track"));
 		case OPT_NO_ALLOC: o->allocators = false; break;
 		case OPT_PHYSICAL: o->physical = true; break;
 		case OPT_ALLOW_DROPS: o->allow_drops = true; break;
@@ -247,16 +222,16 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			break;
 		default:
 			if (optopt)
-				die_msg("unknown or incomplete option '-%c'; see memtrack track --help",
+				die_msg("unknown or incomplete option '-%c'; see memtrack help track",
 					optopt);
 			else
-				die_msg("unknown option '%s'; see memtrack track --help",
+				die_msg("unknown option '%s'; see memtrack help track",
 					argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind >= argc) {
-		die_msg("no command given; usage: memtrack track [-o FILE] -- CMD [ARGS...]");
+		die_msg("no command given; usage: memtrack track [-o FILE] -- CMD [ARGS...]; see memtrack help track");
 		return 2;
 	}
 	if (o->stacks && !o->allocators) {

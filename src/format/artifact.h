@@ -164,11 +164,23 @@ struct mt_reader *mt_reader__open(const char *path, char *err, size_t errlen);
  * Reads the next record into @ev.  Returns 1 for a record, 0 at the clean end
  * (trailer read), -ENODATA when the file ends before its trailer (truncated:
  * everything before the last complete frame was returned), -EBADMSG for a
- * corrupt frame or record, or another -errno for I/O errors.  After a
+ * corrupt frame or record, -EAGAIN when following (mt_reader__follow) and
+ * the next frame is not all written yet, or another -errno for I/O errors.  After a
  * negative return mt_reader__error() says what and at which file offset.
  * Memory use does not depend on the file's length.
  */
 MT_MUST_CHECK int mt_reader__next(struct mt_reader *r, struct mt_event *ev);
+
+/*
+ * Follows a file another process is still writing (`memtrack top`): from
+ * now on, where the file ends before its trailer, mt_reader__next() returns
+ * -EAGAIN instead of -ENODATA, and that is not sticky: the next call reads
+ * on from the start of the unfinished frame.  A frame is checked only once
+ * it is whole, so a partly written one is never taken for a corrupt one.
+ * Returns 0, or -ESPIPE when the file is not a regular file (it cannot be
+ * read again), or another -errno.
+ */
+MT_MUST_CHECK int mt_reader__follow(struct mt_reader *r);
 
 const struct mt_header *mt_reader__header(const struct mt_reader *r);
 

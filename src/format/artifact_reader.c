@@ -7,7 +7,9 @@
  * file is only ever read forward (no seeks), so memory is bounded by the
  * largest frame whatever the file's size.  Only regular files are read: a
  * FIFO or device named as an artifact would block the reader or feed it
- * without end.
+ * without end.  Following a file that is still being written
+ * (mt_reader__follow) is the one exception to reading forward: an
+ * unfinished frame is read again from its start once more of it is there.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -31,6 +33,7 @@ struct mt_reader {
 	struct mt_header hdr;
 	struct mt_trailer trailer;
 	bool have_trailer;
+	bool follow; /* mt_reader__follow(): an unfinished frame is awaited, not an error */
 	ZSTD_DCtx *dctx;
 
 	uint8_t *zbuf; /* payload as stored */
@@ -347,8 +350,25 @@ static int read_trailer(struct mt_reader *r, uint64_t frame_off, size_t len)
 }
 
 /*
+ * The file ends inside (or right before) the frame at @start.  Following a
+ * file being written, that frame is not written yet: go back to its start
+ * and say -EAGAIN, so the next call reads it again.  Otherwise the file is
+ * truncated.
+ */
+static int frame_unfinished(struct mt_reader *r, uint64_t start, const char *where)
+{
+	if (!r->follow)
+		return truncated(r, where);
+	if (lseek(r->fd, (off_t)start, SEEK_SET) < 0)
+		return io_error(r, -errno);
+	r->off = start;
+	return -EAGAIN;
+}
+
+/*
  * Reads the next frame.  Returns 1 when an event frame is ready to decode,
- * 2 for a frame to skip, 0 after the trailer, or a negative error.
+ * 2 for a frame to skip, 0 after the trailer, -EAGAIN when following and
+ * the next frame is not complete yet, or a negative error.
  */
 static int read_frame(struct mt_reader *r)
 {
@@ -363,9 +383,9 @@ static int read_frame(struct mt_reader *r)
 	if (n < 0)
 		return io_error(r, (int)n);
 	if (n == 0)
-		return truncated(r, "no trailer");
+		return frame_unfinished(r, start, "no trailer");
 	if (n < MT_FRAME_HDR_LEN)
-		return truncated(r, "inside a frame header");
+		return frame_unfinished(r, start, "inside a frame header");
 	if (memcmp(hb, MT_FRAME_MAGIC, 4) != 0)
 		return corrupt(r, start, "bad frame magic");
 	if (!mt_crc32_ok(mt_get_le32(hb + MT_FRAME_OFF_HDR_CRC), hb, MT_FRAME_OFF_HDR_CRC))
@@ -382,7 +402,7 @@ static int read_frame(struct mt_reader *r)
 	if (n < 0)
 		return io_error(r, (int)n);
 	if ((size_t)n < fh.comp_len)
-		return truncated(r, "inside a frame payload");
+		return frame_unfinished(r, start, "inside a frame payload");
 	if (!mt_crc32_ok(fh.payload_crc, r->zbuf, fh.comp_len))
 		return corrupt(r, start, "payload checksum mismatch");
 
@@ -578,11 +598,25 @@ int mt_reader__next(struct mt_reader *r, struct mt_event *ev)
 			r->state = 1;
 			return 0;
 		}
+		if (rc == -EAGAIN)
+			return rc; /* not sticky: the frame may be complete next time */
 		if (rc < 0) {
 			r->state = rc;
 			return rc;
 		}
 	}
+}
+
+int mt_reader__follow(struct mt_reader *r)
+{
+	struct stat st;
+
+	if (fstat(r->fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ESPIPE;
+	r->follow = true;
+	return 0;
 }
 
 const struct mt_header *mt_reader__header(const struct mt_reader *r)

@@ -145,7 +145,8 @@ def test_report_between_missing_mark(tmp):
     check_true("has no mark 'setup' after mark 'teardown'" in p.stderr, "message: " + p.stderr)
     p = run([MEMTRACK, "report", t.artifact.path, "--between", "setup"])
     check_eq((p.rc, p.stderr.strip()), (2, "memtrack: --between needs two mark names; usage: "
-             "memtrack report FILE --between MARK_A MARK_B"), "one name only")
+             "memtrack report FILE --between MARK_A MARK_B; see memtrack help report"),
+             "one name only")
 
 
 def test_start_disabled_needs_control(tmp):
@@ -294,7 +295,8 @@ def test_ctl_command_line(tmp):
         check_eq((r.rc, r.stderr), (0, ""), "ctl disable")
         r = run([MEMTRACK, "ctl", sock, "frobnicate"])
         check_eq((r.rc, r.stderr.strip()), (2, "memtrack: unknown or incomplete command 'frobnicate'; "
-                 "usage: memtrack ctl PATH enable|disable|ping|mark NAME"), "ctl bad command")
+                 "usage: memtrack ctl PATH enable|disable|ping|mark NAME; see memtrack help ctl"),
+                 "ctl bad command")
         r = run([MEMTRACK, "ctl", sock, "mark"])
         check_eq(r.rc, 2, "ctl mark without a name")
     except BaseException:

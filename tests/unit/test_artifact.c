@@ -574,6 +574,76 @@ static void test_truncation(void)
 	unlink(path);
 }
 
+/*
+ * Following a file as it is written (memtrack top): the file grows one byte
+ * at a time under one reader; at every length the reader has returned
+ * exactly the records of the complete frames, in order, then -EAGAIN (not
+ * sticky, no error message); once the trailer is there, 0.  A pipe cannot
+ * be followed.
+ */
+static void test_follow(void)
+{
+	struct trec r[16];
+	uint64_t ends[4];
+	size_t per_frame[3], len, got = 0;
+	char path[64], grow[64], pipe_path[64], err[256];
+	struct mt_reader *rd = NULL;
+	struct mt_event ev;
+	int fd, pipefd[2], rc = -EAGAIN;
+	uint8_t *file;
+
+	small_file(path, r, ends, per_frame);
+	file = slurp(path, &len);
+	fd = tmp_file(grow);
+	for (size_t l = 1; l <= len; l++) {
+		size_t want = 0;
+
+		CHECK_EQ(write(fd, file + l - 1, 1), 1);
+		if (!rd) {
+			rd = mt_reader__open(grow, err, sizeof(err));
+			CHECK_EQ(rd == NULL, l < ends[0]);
+			if (rd)
+				CHECK_EQ(mt_reader__follow(rd), 0);
+			continue;
+		}
+		while ((rc = mt_reader__next(rd, &ev)) == 1) {
+			CHECK(got < 9);
+			if (got < 9)
+				check_event(&ev, &r[got]);
+			got++;
+		}
+		for (int f = 0; f < 3; f++)
+			if (ends[f + 1] <= l)
+				want += per_frame[f];
+		CHECK_EQ(got, want);
+		CHECK_EQ(rc, l == len ? 0 : -EAGAIN);
+		if (rc == -EAGAIN)
+			CHECK_STR(mt_reader__error(rd), "");
+		if (harness_failed_checks) {
+			fprintf(stderr, "  at length %zu\n", l);
+			break;
+		}
+	}
+	CHECK_EQ(rc, 0);
+	CHECK(rd && mt_reader__trailer(rd) != NULL);
+	mt_reader__free(rd);
+	close(fd);
+
+	CHECK_EQ(pipe(pipefd), 0);
+	CHECK_EQ(write(pipefd[1], file, ends[0]), (ssize_t)ends[0]);
+	snprintf(pipe_path, sizeof(pipe_path), "/proc/self/fd/%d", pipefd[0]);
+	rd = mt_reader__open(pipe_path, err, sizeof(err));
+	CHECK(rd != NULL);
+	if (rd)
+		CHECK_EQ(mt_reader__follow(rd), -ESPIPE);
+	mt_reader__free(rd);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	free(file);
+	unlink(grow);
+	unlink(path);
+}
+
 /* A flipped payload bit: the records before it, then -EBADMSG with the offset. */
 static void test_bitflip_payload(void)
 {
@@ -1338,6 +1408,7 @@ int main(void)
 	RUN(test_multiple_frames);
 	RUN(test_empty);
 	RUN(test_truncation);
+	RUN(test_follow);
 	RUN(test_bitflip_payload);
 	RUN(test_bitflip_everywhere);
 	RUN(test_newer_version);

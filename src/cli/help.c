@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/*
+ * help.c - one entry per command: its one-line summary (for the list of
+ * commands) and its help (usage lines first, then what it does and its
+ * options), each line at most 80 columns.  docs/memtrack.1.scd says the
+ * same at length; tests/integration check that every option named here is
+ * in the man page (test_help.py) and in the bash completion
+ * (test_completion.py).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+#include "help.h"
+
+struct cmd_help {
+	const char *name;    /* the command, argv[1] */
+	const char *summary; /* one line, no period */
+	const char *text;    /* "usage: memtrack NAME ...\n" lines, then the rest */
+};
+
+static const struct cmd_help commands[] = {
+	{ "track", "run a command and record the memory of its process tree",
+	  "usage: memtrack track [options] -- CMD [ARGS...]\n"
+	  "       memtrack track [options] \"SHELL COMMAND\"   (run through /bin/sh -c)\n"
+	  "Runs CMD and records, with eBPF, its whole process tree: heap calls, the\n"
+	  "mmap family, fork/exec/exit and RSS, into an artifact (.mtrk) that report,\n"
+	  "dump, top and the other commands read.  Exits with CMD's status.\n"
+	  "  -o, --output FILE     artifact to write (default memtrack.<cmd>.<pid>.mtrk)\n"
+	  "      --no-allocators   do not attach the heap probes (cheaper)\n"
+	  "      --physical        also record the tree's physical memory (shared pages\n"
+	  "                        counted once)\n"
+	  "      --allow-drops     exit with the command's status even if events were lost\n"
+	  "      --ring-size SIZE  BPF ring buffer size, power of two (default 2M)\n"
+	  "      --batch-size SIZE bytes of records per artifact frame (default 256K)\n"
+	  "      --flush-ms MS     write a partial frame after MS ms (default 500)\n"
+	  "      --wakeup-bytes N  wake the reader at N unread bytes (default ring/16)\n"
+	  "      --control PATH    control socket (enable, disable, ping, mark NAME; see\n"
+	  "                        memtrack ctl); the command finds PATH in\n"
+	  "                        $MEMTRACK_CONTROL\n"
+	  "      --start-disabled  heap recording off until `enable` (needs --control)\n"
+	  "      --stacks          record the call stack of every allocation and mmap\n"
+	  "      --unwind-rows N   --stacks: unwind table rows in the kernel (default 1M)\n"
+	  "      --fast            record heap calls inside the processes (a preloaded\n"
+	  "                        library) where possible, uprobes elsewhere; the\n"
+	  "                        default, except with --stacks\n"
+	  "      --no-fast         record every heap call with uprobes\n"
+	  "  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
+	  "  -q, --quiet           no summary line\n"
+	  "  -h, --help            this help\n" },
+	{ "top", "follow an artifact while track writes it: heap, RSS, processes",
+	  "usage: memtrack top [--interval SECONDS] FILE\n"
+	  "Follows the artifact FILE while memtrack track writes it and redraws a view\n"
+	  "of the run every interval: elapsed time, events/s; heap and RSS of the tree\n"
+	  "and of the busiest processes; with track --stacks, the call sites holding\n"
+	  "the most heap.  It ends when the artifact is complete, or on q or Ctrl-C.\n"
+	  "When stdout is not a terminal it prints one line per interval instead\n"
+	  "(key=value, exact byte counts).  The file is at most track's --flush-ms\n"
+	  "(default 500 ms) behind; drops are known at the end.\n"
+	  "      --interval SECONDS  time between two views (default 1)\n"
+	  "  -h, --help            this help\n" },
+	{ "dump", "print every recorded event as one JSON object per line",
+	  "usage: memtrack dump FILE\n"
+	  "Prints the records of the artifact FILE in file order, one JSON object per\n"
+	  "line: type, ts (ns, CLOCK_MONOTONIC), pid, tid and the fields of the type.\n"
+	  "A damaged or truncated file prints what precedes the damage, then says so.\n"
+	  "  -h, --help            this help\n" },
+	{ "report", "summarize a run: heap, leaks, peak RSS, processes, call sites",
+	  "usage: memtrack report FILE [--json] [--top N]\n"
+	  "       memtrack report FILE --between MARK_A MARK_B [--json]\n"
+	  "       memtrack report FILE --html OUT.html [--svg OUT.svg] [--per-process]\n"
+	  "Summarizes the run recorded in FILE: allocations, peak heap, leaks, peak RSS\n"
+	  "(and physical memory), events, drops and every process.\n"
+	  "      --json            the summary as one JSON object\n"
+	  "      --top N           with track --stacks: the N call sites with the most\n"
+	  "                        peak heap, allocations, allocated and leaked bytes\n"
+	  "      --between A B     only the section between the marks A and B\n"
+	  "      --html OUT.html   also write a memory timeline page (no network needed)\n"
+	  "      --svg OUT.svg     also write the timeline as a standalone SVG\n"
+	  "      --per-process     timeline: one RSS and one heap line per process\n"
+	  "  -h, --help            this help\n" },
+	{ "diff", "compare two runs metric by metric; gate CI on growth",
+	  "usage: memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]...\n"
+	  "Compares two runs metric by metric, for the tree and for each process\n"
+	  "(paired by command: the k-th cc of BASE with the k-th cc of NEW).\n"
+	  "      --json            the comparison as one JSON object\n"
+	  "      --fail-above PCT  exit 1 when a chosen tree metric grew by more than\n"
+	  "                        PCT percent of its BASE value (exactly PCT passes)\n"
+	  "      --metric NAME     gate on NAME only (repeatable; default all):\n"
+	  "                        peak_heap_bytes, total_allocated_bytes, alloc_count,\n"
+	  "                        leaked_bytes, peak_rss_bytes, peak_physical_bytes\n"
+	  "  -h, --help            this help\n"
+	  "Exit status: 0, 1 on a regression or an unreadable file, 2 on usage errors.\n" },
+	{ "export", "write a run for Perfetto, a spreadsheet or pprof",
+	  "usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT\n"
+	  "Writes the run recorded in FILE in another tool's format.\n"
+	  "      --format=perfetto Trace Event Format JSON (ui.perfetto.dev,\n"
+	  "                        chrome://tracing): heap and RSS counters per process\n"
+	  "      --format=csv      one row per heap, RSS, physical, fork, exec and exit\n"
+	  "                        record, for spreadsheets and pandas\n"
+	  "      --format=pprof    the call sites (track --stacks) as a gzipped\n"
+	  "                        profile.proto for pprof and speedscope\n"
+	  "  -o, --output OUT      the file to write (perfetto and csv: - is stdout)\n"
+	  "  -h, --help            this help\n" },
+	{ "flamegraph", "draw the call sites of a run as an SVG flame graph",
+	  "usage: memtrack flamegraph FILE -o OUT.svg [--metric METRIC]\n"
+	  "       memtrack flamegraph FILE --folded [-o OUT] [--metric METRIC]\n"
+	  "Draws the call sites of a run recorded with track --stacks as an\n"
+	  "interactive SVG flame graph (click to zoom, Ctrl-F to search).\n"
+	  "  -o, --output OUT      the file to write (-: stdout)\n"
+	  "      --metric METRIC   peak (the default: bytes live at the tree's heap\n"
+	  "                        peak), allocations, allocated or leaked\n"
+	  "      --folded          folded stacks (\"main;f;g 1234\") for other tools,\n"
+	  "                        on stdout without -o\n"
+	  "  -h, --help            this help\n" },
+	{ "ctl", "send enable, disable, ping or mark to a running track --control",
+	  "usage: memtrack ctl PATH enable|disable|ping|mark NAME\n"
+	  "Sends one command to the control socket PATH of a running\n"
+	  "`memtrack track --control PATH` and returns once it is in effect.\n"
+	  "  enable                heap recording on\n"
+	  "  disable               heap recording off (processes, mappings and RSS\n"
+	  "                        are still recorded)\n"
+	  "  ping                  check that the session answers\n"
+	  "  mark NAME             a named mark in the recording (report --between)\n"
+	  "  -h, --help            this help\n"
+	  "Silent on success; exit 1 with a message when the session does not answer.\n" },
+	{ "help", "show the help of a command, or this list",
+	  "usage: memtrack help [COMMAND]\n"
+	  "Shows the usage and options of COMMAND (the same as memtrack COMMAND\n"
+	  "--help), or the list of commands.\n" },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+bool is_help_arg(const char *arg)
+{
+	return !strcmp(arg, "--help") || !strcmp(arg, "-h");
+}
+
+bool help_wanted(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (is_help_arg(argv[i]))
+			return true;
+	return false;
+}
+
+static const struct cmd_help *help_find(const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+bool help_has(const char *name)
+{
+	return help_find(name) != NULL;
+}
+
+/* The list of commands, for `memtrack help` and `memtrack --help`. */
+static void print_overview(FILE *out)
+{
+	fputs("usage: memtrack COMMAND [ARGS...]\n"
+	      "Records the memory behaviour of a process tree with eBPF (track), and reads\n"
+	      "the recording, an artifact (.mtrk), in several ways.\n"
+	      "\n"
+	      "commands:\n",
+	      out);
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
+	fputs("\n"
+	      "memtrack help COMMAND (or memtrack COMMAND --help) shows its options;\n"
+	      "man memtrack is the manual; memtrack --version prints the version.\n",
+	      out);
+}
+
+int help_print(FILE *out, const char *name)
+{
+	const struct cmd_help *h = name ? help_find(name) : NULL;
+
+	if (!name) {
+		print_overview(out);
+		return 0;
+	}
+	if (!h)
+		return -ENOENT;
+	fputs(h->text, out);
+	return 0;
+}
+
+/* "track, dump, ... or help" into @buf, for the message about an unknown name. */
+static const char *command_list(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < NCOMMANDS && used < len; i++) {
+		const char *sep = i + 1 == NCOMMANDS ? " or " : ", ";
+
+		used += snprintf(buf + used, len - used, "%s%s", i ? sep : "", commands[i].name);
+	}
+	return buf;
+}
+
+int help_show(const char *name)
+{
+	char list[256];
+
+	if (name && !help_has(name)) {
+		die_msg("no command '%s'; the commands are %s (see memtrack help)", name,
+			command_list(list, sizeof(list)));
+		return 2;
+	}
+	help_print(stdout, name);
+	return close_stdout("help");
+}
+
+/* `memtrack help [COMMAND]`. */
+int cmd_help(int argc, char **argv)
+{
+	if (argc > 2) {
+		die_msg("help takes one command, not %d words; usage: memtrack help [COMMAND]",
+			argc - 1);
+		return 2;
+	}
+	if (argc == 2 && is_help_arg(argv[1]))
+		return help_show("help");
+	return help_show(argc == 2 ? argv[1] : NULL);
+}

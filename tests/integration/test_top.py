@@ -1,0 +1,206 @@
+# SPDX-License-Identifier: MIT
+"""Issue 24: `memtrack top FILE` follows an artifact while `memtrack track`
+writes it.  The command tracked here is a shell that starts a `sleep 0.1`
+until a file STOP exists: a steady stream of fork/exec/exit, heap and RSS
+records, ended by the test.  The plain mode (stdout not a terminal) prints
+one key=value line per interval, its last one the run's final numbers,
+which must be report's exactly; the terminal view is driven in tmux
+(send-keys, capture-pane)."""
+import re
+import shutil
+import subprocess
+import time
+
+from mtlib import MEMTRACK, Artifact, check_eq, check_true, kill_group, require, run
+
+LOOP = "while [ ! -e STOP ]; do sleep 0.1; done"
+
+
+class LiveTrack:
+    """memtrack track of LOOP in @tmp, running until stop()."""
+
+    def __init__(self, tmp, opts=()):
+        self.tmp, self.out = tmp, tmp / "run.mtrk"
+        self.p = subprocess.Popen([MEMTRACK, "track", "-q", "--flush-ms", "100", "-o",
+                                   str(self.out)] + list(opts) + ["--", "sh", "-c", LOOP],
+                                  cwd=str(tmp), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def kill(self):
+        """For a test that failed before stop(): ends the session for good."""
+        if self.p.poll() is None:
+            kill_group(self.p)
+            self.p.wait()
+
+    def stop(self):
+        (self.tmp / "STOP").write_text("")
+        try:
+            _, err = self.p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill_group(self.p)
+            raise
+        require(self.p.returncode == 0, "track exited %s: %s" % (self.p.returncode, err))
+        return Artifact(self.out)
+
+
+def logfmt(line):
+    return dict(kv.split("=", 1) for kv in line.split())
+
+
+def final_numbers(art):
+    r = art.report
+    return {"events": str(r["events"]), "dropped": str(r["dropped_events"]),
+            "peak_heap_bytes": str(r["peak_heap_bytes"]),
+            "peak_rss_bytes": str(r["peak_rss_bytes"]), "leaked_bytes": str(r["leaked_bytes"]),
+            "processes": str(len(r["processes"])), "running": "0", "complete": "1"}
+
+
+def test_plain_mode_follows_to_the_end(tmp):
+    """top started before the file exists waits for it, prints a line per
+    interval while track runs (time and events grow), and ends by itself
+    after the trailer with report's numbers."""
+    top = subprocess.Popen([MEMTRACK, "top", "--interval", "0.25", str(tmp / "run.mtrk")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    live = None
+    try:
+        time.sleep(0.5)
+        live = LiveTrack(tmp)
+        time.sleep(2.5)
+        art = live.stop()
+        out, err = top.communicate(timeout=30)
+    finally:
+        kill_group(top)
+        if live:
+            live.kill()
+    check_eq((top.returncode, err), (0, ""), "top's exit status and stderr")
+    lines = [logfmt(line) for line in out.splitlines()]
+    require(len(lines) >= 5, "top printed a line per interval: %r" % out)
+    during, last = lines[:-1], lines[-1]
+    check_eq([x.get("complete") for x in during], [None] * len(during),
+             "no line before the last says complete")
+    elapsed = [float(x["elapsed_s"]) for x in during]
+    check_eq(elapsed, sorted(set(elapsed)), "elapsed_s strictly grows: %r" % elapsed)
+    events = [int(x["events"]) for x in during]
+    check_true(events == sorted(events) and events[-1] > events[0],
+               "events grow while the command runs: %r" % events)
+    pids = {str(q["pid"]) for q in art.report["processes"]}
+    check_eq({x["busiest_pid"] for x in during if "busiest_pid" in x} - pids, set(),
+             "busiest_pid: processes of the run")
+    procs = [int(x["processes"]) for x in during]
+    check_true(procs == sorted(procs) and procs[-1] > procs[0],
+               "the shell's sleeps add processes: %r" % procs)
+    want = final_numbers(art)
+    check_eq({k: last.get(k) for k in want}, want, "the last line: report's numbers")
+    check_eq(float(last["elapsed_s"]), round(art.report["duration_ns"] / 1e9, 3),
+             "the last line's elapsed_s: the run's duration")
+
+
+def test_refusals(tmp):
+    junk = tmp / "junk"
+    junk.write_text("not an artifact\n")
+    p = run([MEMTRACK, "top", str(junk)])
+    check_eq((p.rc, p.stdout, p.stderr.count("\n")), (1, "", 1), "top of a non-artifact: %r"
+             % p.stderr)
+    check_true(p.stderr.startswith("memtrack: cannot read '%s'" % junk), "its message: %r"
+               % p.stderr)
+    for argv in (["--interval", "0", str(junk)], ["--interval", "x", str(junk)]):
+        p = run([MEMTRACK, "top"] + argv)
+        check_eq((p.rc, p.stderr.startswith("memtrack: --interval takes seconds")), (2, True),
+                 "top %s: %r" % (" ".join(argv), p.stderr))
+
+
+# --- the terminal view, in tmux ---------------------------------------------
+
+class Tmux:
+    """A detached tmux session of its own, 100x30, running @shell_cmd."""
+
+    def __init__(self, name, shell_cmd):
+        require(shutil.which("tmux") is not None, "tmux is not installed (make deps)")
+        self.name = name
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30",
+                        shell_cmd], check=True)
+
+    def screen(self):
+        return subprocess.run(["tmux", "capture-pane", "-t", self.name, "-p"],
+                              capture_output=True, text=True).stdout
+
+    def wait_for(self, pattern, timeout=20):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            s = self.screen()
+            m = re.search(pattern, s, re.M)
+            if m:
+                return m
+            time.sleep(0.1)
+        require(False, "the screen never showed %r:\n%s" % (pattern, self.screen()))
+
+    def keys(self, *keys):
+        subprocess.run(["tmux", "send-keys", "-t", self.name] + list(keys), check=True)
+
+    def close(self):
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def top_in_tmux(tmp, name):
+    """tmux running top on tmp/run.mtrk, then its exit status and the
+    terminal's mode (icanon or -icanon) once it ended."""
+    return Tmux(name, "cd '%s' && '%s' top --interval 0.3 run.mtrk; echo \"rc=$?\"; "
+                "stty -a | grep -o -- '-*icanon\\b'; sleep 60" % (tmp, MEMTRACK))
+
+
+def test_view_redraws_then_quits_on_q_and_ctrl_c(tmp):
+    live = LiveTrack(tmp, ["--stacks"])
+    try:
+        for key, name in (("q", "mt-top-q"), ("C-c", "mt-top-c")):
+            t = top_in_tmux(tmp, name)
+            try:
+                t.wait_for(r"^memtrack top  run\.mtrk  sh -c while")
+                first = t.wait_for(r"^elapsed ([\d.]+) s   events (\d+)")
+                time.sleep(1.0)
+                second = t.wait_for(r"^elapsed ([\d.]+) s   events (\d+)")
+                check_true(float(second.group(1)) > float(first.group(1)),
+                           "%s: the view was redrawn (elapsed %s, then %s)"
+                           % (key, first.group(1), second.group(1)))
+                s = t.screen()
+                for want in (r"^heap   [\d.]+ \S*B live, peak", r"^RSS    [\d.]+ \S*B \(anon",
+                             r"^processes \d+, [12] running", r"^ +PID  COMMAND +HEAP",
+                             r"^ +\d+  sh ", r"^call sites holding the most heap:",
+                             r"^recording   q quits"):
+                    check_true(re.search(want, s, re.M) is not None,
+                               "%s: the view shows %r:\n%s" % (key, want, s))
+                t.keys(key)
+                t.wait_for(r"^rc=0$")
+                check_true(re.search(r"^icanon$", t.screen(), re.M) is not None,
+                           "%s: the terminal's mode restored:\n%s" % (key, t.screen()))
+                check_eq(live.p.poll(), None, "%s: track still running after top quit" % key)
+            finally:
+                t.close()
+    except BaseException:
+        live.kill()
+        raise
+    art = live.stop()
+    check_eq(art.report["exit_code"], 0, "the command's exit code")
+
+
+def test_view_ends_when_the_artifact_is_complete(tmp):
+    live = LiveTrack(tmp)
+    t = top_in_tmux(tmp, "mt-top-end")
+    try:
+        t.wait_for(r"^recording   q quits")
+        art = live.stop()
+        t.wait_for(r"^rc=0$")
+        s = t.screen()
+        check_true(re.search(r"^complete: the command exited with 0$", s, re.M) is not None,
+                   "the last view says so:\n%s" % s)
+        m = re.search(r"^elapsed [\d.]+ s   events (\d+) \(\d+/s\)   (\d+) dropped$", s, re.M)
+        require(m is not None, "the last view's events line:\n%s" % s)
+        check_eq((int(m.group(1)), int(m.group(2))),
+                 (art.report["events"], art.report["dropped_events"]),
+                 "events and drops of the last view: report's")
+        check_true(re.search(r"^processes %d, 0 running$" % len(art.report["processes"]), s,
+                             re.M) is not None, "the process count: report's\n%s" % s)
+    finally:
+        t.close()
+        live.kill()
