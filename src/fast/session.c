@@ -19,6 +19,7 @@
  * constructor, the atfork child handler).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -249,8 +250,10 @@ static void start_session(void)
 
 	if (!path || !*path || !interpose_owns_malloc())
 		return;
-	memfd = memfd_create("memtrack-fast", MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, MT_FAST_RING_BYTES))
+	memfd = memfd_create("memtrack-fast", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	/* sealed at its size: memtrack maps no ring that could shrink under it */
+	if (memfd < 0 || ftruncate(memfd, MT_FAST_RING_BYTES) ||
+	    fcntl(memfd, F_ADD_SEALS, MT_FAST_SEALS))
 		goto fail;
 	S.ring = mmap(NULL, MT_FAST_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (S.ring == MAP_FAILED) {
