@@ -347,12 +347,24 @@ $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(FUZZ_SYMCACHE_SRCS) -o $@
 
-fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache
-	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache
+# The reading of a tracked program's in-process ring (memory it writes as it
+# likes), the same way: the real fast_reader.c, with a checking pipeline.
+FUZZ_DRAIN_SRCS := tests/fuzz/fuzz_drain.c src/record/fast_reader.c src/format/schema.c
+$(OUT)/fuzz/fuzz_drain: $(FUZZ_DRAIN_SRCS) $(SRC_HDRS) | $(OUT)/.deps
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(SRC_INCLUDES) \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(FUZZ_DRAIN_SRCS) -o $@
+
+fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_drain
+	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache $(OUT)/fuzz/corpus_drain
 	$(Q)cd $(OUT)/fuzz && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus $(CURDIR)/tests/fuzz/seeds
 	$(Q)cd $(OUT)/fuzz && ./fuzz_symcache -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus_symcache $(CURDIR)/tests/fuzz/seeds_symcache
+	$(Q)cd $(OUT)/fuzz && ./fuzz_drain -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-print_final_stats=1 corpus_drain $(CURDIR)/tests/fuzz/seeds_drain
 
 install: all
 	install -D -m 0755 $(OUT)/memtrack $(DESTDIR)$(PREFIX)/bin/memtrack
