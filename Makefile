@@ -174,10 +174,13 @@ FIXTURE_LIBS_alloc_tcmalloc := -ltcmalloc_minimal
 FIXTURE_LIBS_dlopen_thread := -ldl
 FIXTURE_LIBS_ctl_phases := $(OUT)/libmemtrack-ctl.a
 $(OUT)/fixtures/ctl_phases: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
+# the attacker of test_hostile_ring.py writes the ring with its real layout
+FIXTURE_CFLAGS_hostile_ring := -Isrc -Isrc/fast
+$(OUT)/fixtures/hostile_ring: src/fast/fast_ring.h src/event.h src/bpf_abi.h
 $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h tests/fixtures/shown.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -Iinclude $< -o $@ $(FIXTURE_LIBS_$*) -lpthread
+	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -Iinclude $(FIXTURE_CFLAGS_$*) $< -o $@ $(FIXTURE_LIBS_$*) -lpthread
 
 $(OUT)/fixtures/%: tests/fixtures/%.cc tests/fixtures/marker.h
 	$(call msg,CXX,$@)
