@@ -7,7 +7,6 @@
 #include <sys/mman.h>
 #include "fast_reader.h"
 #include "pipeline.h"
-#include "schema.h"
 
 /*
  * What a process may write in its ring, by record type: only heap calls,
@@ -91,6 +90,13 @@ static const bool interposed[MT_FN_MAX] = {
 #undef X_FN
 };
 
+/* enum mt_fn_kind of each fn (schema.c's mt_fn_kind(), here without a call per record) */
+static const unsigned char fn_kind[MT_FN_MAX] = {
+#define X_KIND(id, name, kind) [MT_FN_##id] = (kind),
+	MT_FN_LIST(X_KIND)
+#undef X_KIND
+};
+
 bool fast_record_valid(const struct mt_rec_hdr *h, const __u64 *f, uint64_t va_end)
 {
 	const struct fast_rule *rule = h->type < MT_TYPE_MAX ? &rules[h->type] : NULL;
@@ -98,7 +104,7 @@ bool fast_record_valid(const struct mt_rec_hdr *h, const __u64 *f, uint64_t va_e
 	if (!rule || !rule->fields_ok || h->nfields != rule->nfields)
 		return false;
 	/* MT_REC_PARKED and every other bit beyond the known functions: refused */
-	if (h->fn >= MT_FN_MAX || !interposed[h->fn] || !(rule->kinds & (1u << mt_fn_kind(h->fn))))
+	if (h->fn >= MT_FN_MAX || !interposed[h->fn] || !(rule->kinds & (1u << fn_kind[h->fn])))
 		return false;
 	return rule->fields_ok(f, va_end);
 }
