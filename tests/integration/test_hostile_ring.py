@@ -194,12 +194,18 @@ def test_unsealed_memfd_refused(tmp):
 
 def test_sealed_memfd(tmp):
     """The library's memfd is sealed: it cannot shrink; a sealed memfd of
-    another size is refused."""
+    another size is refused.  The heap switch's map that comes with a yes
+    is read-only: a process cannot switch recording off for the tree."""
     ring = 4096 + 8192 * 64
     t = track(tmp, [fixture("hostile_ring"), "sealed", str(ring)], opts=FAST)
     out = kv_text(t.stdout)
     check_eq(out.get("answer"), "y", "a sealed memfd of the ring's size")
+    check_eq(out.get("switch_write"), "EACCES", "mapping the heap switch writable")
     check_eq(out.get("shrink"), "EPERM", "shrinking a sealed memfd")
+    pid = pids_of(t.events, "hostile_ring")
+    require_eq(len(pid), 1, "hostile_ring's process")
+    check_eq([(e["type"], e.get("size")) for e in heap(window(t.events, pid[0]))],
+             [("malloc", 4099), ("free", None)] * 3, "the window's heap records")
     t = track(tmp, [fixture("hostile_ring"), "sealed", "4096"], opts=FAST, name="small.mtrk")
     check_eq(kv_text(t.stdout).get("answer"), "n", "a sealed memfd of 4096 bytes")
 
