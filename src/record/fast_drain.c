@@ -186,7 +186,7 @@ void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, u
 {
 	struct bpf_map_info info = { 0 };
 	__u32 len = sizeof(info);
-	LIBBPF_OPTS(bpf_get_fd_by_id_opts, ro, .open_flags = BPF_F_RDONLY);
+	struct bpf_get_fd_by_id_opts ro = { .sz = sizeof(ro), .open_flags = BPF_F_RDONLY };
 
 	/*
 	 * The processes get a read-only fd: one that can write (mmap, or
@@ -491,18 +491,19 @@ static int report_refusals(struct fast_conn *c, struct pipeline *p, uint64_t ts)
 }
 
 /*
- * Feeds @c's ring up to @until; frees @c (*@pc moves on) once it is read
- * to its end, or lied.  *@next as fast_reader_feed's.  Returns the records
- * fed or the pipeline's -errno.
+ * Feeds @c's ring up to @until; frees @c (*@pc moves on, *@freed is set)
+ * once it is read to its end, or lied.  *@next as fast_reader_feed's.
+ * Returns the records fed or the pipeline's -errno.
  */
 static int drain_conn(struct fast_drain *d, struct fast_conn **pc, struct pipeline *p,
-		      uint64_t until, uint64_t *next)
+		      uint64_t until, uint64_t *next, bool *freed)
 {
 	struct fast_conn *c = *pc;
 	uint64_t now;
 	int fed = 0, err;
 
 	*next = UINT64_MAX;
+	*freed = false;
 	if (c->ring)
 		fed = fast_reader_feed(&c->rd, p, until, next);
 	if (fed < 0)
@@ -514,6 +515,7 @@ static int drain_conn(struct fast_drain *d, struct fast_conn **pc, struct pipeli
 	err = report_refusals(c, p, until < now ? until : now);
 	*pc = c->next;
 	conn_free(d, c);
+	*freed = true;
 	return err ? err : fed;
 }
 
@@ -528,16 +530,17 @@ int fast_drain_feed(void *ctx, struct pipeline *p, uint64_t until)
 		return 0; /* nothing that old: the common case, once per ring record */
 	scan = mono_ns();
 	for (pc = &d->conns; *pc;) {
+		bool freed;
+		int fed = drain_conn(d, pc, p, until, &next, &freed);
 		struct fast_conn *c = *pc;
-		int fed = drain_conn(d, pc, p, until, &next);
 
 		if (fed < 0) {
 			abandon(d);
 			return fed;
 		}
 		total += fed;
-		if (*pc != c)
-			continue; /* freed */
+		if (freed)
+			continue; /* *pc is the next one already */
 		/* a ring read to its end gets records stamped from about now on */
 		if (c->ring)
 			low = next == UINT64_MAX ? (scan < low ? scan : low)
