@@ -5,7 +5,8 @@
  * fast_ring.h and fast.bpf.c).
  *
  * At load (and in a fork child, before fork returns) the library makes a
- * ring (memfd), sends it to memtrack over the socket named by
+ * ring (a memfd, sealed at its size: memtrack maps no other), sends it to
+ * memtrack over the socket named by
  * MEMTRACK_FAST_SOCKET, waits for memtrack to accept it (memtrack says yes
  * only for a process of its tree), and then announces with the marker
  * prctl: from that syscall on, this process's outermost heap calls are

@@ -54,7 +54,7 @@ struct fast_drain {
 	int tracked_fd; /* borrowed */
 	fast_admit_fn admit;
 	void *admit_ctx;
-	int switch_fd; /* a read-only fd of the switch's map (owned), -1: none */
+	int switch_fd; /* borrowed, -1: none */
 	uint32_t switch_offset;
 	uint64_t switch_map_bytes;
 	int listen_fd;
@@ -184,19 +184,7 @@ struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx, uid_t uid, gi
 
 void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes)
 {
-	struct bpf_map_info info = { 0 };
-	__u32 len = sizeof(info);
-	struct bpf_get_fd_by_id_opts ro = { .sz = sizeof(ro), .open_flags = BPF_F_RDONLY };
-
-	/*
-	 * The processes get a read-only fd: one that can write (mmap, or
-	 * BPF_MAP_UPDATE_ELEM) would switch recording for the whole tree
-	 */
-	if (d->switch_fd >= 0)
-		close(d->switch_fd);
-	d->switch_fd = -1;
-	if (!bpf_obj_get_info_by_fd(map_fd, &info, &len))
-		d->switch_fd = bpf_map_get_fd_by_id_opts(info.id, &ro);
+	d->switch_fd = map_fd;
 	d->switch_offset = offset;
 	d->switch_map_bytes = map_bytes;
 }
@@ -570,6 +558,7 @@ static void expire_pending(struct fast_drain *d)
 			not_pending(d, c);
 			conn_closing(c);
 			d->st.refused++;
+			d->low = 0; /* fast_drain_feed() frees it, even with no ring open */
 		}
 }
 
@@ -621,8 +610,6 @@ void fast_drain__free(struct fast_drain *d)
 	abandon(d); /* every connection and the listening socket */
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
-	if (d->switch_fd >= 0)
-		close(d->switch_fd);
 	if (d->dir_fd >= 0) {
 		(void)reaper_remove_dir(d->parent_fd, d->dir_fd, d->name, "sock");
 		close(d->dir_fd);

@@ -59,9 +59,7 @@ void fast_drain__set_tracked(struct fast_drain *d, int tracked_fd);
 
 /*
  * The heap-recording switch every library must read: a __u32 at @offset of
- * the mmapable BPF map @map_fd (borrowed) of @map_bytes bytes.  The
- * libraries get a read-only fd of it; should none be made, every library
- * is answered without one, and its process stays on the uprobes.
+ * the mmapable BPF map @map_fd (borrowed) of @map_bytes bytes.
  */
 void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes);
 
