@@ -263,11 +263,19 @@ static void not_pending(struct fast_drain *d, struct fast_conn *c)
 		d->npending--;
 }
 
-static void accept_all(struct fast_drain *d)
+/*
+ * Takes the connections waiting, at most a backlog's worth per call: the
+ * tree's processes could connect as fast as they are accepted, and the
+ * rings must still be read.
+ */
+static void accept_some(struct fast_drain *d)
 {
 	int sock;
 
-	while ((sock = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+	for (unsigned i = 0;
+	     i < FAST_BACKLOG &&
+	     (sock = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;
+	     i++) {
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
 		struct fast_conn *c = NULL;
@@ -581,7 +589,7 @@ int fast_drain_service(void *ctx, struct pipeline *p)
 		struct fast_conn *c = ev[i].data.ptr;
 
 		if (!c) {
-			accept_all(d);
+			accept_some(d);
 		} else if (c->ring) {
 			read_wakeups(c);
 		} else if (!c->closing && !open_ring(d, c)) {
