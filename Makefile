@@ -39,9 +39,9 @@ SRC_DIRS  := format pipeline analyze record cli fast
 SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
 # unit-tested without the skeleton; and as_user.c, which the symbol cache and
-# the readers' output files use)
+# the readers' output files use; and fast_reader.c, the in-process rings' reader)
 PURE_SRCS := src/cli/cli_util.c src/record/mapped_file.c src/record/symbols.c \
-	     src/record/unwind_table.c src/record/as_user.c
+	     src/record/unwind_table.c src/record/as_user.c src/record/fast_reader.c
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c $(PURE_SRCS),$(wildcard src/record/*.c src/cli/*.c))
@@ -177,10 +177,13 @@ FIXTURE_LIBS_dlopen_thread := -ldl
 FIXTURE_LIBS_ctl_phases := $(OUT)/libmemtrack-ctl.a
 FIXTURE_LIBS_ctl_late := $(OUT)/libmemtrack-ctl.a
 $(OUT)/fixtures/ctl_phases $(OUT)/fixtures/ctl_late: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
+# the attacker of test_hostile_ring.py writes the ring with its real layout
+FIXTURE_CFLAGS_hostile_ring := -Isrc -Isrc/fast
+$(OUT)/fixtures/hostile_ring: src/fast/fast_ring.h src/event.h src/bpf_abi.h
 $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h tests/fixtures/shown.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -Iinclude $< -o $@ $(FIXTURE_LIBS_$*) -lpthread
+	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -Iinclude $(FIXTURE_CFLAGS_$*) $< -o $@ $(FIXTURE_LIBS_$*) -lpthread
 
 $(OUT)/fixtures/%: tests/fixtures/%.cc tests/fixtures/marker.h
 	$(call msg,CXX,$@)
@@ -352,9 +355,8 @@ $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 
 # The recorder's readers of the files tracked processes map (symbols.c,
 # unwind_table.c through mapped_file.c: a program chooses what they hold).
-FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/record/mapped_file.c src/format/open_regular.c \
-	src/record/symbols.c \
-	src/record/unwind_table.c
+FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/record/mapped_file.c \
+	src/format/open_regular.c src/record/symbols.c src/record/unwind_table.c
 $(OUT)/fuzz/fuzz_mapped_file: $(FUZZ_MAPPED_FILE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -362,14 +364,27 @@ $(OUT)/fuzz/fuzz_mapped_file: $(FUZZ_MAPPED_FILE_SRCS) $(SRC_HDRS) | $(OUT)/.dep
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(FUZZ_MAPPED_FILE_SRCS) -lelf -ldw -o $@
 
-fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_mapped_file
-	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache $(OUT)/fuzz/corpus_mapped_file
+# The reading of a tracked program's in-process ring (memory it writes as it
+# likes), the same way: the real fast_reader.c, with a checking pipeline.
+FUZZ_DRAIN_SRCS := tests/fuzz/fuzz_drain.c src/record/fast_reader.c src/format/schema.c
+$(OUT)/fuzz/fuzz_drain: $(FUZZ_DRAIN_SRCS) $(SRC_HDRS) | $(OUT)/.deps
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(SRC_INCLUDES) \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(FUZZ_DRAIN_SRCS) -o $@
+
+fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_mapped_file $(OUT)/fuzz/fuzz_drain
+	$(Q)mkdir -p $(OUT)/fuzz/corpus $(OUT)/fuzz/corpus_symcache $(OUT)/fuzz/corpus_mapped_file \
+		$(OUT)/fuzz/corpus_drain
 	$(Q)cd $(OUT)/fuzz && ./fuzz_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus $(CURDIR)/tests/fuzz/seeds
 	$(Q)cd $(OUT)/fuzz && ./fuzz_symcache -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus_symcache $(CURDIR)/tests/fuzz/seeds_symcache
 	$(Q)cd $(OUT)/fuzz && ./fuzz_mapped_file -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-print_final_stats=1 corpus_mapped_file $(CURDIR)/tests/fuzz/seeds_mapped_file
+	$(Q)cd $(OUT)/fuzz && ./fuzz_drain -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-print_final_stats=1 corpus_drain $(CURDIR)/tests/fuzz/seeds_drain
 
 # The symbolizer on ELF files anyone may have written (the binaries an
 # artifact names), the same way; its seeds are compiled from

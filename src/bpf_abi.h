@@ -42,7 +42,8 @@
  * after it the library's.
  */
 #define MT_FAST_PRCTL 0x4d544601u
-#define MT_FAST_VERSION 1u
+/* 2: the ring's memfd is sealed (fast_ring.h) */
+#define MT_FAST_VERSION 2u
 
 /* Per tracked process (key: tgid). */
 struct tracked_proc {

@@ -57,7 +57,8 @@
 	X(MAPPING, 19, "mapping", NULL, 0)     /* one exec mapping */       \
 	X(STACK, 20, "stack", NULL, 0)         /* one deduplicated stack */ \
 	/* the in-process heap path (--fast, src/record/fast_drain.c) */    \
-	X(FAST, 21, "fast", NULL, 0)           /* heap calls in-process */
+	X(FAST, 21, "fast", NULL, 0)           /* heap calls in-process */  \
+	X(REFUSED, 22, "refused", NULL, 0)     /* what its ring lied about */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
@@ -130,6 +131,9 @@
 	F(STACK_ID, "id", UINT)                /* > 0 */                    \
 	F(STACK_TRUNCATED, "truncated", UINT)  /* 1: not unwound to the end */
 #define MT_FIELDS_FAST(F)                      /* from here the library records */
+#define MT_FIELDS_REFUSED(F)                                                \
+	F(REFUSED_RECORDS, "records", UINT)    /* ring records refused */   \
+	F(REFUSED_CUT, "cut", UINT)            /* 1: the ring lied, unread since */
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,

@@ -414,6 +414,11 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		p->fast_heap = false; /* a new image starts on the uprobes */
 		return 0;
 	case MT_FAST: p->fast_heap = true; return 0;
+	case MT_REFUSED:
+		a->bad_procs += !p->bad_records && f[0];
+		p->bad_records += f[0];
+		a->bad_records += f[0];
+		return 0;
 	case MT_EXIT:
 		sweep_proc(a, p);
 		p->exited = true;

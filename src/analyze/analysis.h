@@ -46,7 +46,8 @@ struct proc_summary {
 	bool fast_heap;	   /* its current image records heap calls in-process (--fast) */
 	int64_t exit_code; /* -1 when killed */
 	uint32_t exit_signal;
-	char command[64]; /* basename of the last exec'd path */
+	char command[64];     /* basename of the last exec'd path */
+	uint64_t bad_records; /* records its --fast ring lied with, refused (REFUSED) */
 };
 
 /* A `mark` record (control socket). */
@@ -81,6 +82,8 @@ struct analysis {
 	uint64_t peak_live_bytes;
 	uint64_t peak_live_ts; /* ns, when peak_live_bytes was first reached */
 	uint64_t leaked_count, leaked_bytes;
+	uint64_t bad_records; /* ring records refused, all processes (REFUSED) */
+	unsigned bad_procs;   /* processes with any */
 	uint64_t tree_anon, tree_file, tree_shmem; /* sums over live processes */
 	uint64_t tree_rss_bytes;		   /* sum of live processes' RSS */
 	uint64_t peak_rss_bytes;		   /* peak of that sum */

@@ -111,6 +111,9 @@ static int print_text(struct report *r)
 	if (r->trailer && r->trailer->unprobed)
 		printf("unprobed:     %llu processes ran without allocator probes (their heap calls are missing)\n",
 		       (unsigned long long)r->trailer->unprobed);
+	if (a->bad_records)
+		printf("refused:      %llu forged records of the in-process rings, from %u processes\n",
+		       (unsigned long long)a->bad_records, a->bad_procs);
 	print_control_text(r);
 	if (a->nprocs > 20)
 		printf("processes:    %u (the first 20 listed; report --json lists all)\n",
@@ -166,6 +169,7 @@ static int print_json(struct report *r)
 		       (unsigned long long)r->trailer->dropped[t]);
 	printf("},\"unprobed_processes\":%llu",
 	       r->trailer ? (unsigned long long)r->trailer->unprobed : 0ull);
+	printf(",\"bad_records\":%llu", (unsigned long long)a->bad_records);
 	printf(",\"truncated\":%s", r->truncated ? "true" : "false");
 	if (r->trailer)
 		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code,
@@ -202,7 +206,8 @@ static int print_json(struct report *r)
 		       (unsigned long long)p->allocs, (unsigned long long)p->allocated_bytes,
 		       (unsigned long long)p->peak_heap_bytes, (unsigned long long)p->leaked_bytes);
 		print_opt_u64("peak_rss_bytes", a->has_rss, p->peak_rss_bytes);
-		printf(",\"heap_path\":\"%s\"", p->fast_heap ? "in-process" : "uprobes");
+		printf(",\"heap_path\":\"%s\",\"bad_records\":%llu",
+		       p->fast_heap ? "in-process" : "uprobes", (unsigned long long)p->bad_records);
 		if (p->exited)
 			printf(",\"exit_code\":%lld,\"exit_signal\":%u", (long long)p->exit_code,
 			       p->exit_signal);

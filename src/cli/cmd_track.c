@@ -599,10 +599,11 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 
 		fast_drain__stats(run->fast, &fs);
 		fprintf(stderr,
-			"memtrack: fast: %llu processes recorded in-process (%llu refused), %llu records, %llu lost, %llu rings open at most\n",
+			"memtrack: fast: %llu processes recorded in-process (%llu refused), %llu records, %llu lost, %llu rings open at most, %llu forged records refused (%llu rings cut off)\n",
 			(unsigned long long)fs.rings, (unsigned long long)fs.refused,
 			(unsigned long long)fs.records, (unsigned long long)fs.lost,
-			(unsigned long long)fs.max_open);
+			(unsigned long long)fs.max_open, (unsigned long long)fs.bad_records,
+			(unsigned long long)fs.cut);
 	}
 	fprintf(stderr, "memtrack: time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms\n",
 		(run->t_loaded - run->t_start) / 1e6, (run->t_exited - run->t_loaded) / 1e6,
@@ -681,16 +682,26 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 {
 	uint64_t drops = total_drops(t), events = run->events;
 	int status = exit_status_of(run->status);
-	char unprobed[64] = "";
+	char unprobed[64] = "", refused[96] = "";
 
 	if (t->unprobed)
 		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
 			 (unsigned long long)t->unprobed);
+	if (run->fast) {
+		struct fast_drain_stats fs;
+
+		fast_drain__stats(run->fast, &fs);
+		if (fs.bad_records)
+			snprintf(refused, sizeof(refused),
+				 ", %llu forged records refused from %llu processes",
+				 (unsigned long long)fs.bad_records,
+				 (unsigned long long)fs.bad_procs);
+	}
 	if (!run->o->quiet)
 		fprintf(stderr,
-			"memtrack: wrote %s: %llu events, %llu lost%s, command exited with %d\n",
+			"memtrack: wrote %s: %llu events, %llu lost%s%s, command exited with %d\n",
 			run->o->output, (unsigned long long)events, (unsigned long long)drops,
-			unprobed, status);
+			unprobed, refused, status);
 	if (run->o->allow_drops)
 		return status;
 	if (t->unprobed)
@@ -845,6 +856,8 @@ static int open_fast(struct track_run *run, char *err, size_t errlen)
 {
 	char lib[4096], *preload;
 	const char *old = getenv("LD_PRELOAD");
+	uid_t uid;
+	gid_t gid;
 	int ret;
 
 	if (fast_lib_path(lib, sizeof(lib))) {
@@ -853,7 +866,11 @@ static int open_fast(struct track_run *run, char *err, size_t errlen)
 			"--fast needs libmemtrack-fast.so next to the memtrack binary or in lib/memtrack of its install; run make (or make install), or drop --fast");
 		return -ENOENT;
 	}
-	run->fast = fast_drain__new(fast_admit, run);
+	if (!sudo_invoker(&uid, &gid)) { /* the command's user: the socket is theirs */
+		uid = geteuid();
+		gid = getegid();
+	}
+	run->fast = fast_drain__new(fast_admit, run, uid, gid, run->reaper);
 	if (!run->fast) {
 		ret = -errno;
 		snprintf(

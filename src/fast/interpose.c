@@ -27,46 +27,14 @@
 #include <linux/types.h>
 #include "event.h"
 #include "fast_lib.h"
+#include "fast_ring.h"
 #include "next_sym.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* In symbols.c's order, so an alias takes the first name (see fn_of). */
-#define FAST_FUNCS(X)                                                      \
-	X(MALLOC, "malloc")                                                \
-	X(CALLOC, "calloc")                                                \
-	X(REALLOC, "realloc")                                              \
-	X(REALLOCARRAY, "reallocarray")                                    \
-	X(MEMALIGN, "memalign")                                            \
-	X(ALIGNED_ALLOC, "aligned_alloc")                                  \
-	X(POSIX_MEMALIGN, "posix_memalign")                                \
-	X(VALLOC, "valloc")                                                \
-	X(PVALLOC, "pvalloc")                                              \
-	X(FREE, "free")                                                    \
-	X(NEW, "_Znwm")                                                    \
-	X(NEW_ARRAY, "_Znam")                                              \
-	X(NEW_NOTHROW, "_ZnwmRKSt9nothrow_t")                              \
-	X(NEW_ARRAY_NOTHROW, "_ZnamRKSt9nothrow_t")                        \
-	X(NEW_ALIGNED, "_ZnwmSt11align_val_t")                             \
-	X(NEW_ARRAY_ALIGNED, "_ZnamSt11align_val_t")                       \
-	X(NEW_ALIGNED_NOTHROW, "_ZnwmSt11align_val_tRKSt9nothrow_t")       \
-	X(NEW_ARRAY_ALIGNED_NOTHROW, "_ZnamSt11align_val_tRKSt9nothrow_t") \
-	X(DELETE, "_ZdlPv")                                                \
-	X(DELETE_ARRAY, "_ZdaPv")                                          \
-	X(DELETE_SIZED, "_ZdlPvm")                                         \
-	X(DELETE_ARRAY_SIZED, "_ZdaPvm")                                   \
-	X(DELETE_ALIGNED, "_ZdlPvSt11align_val_t")                         \
-	X(DELETE_ARRAY_ALIGNED, "_ZdaPvSt11align_val_t")                   \
-	X(DELETE_SIZED_ALIGNED, "_ZdlPvmSt11align_val_t")                  \
-	X(DELETE_ARRAY_SIZED_ALIGNED, "_ZdaPvmSt11align_val_t")            \
-	X(DELETE_NOTHROW, "_ZdlPvRKSt9nothrow_t")                          \
-	X(DELETE_ARRAY_NOTHROW, "_ZdaPvRKSt9nothrow_t")                    \
-	X(DELETE_ALIGNED_NOTHROW, "_ZdlPvSt11align_val_tRKSt9nothrow_t")   \
-	X(DELETE_ARRAY_ALIGNED_NOTHROW, "_ZdaPvSt11align_val_tRKSt9nothrow_t")
-
 enum {
 #define X_ENUM(id, name) I_##id,
-	FAST_FUNCS(X_ENUM)
+	MT_FAST_FUNCS(X_ENUM)
 #undef X_ENUM
 		I_COUNT,
 	I_FIRST_CXX = I_NEW,
@@ -74,13 +42,13 @@ enum {
 
 static const char *const names[I_COUNT] = {
 #define X_NAME(id, name) name,
-	FAST_FUNCS(X_NAME)
+	MT_FAST_FUNCS(X_NAME)
 #undef X_NAME
 };
 
 static const uint16_t natural_fn[I_COUNT] = {
 #define X_FN(id, name) MT_FN_##id,
-	FAST_FUNCS(X_FN)
+	MT_FAST_FUNCS(X_FN)
 #undef X_FN
 };
 

@@ -5,7 +5,8 @@
  * fast_ring.h and fast.bpf.c).
  *
  * At load (and in a fork child, before fork returns) the library makes a
- * ring (memfd), sends it to memtrack over the socket named by
+ * ring (a memfd, sealed at its size: memtrack maps no other), sends it to
+ * memtrack over the socket named by
  * MEMTRACK_FAST_SOCKET, waits for memtrack to accept it (memtrack says yes
  * only for a process of its tree), and then announces with the marker
  * prctl: from that syscall on, this process's outermost heap calls are
@@ -19,6 +20,7 @@
  * constructor, the atfork child handler).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -249,8 +251,10 @@ static void start_session(void)
 
 	if (!path || !*path || !interpose_owns_malloc())
 		return;
-	memfd = memfd_create("memtrack-fast", MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, MT_FAST_RING_BYTES))
+	memfd = memfd_create("memtrack-fast", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	/* sealed at its size: memtrack maps no ring that could shrink under it */
+	if (memfd < 0 || ftruncate(memfd, MT_FAST_RING_BYTES) ||
+	    fcntl(memfd, F_ADD_SEALS, MT_FAST_SEALS))
 		goto fail;
 	S.ring = mmap(NULL, MT_FAST_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (S.ring == MAP_FAILED) {

@@ -3,20 +3,29 @@
  * fast_drain.c - the socket and rings of the in-process heap path; see
  * fast_drain.h and src/fast/fast_ring.h.
  *
- * A connection starts pending: its first message is the hello with the
- * ring's memfd.  memtrack maps the ring and answers 'y' when the peer
- * (SO_PEERCRED) is a process of the tree, else 'n' and closes.  The
- * library announces only after 'y', so a ring memtrack refused is never
- * written.  Later bytes on the connection are wakeups.  When the peer's
- * end closes (exec, exit, or the library gave up), the ring is read to
- * its end and unmapped.
+ * Only the command's user (and root) can connect: the socket is theirs,
+ * 0600, in a directory of root's.  A connection from a process outside
+ * the tree is closed at once (SO_PEERCRED); one of the tree starts
+ * pending (a bounded number, one per process), and its first message must
+ * be the hello with the ring's memfd, within FAST_HELLO_NS.  memtrack maps
+ * the ring when it is a sealed memfd of the ring's size and answers 'y',
+ * else 'n' and closes.  The library announces only after 'y', so a ring
+ * memtrack refused is never written.  Later bytes on the connection are
+ * wakeups.  When the peer's end closes (exec, exit, or the library gave
+ * up), the ring is read to its end and unmapped.  What the ring holds is
+ * the process's word, read by fast_reader.c: a ring that lies is cut off
+ * (unmapped and its connection closed), and what it refused goes into the
+ * artifact as one REFUSED record of that process.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,15 +34,19 @@
 #include <bpf/bpf.h>
 #include "bpf_abi.h"
 #include "fast_drain.h"
+#include "fast_reader.h"
 #include "fast_ring.h"
 #include "pipeline.h"
+#include "reaper.h"
 
 struct fast_conn {
 	int sock;
-	pid_t pid;     /* the peer */
-	void *ring;    /* MT_FAST_RING_BYTES, NULL while pending */
-	uint64_t tail; /* next position to read */
-	bool closing;  /* the peer's end closed: read to the end, then free */
+	pid_t pid;	       /* the peer (SO_PEERCRED) */
+	void *ring;	       /* MT_FAST_RING_BYTES, NULL while pending */
+	struct fast_reader rd; /* the ring's reading, once mapped */
+	uint64_t deadline;     /* pending: closed unless its hello came by then (ns) */
+	bool closing;	       /* the peer's end closed: read to the end, then free */
+	bool reported;	       /* its REFUSED record is written */
 	struct fast_conn *next;
 };
 
@@ -46,12 +59,17 @@ struct fast_drain {
 	uint64_t switch_map_bytes;
 	int listen_fd;
 	int epoll_fd;
-	char dir[64];
+	int parent_fd; /* $TMPDIR or /tmp, -1: none */
+	int dir_fd;    /* our directory in it, -1: none */
+	char name[32]; /* its name there */
 	char path[128];
+	uid_t uid;		 /* who may connect: the command's user (and root) */
+	uint64_t va_end;	 /* fast_va_end() */
 	struct fast_conn *conns; /* owned */
 	unsigned nopen;
-	uint64_t low; /* no ring holds a record stamped before this (fast_drain_feed) */
-	struct fast_drain_stats st;
+	unsigned npending; /* connections waiting for their hello */
+	uint64_t low;	   /* no ring holds a record stamped before this (fast_drain_feed) */
+	struct fast_drain_stats st; /* of the connections freed so far */
 };
 
 static int epoll_add_ptr(int epfd, int fd, void *ptr)
@@ -66,10 +84,73 @@ void fast_drain__set_tracked(struct fast_drain *d, int tracked_fd)
 	d->tracked_fd = tracked_fd;
 }
 
-struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx)
+/*
+ * Makes our directory in @tmp (0700, root's: nobody else can write in it
+ * or reach into it yet), with a random name.  Returns 0 or -errno.
+ */
+static int make_dir(struct fast_drain *d, const char *tmp)
+{
+	static const char chars[] =
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	struct stat st;
+
+	d->parent_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->parent_fd < 0)
+		return -errno;
+	for (int tries = 0;; tries++) {
+		unsigned char rnd[6];
+
+		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+			return -EIO;
+		strcpy(d->name, "memtrack-fast.");
+		for (unsigned i = 0; i < sizeof(rnd); i++)
+			d->name[14 + i] = chars[rnd[i] % (sizeof(chars) - 1)];
+		d->name[14 + sizeof(rnd)] = 0;
+		if (!mkdirat(d->parent_fd, d->name, 0700))
+			break;
+		if (errno != EEXIST || tries == 100)
+			return -errno;
+	}
+	d->dir_fd = openat(d->parent_fd, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d->dir_fd < 0)
+		return -errno;
+	/* a writable $TMPDIR could have had it swapped: it must be the one made */
+	if (fstat(d->dir_fd, &st) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		close(d->dir_fd);
+		d->dir_fd = -1; /* not ours: left alone */
+		return -EEXIST;
+	}
+	snprintf(d->path, sizeof(d->path), "%s/%s/sock", tmp, d->name);
+	return 0;
+}
+
+/*
+ * Binds and listens on "sock" in our directory (through /proc/self/fd:
+ * whatever the path names by now), makes it 0600 and @uid's, then opens
+ * the directory for lookups (0711).  Only @uid and root can connect: no
+ * one else can write in the directory, so nothing there is swapped for a
+ * link between the bind and the chown.  Returns 0 or -errno.
+ */
+static int make_socket(struct fast_drain *d, uid_t uid, gid_t gid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/sock", d->dir_fd);
+	d->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (d->listen_fd < 0 || bind(d->listen_fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return -errno;
+	if (fchownat(d->dir_fd, "sock", uid, gid, AT_SYMLINK_NOFOLLOW) ||
+	    fchmodat(d->dir_fd, "sock", 0600, 0) || listen(d->listen_fd, FAST_BACKLOG) ||
+	    fchmod(d->dir_fd, 0711))
+		return -errno;
+	d->uid = uid;
+	return 0;
+}
+
+struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx, uid_t uid, gid_t gid,
+				   struct reaper *reaper)
 {
 	struct fast_drain *d = calloc(1, sizeof(*d));
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *tmp = getenv("TMPDIR");
 	int err;
 
@@ -79,35 +160,26 @@ struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx)
 	d->admit = admit;
 	d->admit_ctx = ctx;
 	d->switch_fd = -1;
-	d->listen_fd = d->epoll_fd = -1;
+	d->listen_fd = d->epoll_fd = d->parent_fd = d->dir_fd = -1;
+	d->va_end = fast_va_end();
 	if (!tmp || !*tmp || strlen(tmp) > 40)
 		tmp = "/tmp";
-	snprintf(d->dir, sizeof(d->dir), "%s/memtrack-fast.XXXXXX", tmp);
-	if (!mkdtemp(d->dir)) {
-		d->dir[0] = 0;
-		goto fail;
-	}
-	/* the command may run as the sudo invoker: it must reach the socket */
-	chmod(d->dir, 0711);
-	snprintf(d->path, sizeof(d->path), "%s/sock", d->dir);
-	memcpy(sa.sun_path, d->path, strlen(d->path) + 1);
-	d->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (d->listen_fd < 0 || d->epoll_fd < 0 ||
-	    bind(d->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(d->path, 0666) ||
-	    listen(d->listen_fd, 128))
-		goto fail;
-	err = epoll_add_ptr(d->epoll_fd, d->listen_fd, NULL);
+	err = make_dir(d, tmp);
+	if (!err)
+		err = make_socket(d, uid, gid);
+	if (!err) /* a SIGKILLed memtrack leaves no socket behind */
+		(void)reaper_remove_at_end(reaper, d->parent_fd, d->dir_fd, d->name, "sock");
+	d->epoll_fd = err ? -1 : epoll_create1(EPOLL_CLOEXEC);
+	if (!err && d->epoll_fd < 0)
+		err = -errno;
+	if (!err)
+		err = epoll_add_ptr(d->epoll_fd, d->listen_fd, NULL);
 	if (err) {
+		fast_drain__free(d);
 		errno = -err;
-		goto fail;
+		return NULL;
 	}
 	return d;
-fail:
-	err = errno;
-	fast_drain__free(d);
-	errno = err;
-	return NULL;
 }
 
 void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes)
@@ -137,30 +209,128 @@ int fast_drain__fd(const struct fast_drain *d)
 	return d->epoll_fd;
 }
 
-static void accept_all(struct fast_drain *d)
+/* Notes that @c's peer has let go: its ring is read to its end, then freed. */
+static void conn_closing(struct fast_conn *c)
+{
+	c->closing = true;
+	if (c->ring)
+		fast_reader_close(&c->rd);
+}
+
+/* Whether the peer of @c has closed its end (data may still wait before it). */
+static bool peer_closed(struct fast_conn *c)
+{
+	struct pollfd pfd = { .fd = c->sock, .events = POLLRDHUP };
+
+	if (!c->closing && poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		conn_closing(c);
+	return c->closing;
+}
+
+/*
+ * Whether a connection from @cred may wait for its hello: a process of the
+ * tree (anyone else is closed at once, so no fd is held for it), of the
+ * command's user or root, with no other connection pending and fewer than
+ * FAST_CONNS_PER_PID open, while fewer than FAST_MAX_PENDING wait.
+ */
+static bool peer_allowed(struct fast_drain *d, const struct ucred *cred)
+{
+	struct tracked_proc tp;
+	unsigned mine = 0;
+	__u32 key = cred->pid;
+
+	if ((cred->uid != d->uid && cred->uid != 0) || d->npending >= FAST_MAX_PENDING)
+		return false;
+	if (d->tracked_fd >= 0 && bpf_map_lookup_elem(d->tracked_fd, &key, &tp))
+		return false; /* not of the tree (another session's leftover environment) */
+	for (struct fast_conn *c = d->conns; c; c = c->next) {
+		if (c->pid != cred->pid)
+			continue;
+		if (!c->ring && !c->closing)
+			return false; /* one hello at a time */
+		/* an image that exec'd is gone, its EOF maybe not read yet */
+		mine += !peer_closed(c);
+	}
+	return mine < FAST_CONNS_PER_PID;
+}
+
+static bool open_ring(struct fast_drain *d, struct fast_conn *c);
+
+/* Ends the wait of a pending connection (its hello came, or it is refused). */
+static void not_pending(struct fast_drain *d, struct fast_conn *c)
+{
+	if (!c->ring && !c->closing)
+		d->npending--;
+}
+
+/*
+ * Takes the connections waiting, at most a backlog's worth per call: the
+ * tree's processes could connect as fast as they are accepted, and the
+ * rings must still be read.
+ */
+static void accept_some(struct fast_drain *d)
 {
 	int sock;
 
-	while ((sock = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
-		struct fast_conn *c = calloc(1, sizeof(*c));
+	for (unsigned i = 0;
+	     i < FAST_BACKLOG &&
+	     (sock = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;
+	     i++) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		struct fast_conn *c = NULL;
 
+		if (!getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) &&
+		    peer_allowed(d, &cred))
+			c = calloc(1, sizeof(*c));
 		if (!c || epoll_add_ptr(d->epoll_fd, sock, c)) {
 			free(c);
 			close(sock); /* the library then leaves the process to the uprobes */
+			d->st.refused++;
 			continue;
 		}
 		c->sock = sock;
+		c->pid = cred.pid;
+		c->deadline = mono_ns() + FAST_HELLO_NS;
 		c->next = d->conns;
 		d->conns = c;
+		d->npending++;
+		/* the library sends its hello right after connecting: mostly here already */
+		if (!open_ring(d, c)) {
+			not_pending(d, c);
+			conn_closing(c);
+		}
 	}
 }
 
-/* The peer's hello and memfd; returns the fd, -EAGAIN (not here yet) or -errno. */
+/* Closes every fd of a received SCM_RIGHTS message but @keep. */
+static void close_fds(const struct msghdr *msg, int keep)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm;
+	     cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+		size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+			if (fd != keep)
+				close(fd);
+		}
+	}
+}
+
+/*
+ * The peer's hello and memfd: exactly one fd.  Returns the fd, -EAGAIN
+ * (not here yet) or -errno.
+ */
 static int recv_hello(struct fast_conn *c)
 {
 	struct mt_fast_hello hello;
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { &hello, sizeof(hello) };
@@ -175,8 +345,11 @@ static int recv_hello(struct fast_conn *c)
 	if (n < 0)
 		return -errno;
 	cm = CMSG_FIRSTHDR(&msg);
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int)) && !CMSG_NXTHDR(&msg, cm) &&
+	    !(msg.msg_flags & MSG_CTRUNC))
 		memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+	close_fds(&msg, fd); /* any other the peer sent along */
 	if (n != sizeof(hello) || hello.magic != MT_FAST_MAGIC ||
 	    hello.version != MT_FAST_VERSION || hello.bytes != MT_FAST_RING_BYTES || fd < 0) {
 		if (fd >= 0)
@@ -186,32 +359,40 @@ static int recv_hello(struct fast_conn *c)
 	return fd;
 }
 
+/*
+ * Whether @fd is a ring memtrack may map: a memfd sealed against
+ * shrinking, growing and unsealing (a mapping cannot fault past its end
+ * later: no SIGBUS), of exactly the ring's size.  Seals first: the size
+ * cannot change once they are on.
+ */
+static bool ring_fd_ok(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS); /* EINVAL for anything but a memfd */
+	struct stat st;
+
+	return seals >= 0 && (seals & MT_FAST_SEALS) == MT_FAST_SEALS && !fstat(fd, &st) &&
+	       S_ISREG(st.st_mode) && st.st_size == MT_FAST_RING_BYTES;
+}
+
 /* Maps a pending connection's ring and answers it.  Returns false to drop it. */
 static bool open_ring(struct fast_drain *d, struct fast_conn *c)
 {
-	struct tracked_proc tp;
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	__u32 key;
 	int fd = recv_hello(c);
+	void *ring;
 
 	if (fd == -EAGAIN)
 		return true;
-	if (fd < 0 || getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+	if (fd < 0 || !ring_fd_ok(fd) || (d->admit && !d->admit(d->admit_ctx, c->pid)))
 		goto refuse;
-	key = cred.pid;
-	if (bpf_map_lookup_elem(d->tracked_fd, &key, &tp))
-		goto refuse; /* not of the tree (another session's leftover environment) */
-	if (d->admit && !d->admit(d->admit_ctx, cred.pid))
-		goto refuse;
-	c->ring = mmap(NULL, MT_FAST_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ring = mmap(NULL, MT_FAST_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	fd = -1;
-	if (c->ring == MAP_FAILED) {
-		c->ring = NULL;
+	if (ring == MAP_FAILED)
 		goto refuse;
-	}
-	c->pid = cred.pid;
+	not_pending(d, c);
+	c->ring = ring;
+	/* before the answer: the library stamps nothing earlier */
+	fast_reader__init(&c->rd, ring, c->pid, mono_ns(), d->va_end);
 	if (answer(d, c->sock, true))
 		return false;
 	d->st.rings++;
@@ -228,13 +409,27 @@ refuse:
 	return false;
 }
 
+/* Adds the counts of @c's ring to @st. */
+static void add_counts(struct fast_drain_stats *st, const struct fast_conn *c)
+{
+	if (!c->ring)
+		return;
+	st->records += c->rd.records;
+	st->lost += c->rd.lost;
+	st->bad_records += c->rd.refused;
+	st->bad_procs += c->rd.refused > 0;
+	st->cut += c->rd.lied;
+}
+
 static void conn_free(struct fast_drain *d, struct fast_conn *c)
 {
+	not_pending(d, c);
+	add_counts(&d->st, c);
 	if (c->ring) {
 		munmap(c->ring, MT_FAST_RING_BYTES);
 		d->nopen--;
 	}
-	close(c->sock); /* also leaves the epoll set */
+	close(c->sock); /* also leaves the epoll set; a cut library stops */
 	free(c);
 }
 
@@ -249,7 +444,7 @@ static void read_wakeups(struct fast_conn *c)
 	ssize_t n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
 
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-		c->closing = true;
+		conn_closing(c);
 }
 
 /*
@@ -272,48 +467,52 @@ static void abandon(struct fast_drain *d)
 }
 
 /*
- * Feeds the written records of @c's ring up to the first one stamped after
- * @until, and returns in *@next the timestamp of that one (UINT64_MAX when
- * the ring is read to its end).  Once the peer is gone, slots reserved but
- * never written (a thread killed inside a call) are skipped and counted
- * lost.  Returns the records fed or the pipeline's -errno.
+ * Writes @c's REFUSED record (once, when its ring refused anything),
+ * stamped @ts.  Returns 0 or the pipeline's -errno.
  */
-static int drain_ring(struct fast_drain *d, struct fast_conn *c, struct pipeline *p, uint64_t until,
-		      uint64_t *next)
+static int report_refusals(struct fast_conn *c, struct pipeline *p, uint64_t ts)
 {
-	struct mt_fast_slot *slots = mt_fast_slots(c->ring);
-	struct mt_fast_hdr *hdr = c->ring;
-	struct mt_rec rec;
-	int n = 0, err;
+	struct mt_rec rec = { .h = { .type = MT_REFUSED,
+				     .pid = c->pid,
+				     .tid = c->pid,
+				     .nfields = REFUSED_NFIELDS,
+				     .ts = ts } };
+
+	if (!c->ring || !c->rd.refused || c->reported)
+		return 0;
+	c->reported = true;
+	rec.f[REFUSED_RECORDS] = c->rd.refused;
+	rec.f[REFUSED_CUT] = c->rd.lied;
+	return pipeline_feed(p, &rec, sizeof(rec.h) + REFUSED_NFIELDS * sizeof(__u64));
+}
+
+/*
+ * Feeds @c's ring up to @until; frees @c (*@pc moves on, *@freed is set)
+ * once it is read to its end, or lied.  *@next as fast_reader_feed's.
+ * Returns the records fed or the pipeline's -errno.
+ */
+static int drain_conn(struct fast_drain *d, struct fast_conn **pc, struct pipeline *p,
+		      uint64_t until, uint64_t *next, bool *freed)
+{
+	struct fast_conn *c = *pc;
+	uint64_t now;
+	int fed = 0, err;
 
 	*next = UINT64_MAX;
-	for (;;) {
-		struct mt_fast_slot *s = &slots[c->tail & (MT_FAST_SLOTS - 1)];
-		uint64_t lap = c->tail & ~(uint64_t)(MT_FAST_SLOTS - 1);
-
-		if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != lap + 1) {
-			if (!c->closing || c->tail >= __atomic_load_n(&hdr->head, __ATOMIC_ACQUIRE))
-				break;
-			d->st.lost++;
-		} else if (s->h.ts > until) {
-			*next = s->h.ts;
-			break;
-		} else {
-			memcpy(&rec, &s->h, sizeof(s->h) + sizeof(s->f));
-			rec.h.pid = c->pid; /* the peer's, whatever it wrote */
-			if (rec.h.nfields > REALLOC_NFIELDS)
-				rec.h.nfields = REALLOC_NFIELDS;
-			err = pipeline_feed(p, &rec, sizeof(rec.h) + rec.h.nfields * sizeof(__u64));
-			if (err)
-				return err;
-			n++;
-		}
-		__atomic_store_n(&s->seq, lap + MT_FAST_SLOTS, __ATOMIC_RELEASE);
-		c->tail++;
-	}
-	hdr->tail = c->tail;
-	d->st.records += n;
-	return n;
+	*freed = false;
+	if (c->ring)
+		fed = fast_reader_feed(&c->rd, p, until, next);
+	if (fed < 0)
+		return fed;
+	if (c->ring ? !fast_reader_done(&c->rd) : !c->closing)
+		return fed;
+	/* a gone peer's ring, read to its end, or a liar's: cut off */
+	now = mono_ns();
+	err = report_refusals(c, p, until < now ? until : now);
+	*pc = c->next;
+	conn_free(d, c);
+	*freed = true;
+	return err ? err : fed;
 }
 
 int fast_drain_feed(void *ctx, struct pipeline *p, uint64_t until)
@@ -327,19 +526,17 @@ int fast_drain_feed(void *ctx, struct pipeline *p, uint64_t until)
 		return 0; /* nothing that old: the common case, once per ring record */
 	scan = mono_ns();
 	for (pc = &d->conns; *pc;) {
+		bool freed;
+		int fed = drain_conn(d, pc, p, until, &next, &freed);
 		struct fast_conn *c = *pc;
-		int fed = c->ring ? drain_ring(d, c, p, until, &next) : 0;
 
 		if (fed < 0) {
 			abandon(d);
 			return fed;
 		}
 		total += fed;
-		if (c->closing && (!c->ring || next == UINT64_MAX)) {
-			*pc = c->next; /* a gone peer's ring, read to its end */
-			conn_free(d, c);
-			continue;
-		}
+		if (freed)
+			continue; /* *pc is the next one already */
 		/* a ring read to its end gets records stamped from about now on */
 		if (c->ring)
 			low = next == UINT64_MAX ? (scan < low ? scan : low)
@@ -347,7 +544,30 @@ int fast_drain_feed(void *ctx, struct pipeline *p, uint64_t until)
 		pc = &c->next;
 	}
 	d->low = low;
+	/* the end: the rings of live peers say what they refused now */
+	for (struct fast_conn *c = d->conns; until == UINT64_MAX && c; c = c->next) {
+		int err = report_refusals(c, p, scan);
+
+		if (err) {
+			abandon(d);
+			return err;
+		}
+	}
 	return total;
+}
+
+/* Closes the pending connections whose hello is overdue (FAST_HELLO_NS). */
+static void expire_pending(struct fast_drain *d)
+{
+	uint64_t now = mono_ns();
+
+	for (struct fast_conn *c = d->conns; c && d->npending; c = c->next)
+		if (!c->ring && !c->closing && now > c->deadline) {
+			not_pending(d, c);
+			conn_closing(c);
+			d->st.refused++;
+			d->low = 0; /* fast_drain_feed() frees it, even with no ring open */
+		}
 }
 
 int fast_drain_service(void *ctx, struct pipeline *p)
@@ -368,13 +588,17 @@ int fast_drain_service(void *ctx, struct pipeline *p)
 	for (int i = 0; i < n; i++) {
 		struct fast_conn *c = ev[i].data.ptr;
 
-		if (!c)
-			accept_all(d);
-		else if (!c->ring && !open_ring(d, c))
-			c->closing = true;
-		else if (c->ring)
+		if (!c) {
+			accept_some(d);
+		} else if (c->ring) {
 			read_wakeups(c);
+		} else if (!c->closing && !open_ring(d, c)) {
+			not_pending(d, c);
+			conn_closing(c);
+		}
 	}
+	if (d->npending)
+		expire_pending(d);
 	if (n > 0)
 		d->low = 0; /* a new ring, or news: look at every ring next time */
 	return 0;
@@ -383,6 +607,8 @@ int fast_drain_service(void *ctx, struct pipeline *p)
 void fast_drain__stats(const struct fast_drain *d, struct fast_drain_stats *st)
 {
 	*st = d->st;
+	for (const struct fast_conn *c = d->conns; c; c = c->next)
+		add_counts(st, c);
 }
 
 void fast_drain__free(struct fast_drain *d)
@@ -392,9 +618,11 @@ void fast_drain__free(struct fast_drain *d)
 	abandon(d); /* every connection and the listening socket */
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
-	if (d->path[0])
-		unlink(d->path);
-	if (d->dir[0])
-		rmdir(d->dir);
+	if (d->dir_fd >= 0) {
+		(void)reaper_remove_dir(d->parent_fd, d->dir_fd, d->name, "sock");
+		close(d->dir_fd);
+	}
+	if (d->parent_fd >= 0)
+		close(d->parent_fd);
 	free(d);
 }

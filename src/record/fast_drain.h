@@ -19,25 +19,40 @@
 
 struct pipeline;
 struct fast_drain;
+struct reaper;
+
+/* Connections waiting for their hello at once, at most (others are closed at once). */
+#define FAST_MAX_PENDING 64u
+/* A process's connections at once: its ring, and the one of its exec'd image. */
+#define FAST_CONNS_PER_PID 2u
+/* The hello's deadline after the connect: the library sends it right away, ns. */
+#define FAST_HELLO_NS 2000000000ull
+#define FAST_BACKLOG 128
 
 struct fast_drain_stats {
-	uint64_t rings;	   /* processes that handed a ring over */
-	uint64_t refused;  /* connections refused (not of the tree, bad hello) */
-	uint64_t records;  /* records drained */
-	uint64_t lost;	   /* slots a process left unwritten (killed in a call) */
-	uint64_t max_open; /* rings open at once, at most */
+	uint64_t rings;	      /* processes that handed a ring over */
+	uint64_t refused;     /* connections refused (not of the tree, bad hello, late, too many) */
+	uint64_t records;     /* records drained */
+	uint64_t lost;	      /* slots a process left unwritten (killed in a call) */
+	uint64_t max_open;    /* rings open at once, at most */
+	uint64_t bad_records; /* ring records refused (not a heap call of its own, a lie) */
+	uint64_t bad_procs;   /* rings that refused any */
+	uint64_t cut;	      /* rings cut off for breaking the ring's protocol */
 };
 
 /* Whether process @pid may record in-process (called on the poller thread). */
 typedef bool (*fast_admit_fn)(void *ctx, pid_t pid);
 
 /*
- * Creates the socket (in a fresh private directory under $TMPDIR or /tmp,
- * connectable by anyone: only processes in the BPF map of the tree
- * (fast_drain__set_tracked) that @admit(@ctx) accepts are answered yes).  Returns NULL with
- * errno set.
+ * Creates the socket "sock" in a fresh directory of root's under $TMPDIR
+ * or /tmp, connectable by @uid (@gid), the command's user, and root only:
+ * only processes in the BPF map of the tree (fast_drain__set_tracked) that
+ * @admit(@ctx) accepts are answered yes.  @reaper (NULL is fine) removes
+ * the socket and its directory should memtrack be killed.  Returns NULL
+ * with errno set.
  */
-struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx);
+struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx, uid_t uid, gid_t gid,
+				   struct reaper *reaper);
 
 /* The BPF map of the tree (borrowed), before the first fast_drain_service(). */
 void fast_drain__set_tracked(struct fast_drain *d, int tracked_fd);

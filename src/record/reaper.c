@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +55,9 @@ struct close_slot {
 };
 
 static int held[MAX_FDS + FDS_PER_MSG]; /* received, not closed yet */
+/* what to remove at the end ("d", reaper_remove_at_end): -1 while none */
+static int end_parent = -1, end_dir = -1;
+static char end_name[64], end_sock[16];
 static struct close_slot slots[CLOSE_TASKS];
 static char stacks[CLOSE_TASKS][CLOSE_STACK] __attribute__((aligned(64)));
 
@@ -148,19 +152,50 @@ static void close_parallel(const int *fds, unsigned n)
 		close_async(fds[i]);
 }
 
+/* A "d" message: its two fds and names become what to remove at the end. */
+static int take_dir(const char *buf, size_t len, const int *fds, unsigned n)
+{
+	size_t name_len = strnlen(buf + 1, len - 1), sock_len;
+
+	if (n != 2 || 1 + name_len + 1 >= len || name_len >= sizeof(end_name)) {
+		for (unsigned i = 0; i < n; i++)
+			close(fds[i]);
+		return 'd';
+	}
+	sock_len = strnlen(buf + 2 + name_len, len - 2 - name_len);
+	if (sock_len >= sizeof(end_sock)) {
+		close(fds[0]);
+		close(fds[1]);
+		return 'd';
+	}
+	if (end_dir >= 0) {
+		close(end_parent);
+		close(end_dir);
+	}
+	end_parent = fds[0];
+	end_dir = fds[1];
+	memcpy(end_name, buf + 1, name_len + 1);
+	memcpy(end_sock, buf + 2 + name_len, sock_len);
+	end_sock[sock_len] = 0;
+	return 'd';
+}
+
 /*
  * Receives one message into held[*nheld...].  Returns its byte ('h' for
- * fds, 'c' for "memtrack closed its copies"), 0 at the end of the socket,
- * or -1 (nothing to read without blocking, or an error).
+ * fds, 'c' for "memtrack closed its copies", 'd' for what to remove at
+ * the end), 0 at the end of the socket, or -1 (nothing to read without
+ * blocking, or an error).
  */
 static int receive(int sock, unsigned *nheld, bool block)
 {
-	char byte = 0, cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))];
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	char buf[2 + sizeof(end_name) + sizeof(end_sock)] = { 0 };
+	char cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))];
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
 	struct msghdr msg = { .msg_iov = &iov,
 			      .msg_iovlen = 1,
 			      .msg_control = cbuf,
 			      .msg_controllen = sizeof(cbuf) };
+	unsigned first = *nheld;
 	ssize_t len;
 
 	do
@@ -177,7 +212,13 @@ static int receive(int sock, unsigned *nheld, bool block)
 		memcpy(held + *nheld, CMSG_DATA(c), n * sizeof(int));
 		*nheld += n;
 	}
-	return byte;
+	if (buf[0] == 'd') { /* its fds are not to be closed now */
+		unsigned n = *nheld - first;
+
+		*nheld = first;
+		return take_dir(buf, (size_t)len, held + first, n);
+	}
+	return (unsigned char)buf[0];
 }
 
 /*
@@ -214,6 +255,8 @@ static __attribute__((noreturn)) void reaper_main(int sock)
 	while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR) /* the run's closes */
 		;
 	close_batched(held, nheld);
+	if (end_dir >= 0) /* memtrack removed them, unless it was killed */
+		(void)reaper_remove_dir(end_parent, end_dir, end_name, end_sock);
 	_exit(0);
 }
 
@@ -316,13 +359,14 @@ out_free:
 	return NULL;
 }
 
-/* Sends @n (<= FDS_PER_MSG) fds, or none, with @byte; returns 0 or -errno. */
-static int send_fds(struct reaper *r, const int *fds, unsigned n, char byte, bool block)
+/* Sends @n (<= FDS_PER_MSG) fds, or none, with @len bytes of @buf; returns 0 or -errno. */
+static int send_msg(struct reaper *r, const int *fds, unsigned n, const void *buf, size_t len,
+		    bool block)
 {
 	char cbuf[CMSG_SPACE(FDS_PER_MSG * sizeof(int))] = { 0 };
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	ssize_t len;
+	ssize_t sent;
 
 	if (n) {
 		struct cmsghdr *c;
@@ -336,11 +380,51 @@ static int send_fds(struct reaper *r, const int *fds, unsigned n, char byte, boo
 		memcpy(CMSG_DATA(c), fds, n * sizeof(int));
 	}
 	do
-		len = sendmsg(r->sock, &msg, MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
-	while (len < 0 && errno == EINTR);
-	if (len < 0 && (errno == EPIPE || errno == ECONNRESET))
+		sent = sendmsg(r->sock, &msg, MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
+	while (sent < 0 && errno == EINTR);
+	if (sent < 0 && (errno == EPIPE || errno == ECONNRESET))
 		r->gone = true;
-	return len < 0 ? -errno : 0;
+	return sent < 0 ? -errno : 0;
+}
+
+static int send_fds(struct reaper *r, const int *fds, unsigned n, char byte, bool block)
+{
+	return send_msg(r, fds, n, &byte, 1, block);
+}
+
+int reaper_remove_at_end(struct reaper *r, int parent_fd, int dir_fd, const char *name,
+			 const char *sock)
+{
+	char buf[2 + sizeof(end_name) + sizeof(end_sock)];
+	size_t nlen = strlen(name), slen = strlen(sock);
+	int err;
+
+	if (!r)
+		return 0;
+	if (nlen >= sizeof(end_name) || slen >= sizeof(end_sock))
+		return -ENAMETOOLONG;
+	buf[0] = 'd';
+	memcpy(buf + 1, name, nlen + 1);
+	memcpy(buf + 2 + nlen, sock, slen + 1);
+	pthread_mutex_lock(&r->lock);
+	err = r->gone ? -EPIPE
+		      : send_msg(r, (int[]){ parent_fd, dir_fd }, 2, buf, 3 + nlen + slen, true);
+	pthread_mutex_unlock(&r->lock);
+	return err;
+}
+
+int reaper_remove_dir(int parent_fd, int dir_fd, const char *name, const char *sock)
+{
+	struct stat st, dir;
+
+	if (!fstatat(dir_fd, sock, &st, AT_SYMLINK_NOFOLLOW) && S_ISSOCK(st.st_mode))
+		(void)unlinkat(dir_fd, sock, 0);
+	if (fstat(dir_fd, &dir) || fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	/* the reaper's fd keeps the inode: a same-named successor has another */
+	if (st.st_dev != dir.st_dev || st.st_ino != dir.st_ino)
+		return -ENOENT;
+	return unlinkat(parent_fd, name, AT_REMOVEDIR) ? -errno : 0;
 }
 
 unsigned reaper_hand(struct reaper *r, const int *fds, unsigned n)

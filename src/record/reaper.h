@@ -13,7 +13,9 @@
  * Protocol (one SOCK_SEQPACKET socketpair): fds travel with SCM_RIGHTS; a
  * message "c" means that memtrack has closed its copies of everything sent
  * so far, so the reaper may close them now; the end of the socket (memtrack
- * has exited) means the same for everything.  Whoever closes last pays, so
+ * has exited) means the same for everything.  A message "d" carries two
+ * directory fds and two names (reaper_remove_at_end): what the reaper
+ * removes at its end, so that a SIGKILLed memtrack leaves no socket behind.  Whoever closes last pays, so
  * the reaper never closes an fd before memtrack has let go of it.
  *
  * THREAD NOTES: reaper__new() forks, so it is called before memtrack starts
@@ -49,6 +51,24 @@ MT_MUST_CHECK unsigned reaper_hand(struct reaper *r, const int *fds, unsigned n)
  * Returns the number of fds handed.
  */
 unsigned reaper_hand_all(struct reaper *r);
+
+/*
+ * Makes the reaper remove, once memtrack has exited (killed or not), the
+ * socket @sock in the directory @dir_fd, then that directory, the entry
+ * @name of @parent_fd (see reaper_remove_dir).  The reaper takes copies of
+ * both fds (borrowed here).  @r may be NULL.  Returns 0 or -errno.
+ */
+int reaper_remove_at_end(struct reaper *r, int parent_fd, int dir_fd, const char *name,
+			 const char *sock);
+
+/*
+ * Removes the socket @sock of @dir_fd, then the directory @name of
+ * @parent_fd if it still is @dir_fd's.  Follows nothing (unlinkat) and
+ * removes nothing else: not a @sock that is no socket, not a directory of
+ * that name that is another one.  Allocates nothing (the reaper calls
+ * it).  Returns 0 or -errno (-ENOENT: removed already).
+ */
+int reaper_remove_dir(int parent_fd, int dir_fd, const char *name, const char *sock);
 
 /*
  * Closes memtrack's end of the socket, which tells the reaper that

@@ -264,6 +264,7 @@ static size_t all_types(struct trec *r)
 	r[n++].str = long_path; /* cut at MT_PATH_MAX - 1 like a path */
 	r[n++] = rec(MT_ENABLE, 0, T + 2400, NULL, 0);
 	r[n++] = rec(MT_FAST, 0, T + 2500, NULL, 0); /* no fields: the handover */
+	r[n++] = R(MT_REFUSED, 0, T + 2600, 3, 1);   /* a ring that lied */
 	/* extreme ids */
 	r[n] = R(MT_MALLOC, UINT16_MAX, T, UINT64_MAX, 1);
 	r[n].h.pid = UINT32_MAX;

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fast_reader.c - one process's in-process heap ring, read as untrusted
+ * input; see fast_reader.h.
+ */
+#include <string.h>
+#include <sys/mman.h>
+#include "fast_reader.h"
+#include "pipeline.h"
+
+/*
+ * What a process may write in its ring, by record type: only heap calls,
+ * as the library records them (interpose.c).  A type without a rule is
+ * refused.  A future record of the library (the in-process unwinder's
+ * stacks) gets a line here, with a check of its own fields.
+ */
+struct fast_rule {
+	unsigned nfields; /* exactly */
+	unsigned kinds;	  /* 1 << enum mt_fn_kind: the functions whose calls make it */
+	bool (*fields_ok)(const __u64 *f, uint64_t va_end);
+};
+
+/* An address the process can hold (arm64's top byte is a tag: ignored). */
+static uint64_t untagged(uint64_t a)
+{
+#ifdef __aarch64__
+	return a & ((1ull << 56) - 1);
+#else
+	return a;
+#endif
+}
+
+static bool addr_ok(uint64_t a, uint64_t va_end)
+{
+	return a && untagged(a) < va_end;
+}
+
+/* A block the allocator handed out: non-NULL, inside the address space. */
+static bool block_ok(uint64_t addr, uint64_t size, uint64_t va_end)
+{
+	return addr_ok(addr, va_end) && size <= va_end - untagged(addr);
+}
+
+/* The library takes no stacks (--fast --stacks is refused): stack 0. */
+static bool malloc_ok(const __u64 *f, uint64_t va_end)
+{
+	_Static_assert((int)MALLOC_STACK == (int)CALLOC_STACK &&
+			       (int)MALLOC_SIZE == (int)CALLOC_SIZE,
+		       "calloc is checked as malloc");
+	return block_ok(f[MALLOC_ADDR], f[MALLOC_SIZE], va_end) && !f[MALLOC_STACK];
+}
+
+static bool realloc_ok(const __u64 *f, uint64_t va_end)
+{
+	return block_ok(f[REALLOC_ADDR], f[REALLOC_SIZE], va_end) &&
+	       addr_ok(f[REALLOC_OLD_ADDR], va_end) && !f[REALLOC_STACK];
+}
+
+static bool aligned_ok(const __u64 *f, uint64_t va_end)
+{
+	/* memalign takes any alignment (it rounds up), so only its range is checked */
+	return block_ok(f[ALIGNED_ALLOC_ADDR], f[ALIGNED_ALLOC_SIZE], va_end) &&
+	       f[ALIGNED_ALLOC_ALIGN] < va_end && !f[ALIGNED_ALLOC_STACK];
+}
+
+static bool free_ok(const __u64 *f, uint64_t va_end)
+{
+	return addr_ok(f[FREE_ADDR], va_end);
+}
+
+#define K(kind) (1u << MT_K_##kind)
+/* realloc(NULL, n) is a malloc, realloc(p, 0) a free; an executable's
+ * operator new(align) may call malloc (interpose.c's exe_caller) */
+static const struct fast_rule rules[MT_TYPE_MAX] = {
+	[MT_MALLOC] = { MALLOC_NFIELDS, K(MALLOC) | K(SIZE_ALIGN) | K(REALLOC) | K(REALLOCARRAY),
+			malloc_ok },
+	[MT_CALLOC] = { CALLOC_NFIELDS, K(CALLOC), malloc_ok },
+	[MT_REALLOC] = { REALLOC_NFIELDS, K(REALLOC) | K(REALLOCARRAY), realloc_ok },
+	[MT_ALIGNED_ALLOC] = { ALIGNED_ALLOC_NFIELDS,
+			       K(ALIGN_SIZE) | K(SIZE_ALIGN) | K(POSIX_MEMALIGN) | K(PAGE_ALIGNED),
+			       aligned_ok },
+	[MT_FREE] = { FREE_NFIELDS, K(FREE) | K(REALLOC) | K(REALLOCARRAY), free_ok },
+};
+#undef K
+
+/* The fn values the library records: the functions it interposes. */
+static const bool interposed[MT_FN_MAX] = {
+#define X_FN(id, name) [MT_FN_##id] = true,
+	MT_FAST_FUNCS(X_FN)
+#undef X_FN
+};
+
+/* enum mt_fn_kind of each fn (schema.c's mt_fn_kind(), here without a call per record) */
+static const unsigned char fn_kind[MT_FN_MAX] = {
+#define X_KIND(id, name, kind) [MT_FN_##id] = (kind),
+	MT_FN_LIST(X_KIND)
+#undef X_KIND
+};
+
+bool fast_record_valid(const struct mt_rec_hdr *h, const __u64 *f, uint64_t va_end)
+{
+	const struct fast_rule *rule = h->type < MT_TYPE_MAX ? &rules[h->type] : NULL;
+
+	if (!rule || !rule->fields_ok || h->nfields != rule->nfields)
+		return false;
+	/* MT_REC_PARKED and every other bit beyond the known functions: refused */
+	if (h->fn >= MT_FN_MAX || !interposed[h->fn] || !(rule->kinds & (1u << fn_kind[h->fn])))
+		return false;
+	return rule->fields_ok(f, va_end);
+}
+
+/* Whether a page can be mapped at @hint exactly (the address space reaches it). */
+static bool maps_at(uint64_t hint)
+{
+	void *p = mmap((void *)hint, 4096, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return false;
+	munmap(p, 4096);
+	return (uint64_t)(uintptr_t)p == hint; /* kernels before 4.17 take it as a hint */
+}
+
+uint64_t fast_va_end(void)
+{
+	/* 4-level paging ends user space below 2^47 (x86-64) or 2^48 (arm64),
+	 * 5-level (and arm64's 52 bits) below 2^57 */
+	return maps_at(1ull << 47) ? 1ull << 57 : 1ull << 48;
+}
+
+void fast_reader__init(struct fast_reader *r, void *ring, uint32_t pid, uint64_t opened_ns,
+		       uint64_t va_end)
+{
+	memset(r, 0, sizeof(*r));
+	r->ring = ring;
+	r->pid = pid;
+	r->opened_ns = opened_ns;
+	r->va_end = va_end;
+}
+
+static void lie(struct fast_reader *r)
+{
+	r->lied = true;
+	r->refused++;
+}
+
+void fast_reader_close(struct fast_reader *r)
+{
+	const struct mt_fast_hdr *hdr = r->ring;
+	uint64_t head = __atomic_load_n(&hdr->head, __ATOMIC_ACQUIRE);
+
+	if (r->closing || r->lied)
+		return;
+	r->closing = true;
+	/* unsigned: a head behind the tail is as impossible as one far ahead */
+	if (head - r->tail > (uint64_t)MT_FAST_SLOTS + MT_FAST_MAX_WAITERS) {
+		lie(r);
+		return;
+	}
+	r->end = head;
+	/*
+	 * A producer writes position p once p - slots was read: with the
+	 * producers gone, nothing from one lap past the tail on was written.
+	 */
+	r->last = r->tail + MT_FAST_SLOTS;
+}
+
+bool fast_reader_done(const struct fast_reader *r)
+{
+	return r->lied || (r->closing && r->tail >= r->end);
+}
+
+/*
+ * Copies slot @s into @rec: the process may rewrite the slot at any time,
+ * so everything after this looks at the copy only (the barrier keeps the
+ * compiler from reading the slot again instead).
+ */
+static void copy_slot(const struct mt_fast_slot *s, struct mt_rec *rec)
+{
+	memcpy(&rec->h, &s->h, sizeof(s->h) + sizeof(s->f));
+	__asm__ __volatile__("" ::: "memory");
+}
+
+/*
+ * A record's timestamp, held between the ring's acceptance and now: the
+ * library stamps after memtrack accepted it and before it publishes (a
+ * process in another time namespace stamps with an offset clock: its
+ * records stay, in its ring's order).  *@now is read when first needed.
+ */
+static uint64_t held_ts(const struct fast_reader *r, uint64_t ts, uint64_t *now)
+{
+	if (ts + FAST_TS_SLACK_NS < r->opened_ns)
+		return r->opened_ns;
+	if (ts > *now && (*now = mono_ns()) < ts)
+		return *now;
+	return ts;
+}
+
+/* Feeds @rec when it is valid, else counts it.  Returns 1 (fed), 0 or -errno. */
+static int feed_record(struct fast_reader *r, struct pipeline *p, struct mt_rec *rec)
+{
+	int err;
+
+	if (!fast_record_valid(&rec->h, rec->f, r->va_end)) {
+		r->refused++;
+		return 0;
+	}
+	rec->h.pid = r->pid; /* the peer's, whatever it wrote */
+	err = pipeline_feed(p, rec, sizeof(rec->h) + rec->h.nfields * sizeof(__u64));
+	if (err)
+		return err;
+	r->records++;
+	return 1;
+}
+
+int fast_reader_feed(struct fast_reader *r, struct pipeline *p, uint64_t until, uint64_t *next)
+{
+	struct mt_fast_slot *slots = mt_fast_slots(r->ring);
+	struct mt_fast_hdr *hdr = r->ring;
+	uint64_t now = 0;
+	struct mt_rec rec;
+	int n = 0, err;
+
+	*next = UINT64_MAX;
+	for (unsigned i = 0; !r->lied && !fast_reader_done(r); i++) {
+		struct mt_fast_slot *s = &slots[r->tail & (MT_FAST_SLOTS - 1)];
+		uint64_t lap = r->tail & ~(uint64_t)(MT_FAST_SLOTS - 1), seq;
+
+		if (i == FAST_READ_MAX) {
+			*next = 0; /* more may be ready: the caller comes back */
+			break;
+		}
+		if (r->closing && r->tail >= r->last) {
+			r->lost += r->end - r->tail; /* taken, never written */
+			r->tail = r->end;
+			break;
+		}
+		seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+		if (seq == lap) { /* not written (yet) */
+			if (!r->closing)
+				break;
+			r->lost++; /* reserved by a thread that died in a call */
+		} else if (seq != lap + 1) {
+			lie(r); /* a seq no producer writes for this position */
+			break;
+		} else {
+			copy_slot(s, &rec);
+			rec.h.ts = held_ts(r, rec.h.ts, &now);
+			if (rec.h.ts > until) {
+				*next = rec.h.ts;
+				break;
+			}
+			err = feed_record(r, p, &rec);
+			if (err < 0)
+				return err;
+			n += err;
+		}
+		__atomic_store_n(&s->seq, lap + MT_FAST_SLOTS, __ATOMIC_RELEASE);
+		r->tail++;
+	}
+	hdr->tail = r->tail;
+	return n;
+}
