@@ -37,6 +37,7 @@
 #include "control.h"
 #include "fast_drain.h"
 #include "fast_ring.h"
+#include "heap_switch.h"
 #include "help.h"
 #include "loader.h"
 #include "memtrack.skel.h"
@@ -78,8 +79,9 @@ struct track_run {
 	int preattach_err;	    /* its probes_preattach() result, if < 0 */
 	struct stacks *stacks;	    /* NULL without --stacks */
 	struct pipeline *pipe;
-	struct control *ctl;	 /* NULL without --control (or when it failed) */
-	struct fast_drain *fast; /* --fast: the in-process rings, else NULL */
+	struct control *ctl;		 /* NULL without --control (or when it failed) */
+	struct fast_drain *fast;	 /* --fast: the in-process rings, else NULL */
+	struct heap_switch *heap_switch; /* with --control or --fast, once loaded */
 	struct mt_writer *writer;
 	struct mt_header hdr;
 	struct spawn child;
@@ -891,11 +893,9 @@ static int open_fast(struct track_run *run, char *err, size_t errlen)
 static int start_fast(struct track_run *run)
 {
 	fast_drain__set_tracked(run->fast, bpf_map__fd(run->skel->maps.tracked));
-	/* the heap switch (control socket) lives in the BPF side's mmapable .data */
-	fast_drain__set_switch(run->fast, bpf_map__fd(run->skel->maps.data),
-			       (uint32_t)((const char *)loader_heap_switch(run->skel) -
-					  (const char *)run->skel->data),
-			       bpf_map__value_size(run->skel->maps.data));
+	/* the heap switch (control socket), on a sealed page the libraries map read-only */
+	fast_drain__set_switch(run->fast, heap_switch__page_fd(run->heap_switch), 0,
+			       HEAP_SWITCH_PAGE_BYTES);
 	return pipeline__add_source(run->pipe, fast_drain__fd(run->fast),
 				    &(struct pipeline_source){ .feed = fast_drain_feed,
 							       .service = fast_drain_service,
@@ -1019,8 +1019,17 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot start the command: %s", strerror(-ret));
 		return ret;
 	}
+	if (run->ctl || run->fast) {
+		run->heap_switch = heap_switch__new(loader_heap_switch(run->skel));
+		if (!run->heap_switch) {
+			ret = -errno;
+			snprintf(err, errlen, "cannot make the heap switch's page: %s",
+				 strerror(-ret));
+			return ret;
+		}
+	}
 	if (run->ctl)
-		control__set_switch(run->ctl, loader_heap_switch(run->skel));
+		control__set_switch(run->ctl, run->heap_switch);
 	fill_header(&run->hdr, run->o);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {
@@ -1164,8 +1173,9 @@ fail_setup:
 	ret = 1;
 out:
 	pipeline__free(run.pipe);
-	control__free(run.ctl);	    /* after the poller, which serves it */
-	fast_drain__free(run.fast); /* after the poller, which drains it */
+	control__free(run.ctl);		    /* after the poller, which serves it */
+	fast_drain__free(run.fast);	    /* after the poller, which drains it */
+	heap_switch__free(run.heap_switch); /* after the control socket and drain */
 	mt_writer__free(run.writer);
 	teardown(&run);
 	if (run.out_fd >= 0)

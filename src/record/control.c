@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "as_user.h"
 #include "control.h"
+#include "heap_switch.h"
 #include "event.h"
 #include "pipeline.h"
 
@@ -190,9 +191,9 @@ fail:
 	return NULL;
 }
 
-void control__set_switch(struct control *c, volatile __u32 *heap_enabled)
+void control__set_switch(struct control *c, struct heap_switch *sw)
 {
-	c->o.heap_enabled = heap_enabled;
+	c->o.heap_switch = sw;
 }
 
 void control__set_pipeline(struct control *c, struct pipeline *pipe)
@@ -258,15 +259,15 @@ static int set_enabled(struct control *c, bool on)
 {
 	int err = 0;
 
-	if (!c->o.heap_enabled)
+	if (!c->o.heap_switch)
 		return emit(c, on ? MT_ENABLE : MT_DISABLE, c->client_pid, NULL);
-	if (__atomic_load_n(c->o.heap_enabled, __ATOMIC_SEQ_CST) == on)
+	if (heap_switch__on(c->o.heap_switch) == on)
 		return 0; /* no change, no record */
 	if (on) {
 		err = emit(c, MT_ENABLE, c->client_pid, NULL);
-		__atomic_store_n(c->o.heap_enabled, 1, __ATOMIC_SEQ_CST);
+		heap_switch__set(c->o.heap_switch, true);
 	} else {
-		__atomic_store_n(c->o.heap_enabled, 0, __ATOMIC_SEQ_CST);
+		heap_switch__set(c->o.heap_switch, false);
 		err = emit(c, MT_DISABLE, c->client_pid, NULL);
 	}
 	return err;

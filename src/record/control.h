@@ -28,11 +28,12 @@
 
 struct pipeline;
 struct control;
+struct heap_switch;
 
 struct control_opts {
-	const char *path;	      /* where the socket is made (must not exist) */
-	volatile __u32 *heap_enabled; /* the BPF flag (skeleton .data), NULL for none */
-	struct pipeline *pipe;	      /* where records go (borrowed), or set later */
+	const char *path;		 /* where the socket is made (must not exist) */
+	struct heap_switch *heap_switch; /* borrowed (heap_switch.h), NULL for none */
+	struct pipeline *pipe;		 /* where records go (borrowed), or set later */
 	/* a client went away mid-command, sent garbage...: one line, no "\n" */
 	void (*notice)(void *ctx, const char *msg);
 	void *notice_ctx;
@@ -53,11 +54,11 @@ struct control *control__new(const struct control_opts *o, char *err, size_t err
 void control__set_pipeline(struct control *c, struct pipeline *pipe);
 
 /*
- * The heap-recording switch `enable` and `disable` flip (the BPF side's
- * flag, loader_heap_switch()), once it exists; main, before the poller
- * serves the socket.
+ * The heap-recording switch `enable` and `disable` flip (heap_switch.h:
+ * the BPF side's flag and the libraries' page; borrowed), once it exists;
+ * main, before the poller serves the socket.
  */
-void control__set_switch(struct control *c, volatile __u32 *heap_enabled);
+void control__set_switch(struct control *c, struct heap_switch *sw);
 
 /* The fd to wait on (an epoll set of the socket and its client). */
 int control__fd(const struct control *c);

@@ -59,7 +59,8 @@ void fast_drain__set_tracked(struct fast_drain *d, int tracked_fd);
 
 /*
  * The heap-recording switch every library must read: a __u32 at @offset of
- * the mmapable BPF map @map_fd (borrowed) of @map_bytes bytes.
+ * the file @map_fd (borrowed: heap_switch.h's sealed page, which a library
+ * can map read-only and nothing else) of @map_bytes bytes.
  */
 void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes);
 

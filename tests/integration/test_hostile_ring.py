@@ -207,6 +207,24 @@ def test_sealed_memfd(tmp):
     check_eq(kv_text(t.stdout).get("answer"), "n", "a sealed memfd of 4096 bytes")
 
 
+def test_switch_is_read_only(tmp):
+    """The heap switch a library gets with memtrack's answer is read-only:
+    a tracked program that says hello itself and tries to clear it (a
+    writable mapping, mprotect, write) switches nothing off; its heap calls
+    are still recorded.  Before, the answer carried the BPF side's .data
+    map, writable by whoever held it: heap recording went off for the whole
+    tree without a record."""
+    t = track(tmp, [fixture("hostile_ring"), "switch"], opts=FAST)
+    out = kv_text(t.stdout)
+    check_eq(out.get("answer"), "y", "memtrack's answer to the second hello")
+    for how in ("map_write", "mprotect", "write"):
+        check_eq(out.get(how), "refused", "clearing the switch by " + how)
+    pid = pids_of(t.events, "hostile_ring")
+    require_eq(len(pid), 1, "hostile_ring's process")
+    check_eq([(e["type"], e.get("size")) for e in heap(window(t.events, pid[0]))],
+             [("malloc", 4099), ("free", None)] * 3, "the window's heap records")
+
+
 def test_silent_connection_closed(tmp):
     """A connection that never says hello is closed after the deadline (2 s),
     with the process's own ring open or with no ring open at all (the
