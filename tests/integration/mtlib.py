@@ -18,6 +18,7 @@ turns these checks into one failure per test).
 import json
 import os
 import signal
+import socket
 import struct
 import subprocess
 import time
@@ -443,3 +444,28 @@ def shared_track(key, cmd, opts=(), expect_rc=0, timeout=DEFAULT_TIMEOUT):
     if isinstance(v, Failure):
         raise Failure("(shared run %s) %s" % (key, v))
     return v
+
+
+class ControlClient:
+    """A raw client of the control socket (what docs/CONTROL.md's Python
+    example does)."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(10)
+        self.s.connect(str(path))
+        self.f = self.s.makefile("rb")
+
+    def send(self, data):
+        self.s.sendall(data)
+
+    def answer(self):
+        return self.f.readline().decode()
+
+    def cmd(self, line):
+        self.send(line.encode() + b"\n")
+        return self.answer()
+
+    def close(self):
+        self.f.close()
+        self.s.close()

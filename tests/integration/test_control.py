@@ -4,14 +4,13 @@ enable/disable/ping/mark protocol (docs/CONTROL.md), libmemtrack-ctl,
 memtrack ctl, the mark/enable/disable records and report's markers,
 windows and --between."""
 import json
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import mtlib
-from mtlib import (MEMTRACK, REPO, BUILD, Failure, Proc, check_eq, check_true, finish,
+from mtlib import (MEMTRACK, REPO, BUILD, ControlClient, Failure, Proc, check_eq, check_true, finish,
                    fixture, heap, kill_group, of_type, proj, require, require_eq, run,
                    shared_track, spawn_track, track, wait_until)
 
@@ -155,30 +154,6 @@ def test_start_disabled_needs_control(tmp):
              "nothing could ever enable recording; add --control PATH"), "status and message")
 
 
-class Client:
-    """A raw protocol client (what docs/CONTROL.md's Python example does)."""
-
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(10)
-        self.s.connect(str(path))
-        self.f = self.s.makefile("rb")
-
-    def send(self, data):
-        self.s.sendall(data)
-
-    def answer(self):
-        return self.f.readline().decode()
-
-    def cmd(self, line):
-        self.send(line.encode() + b"\n")
-        return self.answer()
-
-    def close(self):
-        self.f.close()
-        self.s.close()
-
-
 def start_session(tmp, opts=()):
     """memtrack --control on a fixture that waits for tmp/go; returns
     (Popen, artifact, socket path, go path) once the socket exists."""
@@ -205,7 +180,7 @@ def end_session(p, go):
 def test_errors_leave_the_session_running(tmp):
     p, art, sock, go = start_session(tmp)
     try:
-        c = Client(sock)
+        c = ControlClient(sock)
         check_eq(c.cmd("ping"), "ok\n", "ping")
         check_eq(c.cmd("bogus"), "error unknown command 'bogus'; use enable, disable, ping or mark NAME\n",
                  "bad command")
@@ -214,14 +189,14 @@ def test_errors_leave_the_session_running(tmp):
                  "error mark name too long (256 bytes, at most 255); use a shorter name\n",
                  "mark name too long")
         # a second client at the same time is refused; the first goes on
-        c2 = Client(sock)
+        c2 = ControlClient(sock)
         check_eq(c2.answer(), "error busy: another client is connected; one client at a time, "
                  "retry when it has disconnected\n", "second client")
         c2.close()
         check_eq(c.cmd("mark first"), "ok\n", "first client after the refusal")
         c.close()
         # a client that disconnects in the middle of a command: not run
-        c3 = Client(sock)
+        c3 = ControlClient(sock)
         c3.send(b"mark half")
         c3.close()
         # one that sends a whole command and leaves without reading: run
@@ -247,8 +222,8 @@ def test_errors_leave_the_session_running(tmp):
 
 
 def _connect_when_free(sock):
-    """A Client once the previous one has been dropped (ping answers ok)."""
-    c = Client(sock)
+    """A ControlClient once the previous one has been dropped (ping answers ok)."""
+    c = ControlClient(sock)
     try:
         if c.cmd("ping") == "ok\n":
             return c

@@ -12,7 +12,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from callsites import tracked
-from mtlib import MEMTRACK, check_eq, check_true, fixture, kv_lines, require_eq
+from mtlib import MEMTRACK, ControlClient, check_eq, check_true, fixture, kv_lines, require_eq
 
 NOBODY = pwd.getpwnam("nobody")
 VICTIM_TEXT = "root's own file\n"
@@ -322,24 +321,6 @@ def test_sudo_setuid_binary_runs_as_invoker(pub):
 
 # --- the control socket's deadline -----------------------------------------
 
-class Client:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(10)
-        self.s.connect(str(path))
-        self.f = self.s.makefile("rb")
-
-    def send(self, data):
-        self.s.sendall(data)
-
-    def line(self):
-        return self.f.readline().decode()
-
-    def close(self):
-        self.f.close()
-        self.s.close()
-
-
 def start_with_control(tmp):
     sock = Path(tmp) / "c.sock"
     p = subprocess.Popen([MEMTRACK, "track", "-q", "-o", Path(tmp) / "out.mtrk", "--control", sock,
@@ -365,18 +346,18 @@ def test_control_silent_client_loses_the_slot(tmp):
     client slot for 3 s, not for good: then another client is served."""
     p, sock = start_with_control(tmp)
     try:
-        silent = Client(sock)
-        early = Client(sock)
+        silent = ControlClient(sock)
+        early = ControlClient(sock)
         early.send(b"ping\n")
-        check_eq(early.line().startswith("error busy"), True, "a second client at once: busy")
+        check_eq(early.answer().startswith("error busy"), True, "a second client at once: busy")
         early.close()
         time.sleep(3.5)
-        other = Client(sock)
+        other = ControlClient(sock)
         other.send(b"ping\n")
-        check_eq(other.line(), "ok\n", "another client after 3.5 s")
-        check_eq(silent.line(), "error no complete line within 3 s; disconnecting\n",
+        check_eq(other.answer(), "ok\n", "another client after 3.5 s")
+        check_eq(silent.answer(), "error no complete line within 3 s; disconnecting\n",
                  "what the silent client was told")
-        check_eq(silent.line(), "", "then the silent client's connection is closed")
+        check_eq(silent.answer(), "", "then the silent client's connection is closed")
         other.close()
         silent.close()
     finally:
@@ -390,15 +371,15 @@ def test_control_answered_client_may_idle(tmp):
     opens the socket early); a line it starts must end within 3 s."""
     p, sock = start_with_control(tmp)
     try:
-        c = Client(sock)
+        c = ControlClient(sock)
         c.send(b"ping\n")
-        check_eq(c.line(), "ok\n", "first ping")
+        check_eq(c.answer(), "ok\n", "first ping")
         time.sleep(3.5)
         c.send(b"ping\n")
-        check_eq(c.line(), "ok\n", "a ping after 3.5 s idle")
+        check_eq(c.answer(), "ok\n", "a ping after 3.5 s idle")
         c.send(b"pi")
         time.sleep(3.5)
-        check_eq(c.line(), "error no complete line within 3 s; disconnecting\n",
+        check_eq(c.answer(), "error no complete line within 3 s; disconnecting\n",
                  "a line left unfinished for 3.5 s")
         c.close()
     finally:
