@@ -15,10 +15,10 @@ static size_t proc_root_prefix(const char *path)
 {
 	size_t n = strlen("/proc/");
 
-	if (strncmp(path, "/proc/", n) || path[n] < '1' || path[n] > '9')
+	if (strncmp(path, "/proc/", n) != 0 || path[n] < '1' || path[n] > '9')
 		return 0;
 	n += strspn(path + n, "0123456789");
-	if (strncmp(path + n, "/root/", strlen("/root/")))
+	if (strncmp(path + n, "/root/", strlen("/root/")) != 0)
 		return 0;
 	return n + strlen("/root");
 }
