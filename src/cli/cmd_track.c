@@ -601,7 +601,7 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 
 		fast_drain__stats(run->fast, &fs);
 		fprintf(stderr,
-			"memtrack: fast: %llu processes recorded in-process (%llu refused), %llu records, %llu lost, %llu rings open at most, %llu forged records refused (%llu rings cut off)\n",
+			"memtrack: fast: %llu processes recorded in-process (%llu refused), %llu records, %llu cut short by a kill, %llu rings open at most, %llu forged records refused (%llu rings cut off)\n",
 			(unsigned long long)fs.rings, (unsigned long long)fs.refused,
 			(unsigned long long)fs.records, (unsigned long long)fs.lost,
 			(unsigned long long)fs.max_open, (unsigned long long)fs.bad_records,
@@ -649,9 +649,14 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	if (run->fast) {
 		struct fast_drain_stats fs;
 
-		/* slots a killed thread reserved and never wrote: lost, type unknown */
+		/*
+		 * Slots a killed thread reserved and never wrote: calls it was
+		 * inside, that never returned to the program (a block it never
+		 * got, a free not yet done), so no loss of the recording: named,
+		 * not dropped, and the exit status stays the command's.
+		 */
 		fast_drain__stats(run->fast, &fs);
-		t->dropped[0] += fs.lost;
+		t->killed_in_call = fs.lost;
 	}
 	if (run->probes) {
 		struct probes_stats pr;
@@ -684,11 +689,15 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 {
 	uint64_t drops = total_drops(t), events = run->events;
 	int status = exit_status_of(run->status);
-	char unprobed[64] = "", refused[96] = "";
+	char unprobed[64] = "", refused[96] = "", killed[96] = "";
 
 	if (t->unprobed)
 		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
 			 (unsigned long long)t->unprobed);
+	if (t->killed_in_call)
+		snprintf(killed, sizeof(killed),
+			 ", %llu heap calls cut short by a kill (never returned, not recorded)",
+			 (unsigned long long)t->killed_in_call);
 	if (run->fast) {
 		struct fast_drain_stats fs;
 
@@ -701,9 +710,9 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 	}
 	if (!run->o->quiet)
 		fprintf(stderr,
-			"memtrack: wrote %s: %llu events, %llu lost%s%s, command exited with %d\n",
+			"memtrack: wrote %s: %llu events, %llu lost%s%s%s, command exited with %d\n",
 			run->o->output, (unsigned long long)events, (unsigned long long)drops,
-			unprobed, refused, status);
+			unprobed, killed, refused, status);
 	if (run->o->allow_drops)
 		return status;
 	if (t->unprobed)
