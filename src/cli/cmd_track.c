@@ -301,22 +301,30 @@ static bool in_initial_pid_ns(void)
 	return stat("/proc/self/ns/pid", &st) || st.st_ino == 0xEFFFFFFCu;
 }
 
+/* The fd limit memtrack raises its own to, as root, when its hard one is lower. */
+#define FD_LIMIT_WANT 65536
+
 /*
- * Every probed process holds a few link fds while it lives: raise the soft
- * fd limit to the hard one (the command gets its own limit back, see
- * spawn.c).  Returns the soft limit memtrack started with, 0 if unknown.
+ * Every probed process holds a few link fds while it lives, every
+ * in-process one a connection: raise the fd limit.  Root raises the hard
+ * one too (CAP_SYS_RESOURCE): under `ulimit -n 64` (soft and hard) a tree
+ * of 22 processes needs more than 64; without the capability, the soft
+ * limit goes up to the hard one.  The command gets its own limits back
+ * (spawn.c).  Sets *@old (soft, hard) to the limits memtrack started with;
+ * returns false if unknown.
  */
-static rlim_t raise_fd_limit(void)
+static bool raise_fd_limit(struct rlimit *old)
 {
 	struct rlimit rl;
-	rlim_t old;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return 0;
-	old = rl.rlim_cur;
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
-	return old;
+	if (getrlimit(RLIMIT_NOFILE, old))
+		return false;
+	rl.rlim_cur = rl.rlim_max = old->rlim_max < FD_LIMIT_WANT ? FD_LIMIT_WANT : old->rlim_max;
+	if (rl.rlim_max == old->rlim_max || setrlimit(RLIMIT_NOFILE, &rl)) {
+		rl.rlim_cur = rl.rlim_max = old->rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return true;
 }
 
 static void join_argv(char *dst, size_t len, char **argv)
@@ -1071,7 +1079,8 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 						  bpf_map__fd(run->skel->maps.ctl_events));
 	if (ret) {
 		/* pthread_create's code, or libbpf's: errno may be stale */
-		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(-ret));
+		snprintf(err, errlen, "cannot start the event pipeline: %s%s", strerror(-ret),
+			 ret == -EMFILE ? "; raise the fd limit (ulimit -Hn, at least 128)" : "");
 		return ret;
 	}
 	return 0;
@@ -1113,6 +1122,7 @@ int cmd_track(int argc, char **argv)
 				 .child = { .pid = -1, .release_fd = -1, .status_fd = -1 },
 				 .stub = { -1, -1, -1 } };
 	struct mt_trailer trailer = { 0 };
+	struct rlimit nofile;
 	char err[512] = "", path[4096];
 	sigset_t old;
 	int ret, exec_err;
@@ -1138,7 +1148,10 @@ int cmd_track(int argc, char **argv)
 		die_msg("cannot run %s: %s; give an executable file", o.argv[0], strerror(-ret));
 		return 126;
 	}
-	run.child.nofile = raise_fd_limit();
+	if (raise_fd_limit(&nofile)) {
+		run.child.nofile = nofile.rlim_cur;
+		run.child.nofile_max = nofile.rlim_max;
+	}
 	ret = open_output(&run);
 	if (ret)
 		return ret;

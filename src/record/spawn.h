@@ -22,6 +22,7 @@ struct spawn {
 	int status_fd;	      /* read end: the child's exec errno, EOF on success */
 	unsigned long nofile; /* soft RLIMIT_NOFILE the command gets (memtrack
 				 * raised its own), set by the caller; 0: leave it */
+	unsigned long nofile_max; /* and its hard one (root raises that too) */
 };
 
 /*

@@ -332,3 +332,45 @@ def test_self_sigkill_with_allocating_threads(tmp):
                    "the summary names them: %r" % p.stderr)
     else:
         check_true("cut short" not in p.stderr, "no cut-short calls named: %r" % p.stderr)
+
+
+def has_cap_sys_resource():
+    """Whether this process may raise its hard fd limit (CAP_SYS_RESOURCE)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) & (1 << 24))
+    return False
+
+
+TREE_22 = "for i in %s; do %%s > /dev/null & done; wait" % " ".join(map(str, range(21)))
+
+
+def test_low_fd_limit_counts_processes(tmp):
+    """A 22-process tree (sh and 21 children) under a low fd limit that
+    memtrack cannot raise: the processes left without probes are counted
+    once each, at most the tree's 22 (the old count was per failed attach:
+    "100 processes ran without allocator probes")."""
+    out = Path(tmp) / "out.mtrk"
+    script = "ulimit -n 72; exec %s track -q --allow-drops -o %s -- sh -c '%s'" % (
+        MEMTRACK, out, TREE_22 % fixture("heap_pairs"))
+    p = run(["bash", "-c", script], timeout=60)
+    require_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
+    rep = report_json(out)
+    pids = {pr["pid"] for pr in rep["processes"]}
+    check_eq(len(pids), 22, "processes of the tree")
+    check_true(rep["unprobed_processes"] <= len(pids),
+               "processes unprobed (%d) of %d" % (rep["unprobed_processes"], len(pids)))
+
+
+def test_fd_limit_64_raised_by_root(tmp):
+    """`ulimit -n 64` (soft and hard): root raises its own hard limit, every
+    process of a 22-process tree is probed, and the command keeps 64/64."""
+    if not has_cap_sys_resource():
+        pytest.skip("no CAP_SYS_RESOURCE here: memtrack cannot raise its hard fd limit")
+    out = Path(tmp) / "out.mtrk"
+    script = "ulimit -n 64; exec %s track -q -o %s -- sh -c 'ulimit -Sn; ulimit -Hn; %s'" % (
+        MEMTRACK, out, TREE_22 % fixture("heap_pairs"))
+    p = run(["bash", "-c", script], timeout=60)
+    check_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
+    check_eq(p.stdout.split(), ["64", "64"], "the command's fd limits (soft, hard)")
+    check_eq(report_json(out)["unprobed_processes"], 0, "processes unprobed")
