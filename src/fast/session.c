@@ -74,9 +74,9 @@ static struct {
 	int sock;		    /* to memtrack, -1 if none (or no longer ours) */
 	dev_t sock_dev;		    /* what sock was when it was made (see sock_ours) */
 	ino_t sock_ino;
-	pid_t memtrack_pid;	    /* the socket's other end (SO_PEERCRED), 0: unknown */
-	pid_t pid;		    /* the process that announced */
-	void *switch_map;	    /* memtrack's .data map, mapped by accepted() */
+	pid_t memtrack_pid; /* the socket's other end (SO_PEERCRED), 0: unknown */
+	pid_t pid;	    /* the process that announced */
+	void *switch_map;   /* memtrack's .data map, mapped by accepted() */
 	size_t switch_bytes;
 } S = { .sock = -1 };
 
