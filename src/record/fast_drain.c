@@ -28,6 +28,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <linux/types.h>
@@ -51,6 +52,13 @@ struct fast_conn {
 	struct fast_conn *next;
 };
 
+/*
+ * How often the poller looks at the orphans' rings (no wakeup bytes come
+ * from them): a producer waiting on a full ring waits about this long.
+ * The poller's own timer (up to 100 ms) made 1,000,000 pairs take 25 s.
+ */
+#define ORPHAN_TICK_NS 1000000
+
 struct fast_drain {
 	int tracked_fd; /* borrowed */
 	fast_admit_fn admit;
@@ -70,6 +78,7 @@ struct fast_drain {
 	unsigned nopen;
 	unsigned npending; /* connections waiting for their hello */
 	unsigned norphans; /* rings whose process lost its socket (fast_conn.orphan) */
+	int orphan_timer;  /* ticks every ORPHAN_TICK_NS while there are any, -1: none */
 	uint64_t low;	   /* no ring holds a record stamped before this (fast_drain_feed) */
 	struct fast_drain_stats st; /* of the connections freed so far */
 };
@@ -162,7 +171,7 @@ struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx, uid_t uid, gi
 	d->admit = admit;
 	d->admit_ctx = ctx;
 	d->switch_fd = -1;
-	d->listen_fd = d->epoll_fd = d->parent_fd = d->dir_fd = -1;
+	d->listen_fd = d->epoll_fd = d->parent_fd = d->dir_fd = d->orphan_timer = -1;
 	d->va_end = fast_va_end();
 	if (!tmp || !*tmp || strlen(tmp) > 40)
 		tmp = "/tmp";
@@ -241,6 +250,33 @@ static bool image_lives(const struct fast_drain *d, const struct fast_conn *c)
 }
 
 /*
+ * Starts (@on) or stops the orphans' tick: a timerfd in the epoll set
+ * (its events carry @d), made at the first orphan.  Without one (no fd
+ * left), the orphans are read on the poller's own timer.
+ */
+static void orphan_tick(struct fast_drain *d, bool on)
+{
+	struct itimerspec its = { { 0, on ? ORPHAN_TICK_NS : 0 }, { 0, on ? ORPHAN_TICK_NS : 0 } };
+
+	if (on && d->orphan_timer < 0) {
+		d->orphan_timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (d->orphan_timer >= 0 && epoll_add_ptr(d->epoll_fd, d->orphan_timer, d)) {
+			close(d->orphan_timer);
+			d->orphan_timer = -1;
+		}
+	}
+	if (d->orphan_timer >= 0)
+		(void)timerfd_settime(d->orphan_timer, 0, &its, NULL);
+}
+
+/* One orphan fewer; the last one stops the tick. */
+static void orphan_gone(struct fast_drain *d)
+{
+	if (!--d->norphans)
+		orphan_tick(d, false);
+}
+
+/*
  * @c's peer closed its end.  A process that closed every fd (closefrom,
  * close_range) or dup2()ed over the library's socket goes on recording in
  * the ring without it (session.c): while its image lives, the ring is read
@@ -257,7 +293,8 @@ static void peer_left(struct fast_drain *d, struct fast_conn *c)
 		return;
 	}
 	c->orphan = true;
-	d->norphans++;
+	if (!d->norphans++)
+		orphan_tick(d, true);
 	close(c->sock); /* also leaves the epoll set */
 	c->sock = -1;
 }
@@ -267,7 +304,7 @@ static void reap_orphans(struct fast_drain *d)
 {
 	for (struct fast_conn *c = d->conns; c && d->norphans; c = c->next)
 		if (c->orphan && !c->closing && !image_lives(d, c)) {
-			d->norphans--;
+			orphan_gone(d);
 			conn_closing(c);
 			d->low = 0; /* fast_drain_feed() reads it to its end and frees it */
 		}
@@ -483,7 +520,7 @@ static void conn_free(struct fast_drain *d, struct fast_conn *c)
 	not_pending(d, c);
 	add_counts(&d->st, c);
 	if (c->orphan && !c->closing)
-		d->norphans--;
+		orphan_gone(d);
 	if (c->ring) {
 		/* a library waiting on a full ring stops, whether it has its socket or not */
 		__atomic_store_n(&((struct mt_fast_hdr *)c->ring)->closed, 1, __ATOMIC_RELEASE);
@@ -655,6 +692,12 @@ int fast_drain_service(void *ctx, struct pipeline *p)
 
 		if (!c) {
 			accept_some(d);
+		} else if (ev[i].data.ptr == d) { /* the orphans' tick: they are read next */
+			uint64_t ticks;
+
+			if (read(d->orphan_timer, &ticks, sizeof(ticks)) < 0) {
+				/* EAGAIN: read already */
+			}
 		} else if (c->ring) {
 			read_wakeups(d, c);
 		} else if (!c->closing && !open_ring(d, c)) {
@@ -683,6 +726,8 @@ void fast_drain__free(struct fast_drain *d)
 	if (!d)
 		return;
 	abandon(d); /* every connection and the listening socket */
+	if (d->orphan_timer >= 0)
+		close(d->orphan_timer);
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
 	if (d->dir_fd >= 0) {
