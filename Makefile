@@ -180,7 +180,7 @@ $(OUT)/fixtures/ctl_phases $(OUT)/fixtures/ctl_late: $(OUT)/libmemtrack-ctl.a in
 # the attacker of test_hostile_ring.py writes the ring with its real layout
 FIXTURE_CFLAGS_hostile_ring := -Isrc -Isrc/fast
 $(OUT)/fixtures/hostile_ring: src/fast/fast_ring.h src/event.h src/bpf_abi.h
-$(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h tests/fixtures/shown.h
+$(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h tests/fixtures/shown.h tests/fixtures/pairs.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -Iinclude $(FIXTURE_CFLAGS_$*) $< -o $@ $(FIXTURE_LIBS_$*) -lpthread

@@ -111,6 +111,9 @@ static int print_text(struct report *r)
 	if (r->trailer && r->trailer->unprobed)
 		printf("unprobed:     %llu processes ran without allocator probes (their heap calls are missing)\n",
 		       (unsigned long long)r->trailer->unprobed);
+	if (r->trailer && r->trailer->killed_in_call)
+		printf("cut short:    %llu heap calls a killed process was inside (they never returned: not recorded)\n",
+		       (unsigned long long)r->trailer->killed_in_call);
 	if (a->bad_records)
 		printf("refused:      %llu forged records of the in-process rings, from %u processes\n",
 		       (unsigned long long)a->bad_records, a->bad_procs);
@@ -169,6 +172,8 @@ static int print_json(struct report *r)
 		       (unsigned long long)r->trailer->dropped[t]);
 	printf("},\"unprobed_processes\":%llu",
 	       r->trailer ? (unsigned long long)r->trailer->unprobed : 0ull);
+	printf(",\"killed_in_call\":%llu",
+	       r->trailer ? (unsigned long long)r->trailer->killed_in_call : 0ull);
 	printf(",\"bad_records\":%llu", (unsigned long long)a->bad_records);
 	printf(",\"truncated\":%s", r->truncated ? "true" : "false");
 	if (r->trailer)

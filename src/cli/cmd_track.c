@@ -301,22 +301,30 @@ static bool in_initial_pid_ns(void)
 	return stat("/proc/self/ns/pid", &st) || st.st_ino == 0xEFFFFFFCu;
 }
 
+/* The fd limit memtrack raises its own to, as root, when its hard one is lower. */
+#define FD_LIMIT_WANT 65536
+
 /*
- * Every probed process holds a few link fds while it lives: raise the soft
- * fd limit to the hard one (the command gets its own limit back, see
- * spawn.c).  Returns the soft limit memtrack started with, 0 if unknown.
+ * Every probed process holds a few link fds while it lives, every
+ * in-process one a connection: raise the fd limit.  Root raises the hard
+ * one too (CAP_SYS_RESOURCE): under `ulimit -n 64` (soft and hard) a tree
+ * of 22 processes needs more than 64; without the capability, the soft
+ * limit goes up to the hard one.  The command gets its own limits back
+ * (spawn.c).  Sets *@old (soft, hard) to the limits memtrack started with;
+ * returns false if unknown.
  */
-static rlim_t raise_fd_limit(void)
+static bool raise_fd_limit(struct rlimit *old)
 {
 	struct rlimit rl;
-	rlim_t old;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return 0;
-	old = rl.rlim_cur;
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
-	return old;
+	if (getrlimit(RLIMIT_NOFILE, old))
+		return false;
+	rl.rlim_cur = rl.rlim_max = old->rlim_max < FD_LIMIT_WANT ? FD_LIMIT_WANT : old->rlim_max;
+	if (rl.rlim_max == old->rlim_max || setrlimit(RLIMIT_NOFILE, &rl)) {
+		rl.rlim_cur = rl.rlim_max = old->rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return true;
 }
 
 static void join_argv(char *dst, size_t len, char **argv)
@@ -601,7 +609,7 @@ static void print_stats(const struct track_run *run, const struct pipeline_stats
 
 		fast_drain__stats(run->fast, &fs);
 		fprintf(stderr,
-			"memtrack: fast: %llu processes recorded in-process (%llu refused), %llu records, %llu lost, %llu rings open at most, %llu forged records refused (%llu rings cut off)\n",
+			"memtrack: fast: %llu processes recorded in-process (%llu refused), %llu records, %llu cut short by a kill, %llu rings open at most, %llu forged records refused (%llu rings cut off)\n",
 			(unsigned long long)fs.rings, (unsigned long long)fs.refused,
 			(unsigned long long)fs.records, (unsigned long long)fs.lost,
 			(unsigned long long)fs.max_open, (unsigned long long)fs.bad_records,
@@ -649,9 +657,14 @@ static int finish(struct track_run *run, struct mt_trailer *t)
 	if (run->fast) {
 		struct fast_drain_stats fs;
 
-		/* slots a killed thread reserved and never wrote: lost, type unknown */
+		/*
+		 * Slots a killed thread reserved and never wrote: calls it was
+		 * inside, that never returned to the program (a block it never
+		 * got, a free not yet done), so no loss of the recording: named,
+		 * not dropped, and the exit status stays the command's.
+		 */
 		fast_drain__stats(run->fast, &fs);
-		t->dropped[0] += fs.lost;
+		t->killed_in_call = fs.lost;
 	}
 	if (run->probes) {
 		struct probes_stats pr;
@@ -684,11 +697,15 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 {
 	uint64_t drops = total_drops(t), events = run->events;
 	int status = exit_status_of(run->status);
-	char unprobed[64] = "", refused[96] = "";
+	char unprobed[64] = "", refused[96] = "", killed[96] = "";
 
 	if (t->unprobed)
 		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
 			 (unsigned long long)t->unprobed);
+	if (t->killed_in_call)
+		snprintf(killed, sizeof(killed),
+			 ", %llu heap calls cut short by a kill (never returned, not recorded)",
+			 (unsigned long long)t->killed_in_call);
 	if (run->fast) {
 		struct fast_drain_stats fs;
 
@@ -701,9 +718,9 @@ static int report_end(const struct track_run *run, const struct mt_trailer *t)
 	}
 	if (!run->o->quiet)
 		fprintf(stderr,
-			"memtrack: wrote %s: %llu events, %llu lost%s%s, command exited with %d\n",
+			"memtrack: wrote %s: %llu events, %llu lost%s%s%s, command exited with %d\n",
 			run->o->output, (unsigned long long)events, (unsigned long long)drops,
-			unprobed, refused, status);
+			unprobed, killed, refused, status);
 	if (run->o->allow_drops)
 		return status;
 	if (t->unprobed)
@@ -1062,7 +1079,8 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 						  bpf_map__fd(run->skel->maps.ctl_events));
 	if (ret) {
 		/* pthread_create's code, or libbpf's: errno may be stale */
-		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(-ret));
+		snprintf(err, errlen, "cannot start the event pipeline: %s%s", strerror(-ret),
+			 ret == -EMFILE ? "; raise the fd limit (ulimit -Hn, at least 128)" : "");
 		return ret;
 	}
 	return 0;
@@ -1104,6 +1122,7 @@ int cmd_track(int argc, char **argv)
 				 .child = { .pid = -1, .release_fd = -1, .status_fd = -1 },
 				 .stub = { -1, -1, -1 } };
 	struct mt_trailer trailer = { 0 };
+	struct rlimit nofile;
 	char err[512] = "", path[4096];
 	sigset_t old;
 	int ret, exec_err;
@@ -1129,7 +1148,10 @@ int cmd_track(int argc, char **argv)
 		die_msg("cannot run %s: %s; give an executable file", o.argv[0], strerror(-ret));
 		return 126;
 	}
-	run.child.nofile = raise_fd_limit();
+	if (raise_fd_limit(&nofile)) {
+		run.child.nofile = nofile.rlim_cur;
+		run.child.nofile_max = nofile.rlim_max;
+	}
 	ret = open_output(&run);
 	if (ret)
 		return ret;

@@ -27,6 +27,7 @@
 #ifndef MEMTRACK_FAST_RING_H
 #define MEMTRACK_FAST_RING_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <fcntl.h>
 #include <string.h>
@@ -91,7 +92,10 @@ struct mt_fast_hdr {
 	__u64 magic;   /* MT_FAST_MAGIC */
 	__u32 version; /* MT_FAST_VERSION (bpf_abi.h) */
 	__u32 slots;   /* MT_FAST_SLOTS */
-	__u8 pad0[48];
+	/* memtrack: 1 once it reads no more (it unmaps or abandons the ring):
+	 * a producer waiting on a full ring stops, socket or not */
+	__u32 closed;
+	__u8 pad0[44];
 	__u64 head; /* next position a producer takes (atomic) */
 	__u8 pad1[56];
 	__u64 tail; /* next position the consumer reads (its own, informative) */
@@ -135,7 +139,8 @@ static inline struct mt_fast_slot *mt_fast_slots(void *ring)
 /*
  * Sends @len bytes of @buf on @sock with @fd attached (SCM_RIGHTS), or
  * without one when @fd < 0.  Both sides use it: the library its ring, memtrack
- * its answer with the heap switch's map.  Returns 0, or -1 unless all was sent.
+ * its answer with the heap switch's map.  A signal is retried.  Returns 0, or
+ * -1 unless all was sent.
  */
 static inline int fast_send_fd(int sock, const void *buf, size_t len, int fd, int flags)
 {
@@ -146,6 +151,7 @@ static inline int fast_send_fd(int sock, const void *buf, size_t len, int fd, in
 	struct iovec iov = { (void *)buf, len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *cm;
+	ssize_t n;
 
 	memset(&u, 0, sizeof(u));
 	if (fd >= 0) {
@@ -157,7 +163,10 @@ static inline int fast_send_fd(int sock, const void *buf, size_t len, int fd, in
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	}
-	return sendmsg(sock, &msg, MSG_NOSIGNAL | flags) == (ssize_t)len ? 0 : -1;
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)len ? 0 : -1;
 }
 
 #endif /* MEMTRACK_FAST_RING_H */

@@ -23,11 +23,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -68,28 +71,82 @@ static struct {
 	void *ring;		    /* MT_FAST_RING_BYTES, shared with memtrack */
 	struct mt_fast_slot *slots; /* in ring */
 	struct mt_fast_hdr *hdr;    /* in ring */
-	int sock;		    /* to memtrack, -1 if none */
-	pid_t pid;		    /* the process that announced */
-	void *switch_map;	    /* memtrack's .data map, mapped by accepted() */
+	int sock;		    /* to memtrack, -1 if none (or no longer ours) */
+	dev_t sock_dev;		    /* what sock was when it was made (see sock_ours) */
+	ino_t sock_ino;
+	pid_t memtrack_pid; /* the socket's other end (SO_PEERCRED), 0: unknown */
+	pid_t pid;	    /* the process that announced */
+	void *switch_map;   /* memtrack's .data map, mapped by accepted() */
 	size_t switch_bytes;
 } S = { .sock = -1 };
 
 static __thread pid_t tls_tid TLS_IE;
 
+/*
+ * Whether S.sock is still the socket made (fstat identity): the program
+ * may close every fd (closefrom, close_range) and reuse the number for
+ * its own files or sockets, or dup2 over it.  Once it is not, it is
+ * forgotten (never closed: the number is the program's now) and the
+ * process records on without it: memtrack reads the ring while the image
+ * lives (fast_drain.c), so only the wakeups and the end's notice are
+ * lost.  A program that closes and reuses the number between this check
+ * and the use (another thread, in that window) is not caught.
+ */
+static bool sock_ours(void)
+{
+	struct stat st;
+
+	if (S.sock < 0)
+		return false;
+	if (!fstat(S.sock, &st) && st.st_dev == S.sock_dev && st.st_ino == S.sock_ino)
+		return true;
+	S.sock = -1;
+	return false;
+}
+
 /* Tells memtrack's poller to drain now (a byte on the socket; never blocks). */
 static void poke(void)
 {
-	if (send(S.sock, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-		/* full socket buffer: memtrack has a wakeup pending anyway */
-	}
+	ssize_t n;
+
+	if (!sock_ours())
+		return; /* memtrack drains on its own timer */
+	do
+		n = send(S.sock, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	/* a full socket buffer (EAGAIN): memtrack has a wakeup pending anyway */
 }
 
-/* Whether memtrack closed its end (it exited or dropped us). */
+/* Whether memtrack's process is gone (asked when the socket is lost). */
+static bool memtrack_exited(void)
+{
+	return S.memtrack_pid > 0 && kill(S.memtrack_pid, 0) && errno == ESRCH;
+}
+
+/*
+ * Whether memtrack stopped reading the ring: it said so in the header
+ * (it unmaps or abandons it), its end of the socket closed, or, with the
+ * socket lost, its process is gone.  A signal (EINTR) or a full buffer is
+ * no end: only these are.
+ */
 static bool memtrack_gone(void)
 {
-	struct pollfd p = { .fd = S.sock, .events = POLLIN | POLLRDHUP };
+	struct pollfd p = { .events = POLLRDHUP };
+	int n;
 
-	return poll(&p, 1, 0) != 0;
+	if (__atomic_load_n(&S.hdr->closed, __ATOMIC_ACQUIRE))
+		return true;
+	if (!sock_ours())
+		return memtrack_exited();
+	p.fd = S.sock;
+	do
+		n = poll(&p, 1, 0);
+	while (n < 0 && (errno == EINTR || errno == EAGAIN || errno == ENOMEM));
+	if (n == 1 && (p.revents & POLLNVAL)) { /* closed since sock_ours(): lost, not an end */
+		S.sock = -1;
+		return memtrack_exited();
+	}
+	return n == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 /*
@@ -204,6 +261,47 @@ static bool accepted(int sock)
 	return true;
 }
 
+/*
+ * Moves @sock to a high number (below the soft fd limit, at most 1024:
+ * the fd table stays small), out of the way of a program that takes the
+ * lowest free numbers or dup2()s onto its own small ones.  Returns the fd
+ * to use (@sock when there is no room up there).
+ */
+static int move_high(int sock)
+{
+	struct rlimit rl;
+	rlim_t top;
+	int high;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return sock;
+	top = rl.rlim_cur < 1024 ? rl.rlim_cur : 1024;
+	if (top < 32)
+		return sock;
+	high = fcntl(sock, F_DUPFD_CLOEXEC, (int)(top - 8));
+	if (high < 0)
+		return sock;
+	close(sock);
+	return high;
+}
+
+/* Notes what S.sock is (sock_ours) and who listens on it. */
+static int note_sock(void)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct stat st;
+
+	if (fstat(S.sock, &st))
+		return -1;
+	S.sock_dev = st.st_dev;
+	S.sock_ino = st.st_ino;
+	/* 0 when memtrack is in a pid namespace we cannot see */
+	if (!getsockopt(S.sock, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		S.memtrack_pid = cred.pid;
+	return 0;
+}
+
 static int connect_memtrack(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -219,7 +317,7 @@ static int connect_memtrack(const char *path)
 		close(sock);
 		return -1;
 	}
-	return sock;
+	return move_high(sock);
 }
 
 /* Forgets the ring and connection (a fork child inherits its parent's). */
@@ -228,7 +326,7 @@ static void drop_session(void)
 	fast_recording = 0;
 	if (S.ring)
 		munmap(S.ring, MT_FAST_RING_BYTES);
-	if (S.sock >= 0)
+	if (sock_ours()) /* a lost number is the program's now: left alone */
 		close(S.sock);
 	fast_heap_switch = &always_on;
 	if (S.switch_map)
@@ -238,6 +336,9 @@ static void drop_session(void)
 	S.slots = NULL;
 	S.hdr = NULL;
 	S.sock = -1;
+	S.sock_dev = 0;
+	S.sock_ino = 0;
+	S.memtrack_pid = 0;
 }
 
 /*
@@ -268,7 +369,7 @@ static void start_session(void)
 	S.hdr->slots = MT_FAST_SLOTS;
 	S.pid = syscall(SYS_getpid);
 	S.sock = connect_memtrack(path);
-	if (S.sock < 0 || send_ring(S.sock, memfd) || !accepted(S.sock))
+	if (S.sock < 0 || note_sock() || send_ring(S.sock, memfd) || !accepted(S.sock))
 		goto fail;
 	close(memfd);
 	interpose_patch_exe();
@@ -279,7 +380,27 @@ static void start_session(void)
 fail:
 	if (memfd >= 0)
 		close(memfd);
+	if (S.sock >= 0 && !S.sock_ino) { /* made here and not noted: surely ours */
+		close(S.sock);
+		S.sock = -1;
+	}
 	drop_session();
+}
+
+/*
+ * start_session() with every signal blocked: the program's handlers (and
+ * its timers) are already there in a fork child, and an interrupted
+ * connect, send or wait for the answer would leave the process to the
+ * uprobes for nothing.  Blocked signals wait until the handover is done.
+ */
+static void start_session_masked(void)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	start_session();
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* In a fork child, before fork returns: a ring of its own. */
@@ -288,7 +409,7 @@ static void atfork_child(void)
 	drop_session();
 	tls_tid = 0;
 	fast_vfork_flag = 0;
-	start_session();
+	start_session_masked();
 }
 
 static void fast_init(void);
@@ -297,6 +418,6 @@ __attribute__((constructor(101))) static void fast_init(void)
 {
 	interpose_resolve();
 	fast_real_vfork = next_sym("vfork", (const void *)fast_init);
-	start_session();
+	start_session_masked();
 	pthread_atfork(NULL, NULL, atfork_child);
 }

@@ -66,6 +66,7 @@ struct mt_trailer {
 	uint64_t duration_ns;	       /* from start_ns to the command's end */
 	uint64_t frames;	       /* event frames before the trailer */
 	uint64_t unprobed;	       /* processes left without (all) their allocator probes */
+	uint64_t killed_in_call;       /* in-process heap calls a killed thread never finished */
 };
 
 /* Writer statistics, valid at any time. */

@@ -306,6 +306,9 @@ static int trailer_kv(void *ctx, const char *key, const char *val)
 	} else if (!strcmp(key, "unprobed")) {
 		err = parse_u64(val, UINT64_MAX, &u);
 		t->unprobed = u;
+	} else if (!strcmp(key, "killed_in_call")) {
+		err = parse_u64(val, UINT64_MAX, &u);
+		t->killed_in_call = u;
 	}
 	if (err) {
 		c->bad_key = key;

@@ -28,6 +28,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <linux/types.h>
@@ -46,9 +47,17 @@ struct fast_conn {
 	struct fast_reader rd; /* the ring's reading, once mapped */
 	uint64_t deadline;     /* pending: closed unless its hello came by then (ns) */
 	bool closing;	       /* the peer's end closed: read to the end, then free */
+	bool orphan;	       /* its end closed, its image still records (sock -1) */
 	bool reported;	       /* its REFUSED record is written */
 	struct fast_conn *next;
 };
+
+/*
+ * How often the poller looks at the orphans' rings (no wakeup bytes come
+ * from them): a producer waiting on a full ring waits about this long.
+ * The poller's own timer (up to 100 ms) made 1,000,000 pairs take 25 s.
+ */
+#define ORPHAN_TICK_NS 1000000
 
 struct fast_drain {
 	int tracked_fd; /* borrowed */
@@ -68,6 +77,8 @@ struct fast_drain {
 	struct fast_conn *conns; /* owned */
 	unsigned nopen;
 	unsigned npending; /* connections waiting for their hello */
+	unsigned norphans; /* rings whose process lost its socket (fast_conn.orphan) */
+	int orphan_timer;  /* ticks every ORPHAN_TICK_NS while there are any, -1: none */
 	uint64_t low;	   /* no ring holds a record stamped before this (fast_drain_feed) */
 	struct fast_drain_stats st; /* of the connections freed so far */
 };
@@ -160,7 +171,7 @@ struct fast_drain *fast_drain__new(fast_admit_fn admit, void *ctx, uid_t uid, gi
 	d->admit = admit;
 	d->admit_ctx = ctx;
 	d->switch_fd = -1;
-	d->listen_fd = d->epoll_fd = d->parent_fd = d->dir_fd = -1;
+	d->listen_fd = d->epoll_fd = d->parent_fd = d->dir_fd = d->orphan_timer = -1;
 	d->va_end = fast_va_end();
 	if (!tmp || !*tmp || strlen(tmp) > 40)
 		tmp = "/tmp";
@@ -217,14 +228,97 @@ static void conn_closing(struct fast_conn *c)
 		fast_reader_close(&c->rd);
 }
 
+/*
+ * Whether the image that handed @c's ring over may still write it: its
+ * process is of the tree and in-process (the exec of a new image and the
+ * exit clear that, fast.bpf.c and proc.bpf.c, after its memory is gone),
+ * and no newer connection of its pid came (a new image, or the pid
+ * reused).  Earlier in d->conns is newer.
+ */
+static bool image_lives(const struct fast_drain *d, const struct fast_conn *c)
+{
+	struct tracked_proc tp;
+	__u32 key = c->pid;
+
+	if (d->tracked_fd < 0 || bpf_map_lookup_elem(d->tracked_fd, &key, &tp) ||
+	    !(tp.flags & MT_PROC_FAST))
+		return false;
+	for (const struct fast_conn *o = d->conns; o && o != c; o = o->next)
+		if (o->pid == c->pid)
+			return false;
+	return true;
+}
+
+/*
+ * Starts (@on) or stops the orphans' tick: a timerfd in the epoll set
+ * (its events carry @d), made at the first orphan.  Without one (no fd
+ * left), the orphans are read on the poller's own timer.
+ */
+static void orphan_tick(struct fast_drain *d, bool on)
+{
+	struct itimerspec its = { { 0, on ? ORPHAN_TICK_NS : 0 }, { 0, on ? ORPHAN_TICK_NS : 0 } };
+
+	if (on && d->orphan_timer < 0) {
+		d->orphan_timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (d->orphan_timer >= 0 && epoll_add_ptr(d->epoll_fd, d->orphan_timer, d)) {
+			close(d->orphan_timer);
+			d->orphan_timer = -1;
+		}
+	}
+	if (d->orphan_timer >= 0)
+		(void)timerfd_settime(d->orphan_timer, 0, &its, NULL);
+}
+
+/* One orphan fewer; the last one stops the tick. */
+static void orphan_gone(struct fast_drain *d)
+{
+	if (!--d->norphans)
+		orphan_tick(d, false);
+}
+
+/*
+ * @c's peer closed its end.  A process that closed every fd (closefrom,
+ * close_range) or dup2()ed over the library's socket goes on recording in
+ * the ring without it (session.c): while its image lives, the ring is read
+ * as before, the socket closed (no more wakeups, no EOF to watch), and
+ * fast_drain_service() looks for the image's end.  Anything else: read to
+ * its end, then freed.
+ */
+static void peer_left(struct fast_drain *d, struct fast_conn *c)
+{
+	if (c->closing || c->orphan)
+		return;
+	if (!c->ring || !image_lives(d, c)) {
+		conn_closing(c);
+		return;
+	}
+	c->orphan = true;
+	if (!d->norphans++)
+		orphan_tick(d, true);
+	close(c->sock); /* also leaves the epoll set */
+	c->sock = -1;
+}
+
+/* Closes the orphaned rings whose image is gone: read to their end, then freed. */
+static void reap_orphans(struct fast_drain *d)
+{
+	for (struct fast_conn *c = d->conns; c && d->norphans; c = c->next)
+		if (c->orphan && !c->closing && !image_lives(d, c)) {
+			orphan_gone(d);
+			conn_closing(c);
+			d->low = 0; /* fast_drain_feed() reads it to its end and frees it */
+		}
+}
+
 /* Whether the peer of @c has closed its end (data may still wait before it). */
-static bool peer_closed(struct fast_conn *c)
+static bool peer_closed(struct fast_drain *d, struct fast_conn *c)
 {
 	struct pollfd pfd = { .fd = c->sock, .events = POLLRDHUP };
 
-	if (!c->closing && poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-		conn_closing(c);
-	return c->closing;
+	if (!c->closing && !c->orphan && poll(&pfd, 1, 0) == 1 &&
+	    (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		peer_left(d, c);
+	return c->closing || c->orphan;
 }
 
 /*
@@ -249,7 +343,7 @@ static bool peer_allowed(struct fast_drain *d, const struct ucred *cred)
 		if (!c->ring && !c->closing)
 			return false; /* one hello at a time */
 		/* an image that exec'd is gone, its EOF maybe not read yet */
-		mine += !peer_closed(c);
+		mine += !peer_closed(d, c);
 	}
 	return mine < FAST_CONNS_PER_PID;
 }
@@ -425,11 +519,16 @@ static void conn_free(struct fast_drain *d, struct fast_conn *c)
 {
 	not_pending(d, c);
 	add_counts(&d->st, c);
+	if (c->orphan && !c->closing)
+		orphan_gone(d);
 	if (c->ring) {
+		/* a library waiting on a full ring stops, whether it has its socket or not */
+		__atomic_store_n(&((struct mt_fast_hdr *)c->ring)->closed, 1, __ATOMIC_RELEASE);
 		munmap(c->ring, MT_FAST_RING_BYTES);
 		d->nopen--;
 	}
-	close(c->sock); /* also leaves the epoll set; a cut library stops */
+	if (c->sock >= 0)
+		close(c->sock); /* also leaves the epoll set; a cut library stops */
 	free(c);
 }
 
@@ -438,13 +537,16 @@ static void conn_free(struct fast_drain *d, struct fast_conn *c)
  * keeps sending them until the ring is read, so reading until there are
  * none would never end); notes a closed peer.
  */
-static void read_wakeups(struct fast_conn *c)
+static void read_wakeups(struct fast_drain *d, struct fast_conn *c)
 {
 	char buf[256];
-	ssize_t n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
+	ssize_t n;
 
+	if (c->sock < 0)
+		return; /* an orphan's socket is closed (its event was queued before) */
+	n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-		conn_closing(c);
+		peer_left(d, c);
 }
 
 /*
@@ -590,8 +692,14 @@ int fast_drain_service(void *ctx, struct pipeline *p)
 
 		if (!c) {
 			accept_some(d);
+		} else if (ev[i].data.ptr == d) { /* the orphans' tick: they are read next */
+			uint64_t ticks;
+
+			if (read(d->orphan_timer, &ticks, sizeof(ticks)) < 0) {
+				/* EAGAIN: read already */
+			}
 		} else if (c->ring) {
-			read_wakeups(c);
+			read_wakeups(d, c);
 		} else if (!c->closing && !open_ring(d, c)) {
 			not_pending(d, c);
 			conn_closing(c);
@@ -599,6 +707,8 @@ int fast_drain_service(void *ctx, struct pipeline *p)
 	}
 	if (d->npending)
 		expire_pending(d);
+	if (d->norphans)
+		reap_orphans(d);
 	if (n > 0)
 		d->low = 0; /* a new ring, or news: look at every ring next time */
 	return 0;
@@ -616,6 +726,8 @@ void fast_drain__free(struct fast_drain *d)
 	if (!d)
 		return;
 	abandon(d); /* every connection and the listening socket */
+	if (d->orphan_timer >= 0)
+		close(d->orphan_timer);
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
 	if (d->dir_fd >= 0) {

@@ -68,6 +68,7 @@ struct proc_links {
 	unsigned cap;
 	struct proc_links *ilinks; /* --fast: links of interposed sites, owned (NULL: none) */
 	bool fast;		   /* announced the in-process path: no interposed sites */
+	bool unprobed;		   /* a sync failed for it: counted in stats.lost once */
 };
 
 struct probes {
@@ -384,16 +385,25 @@ static bool exec_file_mapping(const char *line, char *path, size_t len)
 }
 
 /*
- * Sorts a failed sync: a process that is gone (killed while parked) lost
- * nothing; any other failure (no fd left, no memory) left a live process
- * without probes, which is lost data.  Returns -ESRCH or @err.
+ * Sorts a failed sync of @pid: a process that is gone (killed while
+ * parked) lost nothing; any other failure (no fd left, no memory) left a
+ * live process without probes, which is lost data, counted once a process
+ * (it is synced again at every fork, exec and mapping: a 22-process tree
+ * under `ulimit -n 64` was counted as 97).  Returns -ESRCH or @err.
  */
-static int gone_or_lost(struct probes *p, int err)
+static int gone_or_lost(struct probes *p, pid_t pid, int err)
 {
+	struct proc_links *pl;
+
 	if (err == -ENOENT || err == -ESRCH)
 		return -ESRCH;
-	p->stats.lost++;
 	p->stats.last_error = -err;
+	pl = proc_lookup(p, pid, true);
+	if (pl && pl->unprobed)
+		return err;
+	if (pl)
+		pl->unprobed = true;
+	p->stats.lost++; /* no memory for its entry: counted at each failure */
 	return err;
 }
 
@@ -524,7 +534,7 @@ int probes_sync(struct probes *p, pid_t pid)
 {
 	int total = sync_files(p, pid, false);
 
-	return total < 0 ? gone_or_lost(p, total) : total;
+	return total < 0 ? gone_or_lost(p, pid, total) : total;
 }
 
 int probes_preattach(struct probes *p, pid_t pid)

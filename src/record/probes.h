@@ -29,7 +29,7 @@ struct probes_stats {
 	uint64_t syncs;	   /* probes_sync() calls */
 	uint64_t links;	   /* uprobes attached in all */
 	uint64_t failures; /* attach failures (process gone, ...) */
-	uint64_t lost;	   /* syncs that left a live process without probes */
+	uint64_t lost;	   /* live processes a sync left without (all) probes, once each */
 	int last_error;	   /* errno of the last such sync, 0 if none */
 	uint64_t sync_ns;  /* time spent attaching */
 };

@@ -79,6 +79,8 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 
 		if (!getrlimit(RLIMIT_NOFILE, &rl)) {
 			rl.rlim_cur = sp->nofile;
+			if (sp->nofile_max)
+				rl.rlim_max = sp->nofile_max; /* lowering it needs no privilege */
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}

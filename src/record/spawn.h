@@ -17,11 +17,12 @@
 #include "compiler.h"
 
 struct spawn {
-	pid_t pid;	      /* the child, -1 when not started */
-	int release_fd;	      /* write end of the pipe the child waits on */
-	int status_fd;	      /* read end: the child's exec errno, EOF on success */
-	unsigned long nofile; /* soft RLIMIT_NOFILE the command gets (memtrack
+	pid_t pid;		  /* the child, -1 when not started */
+	int release_fd;		  /* write end of the pipe the child waits on */
+	int status_fd;		  /* read end: the child's exec errno, EOF on success */
+	unsigned long nofile;	  /* soft RLIMIT_NOFILE the command gets (memtrack
 				 * raised its own), set by the caller; 0: leave it */
+	unsigned long nofile_max; /* and its hard one (root raises that too) */
 };
 
 /*

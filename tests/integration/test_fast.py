@@ -36,7 +36,8 @@ from pathlib import Path
 import pytest
 
 from mtlib import (BUILD, MEMTRACK, Artifact, check_eq, check_true, fixture, heap,
-                   of_type, proj, require, require_eq, run, spawn_track, track)
+                   of_type, proj, report_json, require, require_eq, run, spawn_track,
+                   track)
 import test_control
 import test_exact
 
@@ -275,3 +276,103 @@ def test_disk_full_does_not_stall_the_program(tmp):
     finally:
         # lazily: the reaper may still hold the artifact's fd for a moment
         run(["umount", "-l", str(mnt)])
+
+
+def test_signal_timer_never_stops_recording(tmp):
+    """A SIGALRM every 50 us (SA_RESTART) during 1,000,000 malloc/free
+    pairs, three runs: a signal interrupting the library's wait on a full
+    ring (poll's EINTR) is no end of memtrack; every call is recorded, none
+    lost (the old library stopped recording, "1 events were lost")."""
+    for n in range(3):
+        t = track(tmp, [fixture("sig_timer"), "1000000"], name="sig%d.mtrk" % n, timeout=60)
+        require(int(t.stdout) > 1000, "run %d: SIGALRMs taken: %s" % (n, t.stdout.strip()))
+        by = t.report["events_by_type"]
+        check_eq((by["malloc"], by["free"], by["fast"], t.report["dropped_events"]),
+                 (1000001, 1000000, 1, 0),
+                 "run %d: mallocs (the pairs and stdout's buffer), frees, processes "
+                 "in-process, lost" % n)
+
+
+@pytest.mark.parametrize("how,pairs", [("close_range", 20000), ("dup2", 20000),
+                                       ("close_range", 1000000)])
+def test_program_takes_the_library_fds(tmp, how, pairs):
+    """A program closes every fd from 3 on (close_range) or dup2()s a pipe
+    over each of them, opens a pipe and a socketpair that reuse the numbers,
+    then allocates: every pair is recorded, nothing is written into its own
+    fds (the old library sent its wakeups there, then hung), and it exits
+    promptly (1,000,000 pairs: the ring, without wakeups, is read on a 1 ms
+    tick; on the poller's 100 ms timer they took 25 s)."""
+    start = time.monotonic()
+    t = track(tmp, [fixture("closefrom_alloc"), str(pairs), how], timeout=60)
+    took = time.monotonic() - start
+    check_eq(t.stdout.split(), ["0", "0"], "bytes found in the program's pipe and socketpair")
+    by = t.report["events_by_type"]
+    extra = 1 if how == "close_range" else 2  # stdout's buffer; opendir's
+    check_eq((by["malloc"], by["free"], by["fast"], t.report["dropped_events"]),
+             (pairs + extra, pairs + extra - 1, 1, 0),
+             "mallocs, frees, processes in-process, lost")
+    check_true(took < 10, "memtrack took %.1f s" % took)
+
+
+def test_self_sigkill_with_allocating_threads(tmp):
+    """A process SIGKILLs itself while 4 threads allocate: memtrack exits
+    137 as on the uprobes; the ring slots its threads had taken and never
+    written are calls cut short by the kill, named as such (trailer
+    killed_in_call, report --json, the summary), not "ring buffer full"
+    losses (before: "3 or 4 events lost (ring buffer full)", exit 1)."""
+    out = Path(tmp) / "out.mtrk"
+    p = run([MEMTRACK, "track", "-o", str(out), "--", fixture("self_kill")], timeout=60)
+    check_eq(p.rc, 137, "memtrack's exit status (stderr %r)" % p.stderr)
+    check_true("ring buffer full" not in p.stderr, "no ring-full loss claimed: %r" % p.stderr)
+    rep = report_json(out)
+    check_eq((rep["dropped_events"], rep["exit_signal"], rep["events_by_type"]["fast"]),
+             (0, 9, 1), "lost, the command's signal, processes in-process")
+    cut = rep["killed_in_call"]
+    check_true(0 <= cut <= 4, "calls cut short: %d (at most one a thread)" % cut)
+    if cut:
+        check_true("%d heap calls cut short by a kill" % cut in p.stderr,
+                   "the summary names them: %r" % p.stderr)
+    else:
+        check_true("cut short" not in p.stderr, "no cut-short calls named: %r" % p.stderr)
+
+
+def has_cap_sys_resource():
+    """Whether this process may raise its hard fd limit (CAP_SYS_RESOURCE)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) & (1 << 24))
+    return False
+
+
+TREE_22 = "for i in %s; do %%s > /dev/null & done; wait" % " ".join(map(str, range(21)))
+
+
+def test_low_fd_limit_counts_processes(tmp):
+    """A 22-process tree (sh and 21 children) under a low fd limit that
+    memtrack cannot raise: the processes left without probes are counted
+    once each, at most the tree's 22 (the old count was per failed attach:
+    "100 processes ran without allocator probes")."""
+    out = Path(tmp) / "out.mtrk"
+    script = "ulimit -n 72; exec %s track -q --allow-drops -o %s -- sh -c '%s'" % (
+        MEMTRACK, out, TREE_22 % fixture("heap_pairs"))
+    p = run(["bash", "-c", script], timeout=60)
+    require_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
+    rep = report_json(out)
+    pids = {pr["pid"] for pr in rep["processes"]}
+    check_eq(len(pids), 22, "processes of the tree")
+    check_true(rep["unprobed_processes"] <= len(pids),
+               "processes unprobed (%d) of %d" % (rep["unprobed_processes"], len(pids)))
+
+
+def test_fd_limit_64_raised_by_root(tmp):
+    """`ulimit -n 64` (soft and hard): root raises its own hard limit, every
+    process of a 22-process tree is probed, and the command keeps 64/64."""
+    if not has_cap_sys_resource():
+        pytest.skip("no CAP_SYS_RESOURCE here: memtrack cannot raise its hard fd limit")
+    out = Path(tmp) / "out.mtrk"
+    script = "ulimit -n 64; exec %s track -q -o %s -- sh -c 'ulimit -Sn; ulimit -Hn; %s'" % (
+        MEMTRACK, out, TREE_22 % fixture("heap_pairs"))
+    p = run(["bash", "-c", script], timeout=60)
+    check_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
+    check_eq(p.stdout.split(), ["64", "64"], "the command's fd limits (soft, hard)")
+    check_eq(report_json(out)["unprobed_processes"], 0, "processes unprobed")
