@@ -5,8 +5,9 @@
 # then the integration tests (pytest on tests/integration, root + BPF only).
 #
 # Each test prints "PASS name" or "FAIL name" (unit tests through harness.h,
-# integration tests through tests/integration/conftest.py); this script
-# shows them as they come and counts them.  A binary that exits non-zero without a FAIL line
+# integration tests through tests/integration/conftest.py), or "SKIP name
+# (reason)"; this script shows them as they come and counts them, and lists
+# the skipped ones before the last line (a skip is never a pass).  A binary that exits non-zero without a FAIL line
 # (a crash, say) counts as one more failure.  The last line is exactly
 #     N passed, M failed
 # with " (K integration tests SKIPPED: not root)" appended when they could not
@@ -35,7 +36,8 @@ passed=0
 failed=0
 skipped_note=""
 log=$(mktemp "${TMPDIR:-/tmp}/memtrack-test.XXXXXX") || exit 2
-trap 'rm -f "$log"' EXIT
+skips=$(mktemp "${TMPDIR:-/tmp}/memtrack-skips.XXXXXX") || exit 2
+trap 'rm -f "$log" "$skips"' EXIT
 
 # run_counted NAME CMD...: runs CMD showing its output, adds its PASS/FAIL
 # lines to the totals; a non-zero exit without a FAIL line is a failure.
@@ -46,6 +48,7 @@ run_counted() {
 	status=${PIPESTATUS[0]}
 	p=$(grep -c '^PASS ' "$log")
 	f=$(grep -c '^FAIL ' "$log")
+	grep '^SKIP ' "$log" >>"$skips"
 	if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
 		echo "FAIL $name (exit status $status, no FAIL line: crashed or could not run)"
 		f=1
@@ -91,5 +94,11 @@ else
 	run_counted "pytest tests/integration" "${pytest[@]}" tests/integration "$@"
 fi
 
+# skipped tests are named, never counted as passed (the last line stays "N passed, M failed")
+k=$(grep -c '^SKIP ' "$skips")
+if [ "$k" -gt 0 ]; then
+	echo "$k skipped:"
+	sed 's/^SKIP /  /' "$skips"
+fi
 echo "$passed passed, $failed failed$skipped_note"
 [ "$failed" -eq 0 ]

@@ -69,7 +69,9 @@ def pytest_runtest_logstart(nodeid, location):
 
 
 def pytest_report_teststatus(report, config):
-    """No progress letters: the PASS/FAIL lines below say it, one a line."""
+    """No progress letters: the PASS/FAIL/SKIP lines below say it, one a line."""
+    if report.skipped:
+        return "skipped", "", "SKIPPED"
     if report.when == "call":
         if report.passed:
             return "passed", "", "PASSED"
@@ -78,9 +80,20 @@ def pytest_report_teststatus(report, config):
     return None
 
 
+def _skip_reason(report):
+    """The reason pytest.skip() gave (longrepr is (file, line, message))."""
+    r = report.longrepr
+    msg = r[2] if isinstance(r, tuple) and len(r) == 3 else str(r)
+    return msg[len("Skipped: "):] if msg.startswith("Skipped: ") else msg
+
+
 def pytest_runtest_logreport(report):
-    """One PASS/FAIL line per test (a failed setup or teardown is a FAIL)."""
-    if report.skipped or (report.when != "call" and not report.failed):
+    """One PASS/FAIL/SKIP line per test (a failed setup or teardown is a
+    FAIL; a skip is never counted as a pass: tests/run.sh counts SKIP lines)."""
+    if report.skipped:
+        print("SKIP %s (%s)" % (_name(report.nodeid), _skip_reason(report)), flush=True)
+        return
+    if report.when != "call" and not report.failed:
         return
     secs = time.monotonic() - _started.get(report.nodeid, time.monotonic())
     word = "PASS" if report.passed else "FAIL"
