@@ -16,6 +16,7 @@ the change per row and flags those beyond the config's thresholds.
 broken benchmark (for CI).  Python 3.11 standard library only.
 """
 import argparse
+import concurrent.futures
 import datetime
 import functools
 import hashlib
@@ -848,21 +849,32 @@ def memory_row(ctx, bench, variant):
 
 
 def run_memory(ctx, benches):
-    rows = []
-    for bench in benches:
-        for variant in mode_variants("memory", ctx.variants):
-            note_machine(ctx)
-            t0 = time.monotonic()
-            row = memory_row(ctx, bench, variant)
-            row["row_seconds"] = time.monotonic() - t0
-            rows.append(row)
-            if row["status"] == "ok":
-                msg = (f"peak RSS {fmt_bytes(row['peak_rss_bytes'])}, heap {fmt_count(row['heap_alloc_count'])} allocs"
-                       f" / {fmt_bytes(row['heap_total_bytes'])} / peak {fmt_bytes(row['heap_peak_bytes'])}")
-            else:
-                msg = f"{row['status'].upper()}: {row['note']}"
-            log(f"bench: memory   {bench['name']:<6} {row['label']:<26} {msg}  [{time.monotonic() - t0:.1f} s]")
-    return rows
+    """The memory rows, memory_jobs at a time: they time nothing (peak RSS
+    and heap calls do not depend on the CPU they get), so on a machine of
+    N CPUs they share it; the rows come back in run order."""
+    jobs = [(bench, variant) for bench in benches for variant in mode_variants("memory", ctx.variants)]
+    if not jobs:
+        return []
+    note_machine(ctx)  # the wall-time rows' reapers are gone
+
+    def one(job):
+        bench, _ = job
+        la = loadavg()
+        if la is not None:
+            ctx.loads.append(la)
+        t0 = time.monotonic()
+        row = memory_row(ctx, *job)
+        row["row_seconds"] = time.monotonic() - t0
+        if row["status"] == "ok":
+            msg = (f"peak RSS {fmt_bytes(row['peak_rss_bytes'])}, heap {fmt_count(row['heap_alloc_count'])} allocs"
+                   f" / {fmt_bytes(row['heap_total_bytes'])} / peak {fmt_bytes(row['heap_peak_bytes'])}")
+        else:
+            msg = f"{row['status'].upper()}: {row['note']}"
+        log(f"bench: memory   {bench['name']:<6} {row['label']:<26} {msg}  [{row['row_seconds']:.1f} s]")
+        return row
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=ctx.memory_jobs) as pool:
+        return list(pool.map(one, jobs))
 
 
 # ----------------------------------------------------------------- output
@@ -933,7 +945,7 @@ def markdown(result):
                        "the row's median divided by the untracked workload's median from the same run (and "
                        "shard).  Rounds: measured+warm-up; a row takes rounds until its median is stable (the "
                        "last round moved it by at most a few percent), between a minimum and a maximum; a row "
-                       "whose rounds take a second or more has no warm-up (the untracked row warmed the "
+                       "whose rounds take half a second or more has no warm-up (the untracked row warmed the "
                        "workload's files); a peer (heaptrack, massif) whose spread was small in the last full "
                        f"run runs once.  Each peer round is limited to {result['peer_timeout_s']} s (a round that "
                        "runs out fails the row instead of being timed).")
@@ -1231,6 +1243,7 @@ def main():
     ctx.row_budget_s = float(suite.get("row_budget_s", 3))
     ctx.heavy_round_s = float(suite.get("heavy_round_s", 1))
     ctx.peer_once_spread_pct = float(suite.get("peer_once_spread_pct", 5))
+    ctx.memory_jobs = max(1, min(int(suite.get("memory_jobs", 2)), os.cpu_count() or 1))
     name, _, value = RUN_TOKEN.partition("=")
     os.environ[name] = value  # marks the suite's reapers (wait_for_reapers)
     ctx.baseline_variant = baseline_variant or {"name": "untracked", "kind": "baseline", "command": "{workload}"}
