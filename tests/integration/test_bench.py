@@ -118,3 +118,38 @@ def test_bench_merge_refuses_mismatch(tmp):
         check_true(p.stderr.startswith("bench: cannot merge: ") and p.stderr.count("\n") == 1
                    and says in p.stderr, "merge of %s: one line naming it: %r" % (what, p.stderr))
         check_eq(out.exists(), False, "merge of %s wrote nothing" % what)
+
+
+def test_bench_rounds_rule(tmp):
+    """Issue 23: rounds until the median is stable, between a minimum and a
+    maximum; rows of heavy rounds without warm-up; a peer of small spread
+    once (bench.py's round_plan and median_stable, from bench/costs.json)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench
+
+    check_eq(bench.median_stable([1.0], 3), False, "one round is never stable")
+    check_eq(bench.median_stable([1.0, 1.02], 3), True, "two rounds 2% apart: stable at 3%")
+    check_eq(bench.median_stable([1.0, 1.2], 3), False, "two rounds 20% apart: not stable")
+    check_eq(bench.median_stable([1.0, 1.2, 1.01], 3), False, "a third round moved the median by 9%")
+    check_eq(bench.median_stable([1.0, 1.2, 1.01, 1.02], 3), True, "a fourth moved it by 0.5%")
+
+    class Ctx:
+        suite = {"warmup": 1, "runs": 5, "max_runs": 10, "peer_warmup": 1, "peer_runs": 2}
+        runs_override = None
+        heavy_round_s, peer_once_spread_pct = 0.5, 5.0
+        costs = {"walltime/w/cheap": {"round_s": 0.01, "spread_pct": 1.0},
+                 "walltime/w/heavy": {"round_s": 3.0, "spread_pct": 1.0},
+                 "walltime/w/calm": {"round_s": 3.0, "spread_pct": 4.0},
+                 "walltime/w/noisy": {"round_s": 3.0, "spread_pct": 30.0}}
+
+    w = {"name": "w"}
+
+    def plan(name, kind):
+        return bench.round_plan(Ctx, w, {"name": name, "kind": kind})
+    check_eq(plan("cheap", "memtrack"), (1, 5, 10), "a cheap row: warm-up, 5..10 rounds")
+    check_eq(plan("heavy", "memtrack"), (0, 2, 10), "a heavy row: no warm-up, 2..10 rounds")
+    check_eq(plan("unknown", "memtrack"), (1, 5, 10), "a row the costs do not know: the config's")
+    check_eq(plan("calm", "peer"), (0, 1, 1), "a peer of 4% spread: once")
+    check_eq(plan("noisy", "peer"), (0, 2, 10), "a heavy peer of 30% spread: 2..10 rounds")
+    Ctx.runs_override = 4
+    check_eq(plan("heavy", "memtrack"), (1, 4, 4), "--runs 4: exactly 4 rounds after a warm-up")
