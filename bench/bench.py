@@ -331,13 +331,16 @@ def parse_shard(text):
 
 
 def write_costs(path, result, old):
-    """After a full run: every row's wall time (and a walltime row's round
-    and spread, which round_plan reads), for the next run's shards."""
+    """After a full run: every row's share of the suite's wall time (a
+    memory row's time over memory_jobs: they run that many at a time), and
+    a walltime row's round and spread, which round_plan reads; for the next
+    run's shards."""
     rows = {}
     for mode in ("walltime", "memory"):
+        share = 1 if mode == "walltime" else result.get("memory_jobs", 1)
         for r in result[mode]:
             key = cost_key(mode, r["benchmark"], r["variant"])
-            c = {"seconds": round(r.get("row_seconds", 0.0), 3)}
+            c = {"seconds": round(r.get("row_seconds", 0.0) / share, 3)}
             if mode == "walltime" and r["status"] == "ok":
                 c["round_s"] = round(r["median_s"], 4)
                 # a row run once has no spread: keep the one it was chosen by
@@ -1316,6 +1319,7 @@ def main():
         "scratch_fs": "tmpfs (/dev/shm)" if scratch_root == "/dev/shm" else scratch_root,
         "budget_s": suite.get("budget_s", 180),
         "peer_timeout_s": ctx.peer_timeout,
+        "memory_jobs": ctx.memory_jobs,
         "suite_seconds": time.monotonic() - t_start,
         "load": {"loadavg_1min_min": min(ctx.loads, default=None), "loadavg_1min_max": max(ctx.loads, default=None),
                  "rows_with_foreign_tracers": ctx.foreign_rows, "foreign_tracers": sorted(ctx.foreign)},
