@@ -268,8 +268,10 @@ bench-ctl: all $(OUT)/bench/bench_ctl
 	$(Q)rm -f $(OUT)/bench-ctl.sock
 	$(Q)$(OUT)/memtrack track -q -o $(OUT)/bench-ctl.mtrk --control $(OUT)/bench-ctl.sock -- $(OUT)/bench/bench_ctl 10000
 
+# bench: the whole overhead suite (bench/run.sh); BENCH_ARGS passes options,
+# e.g. make bench BENCH_ARGS="--shard 1/3" (one CI job's part).
 bench: all $(FIXTURE_BINS)
-	$(Q)bench/run.sh
+	$(Q)bench/run.sh $(BENCH_ARGS)
 
 # --- guard rails: `make check` (run by .ci/run) -------------------------
 # Each check is its own target; `check` runs them all and fails on the first.

@@ -16,8 +16,10 @@ the change per row and flags those beyond the config's thresholds.
 broken benchmark (for CI).  Python 3.11 standard library only.
 """
 import argparse
+import concurrent.futures
 import datetime
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -25,6 +27,7 @@ import re
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -216,10 +219,19 @@ def loadavg():
         return None
 
 
+# Every command the suite runs has this in its environment: a reaper is the
+# suite's own when its /proc/PID/environ (memtrack's, which it forked from)
+# carries it.
+RUN_TOKEN = f"MEMTRACK_BENCH_RUN={os.getpid()}.{time.time_ns()}"
+
+
 def wait_for_reapers(limit_s=10.0):
     """A finished memtrack leaves a memtrack-reaper closing its links and BPF
     objects (the kernel's grace periods): the next row waits for it, so it
-    does not pay for the last one's teardown."""
+    does not pay for the last one's teardown.  Only the suite's own reapers
+    (RUN_TOKEN): on a shared machine another user's can live for a minute,
+    asleep in the kernel, and waiting for them cost up to limit_s a row."""
+    token = RUN_TOKEN.encode()
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         busy = False
@@ -227,10 +239,13 @@ def wait_for_reapers(limit_s=10.0):
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     st = f.read()
+                # comm in parentheses, then the state: a zombie has closed everything
+                if "(memtrack-reaper)" not in st or st[st.rindex(")") + 2] == "Z":
+                    continue
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    busy = token in f.read().split(b"\0")
             except OSError:
                 continue
-            # comm in parentheses, then the state: a zombie has closed everything
-            busy = "(memtrack-reaper)" in st and st[st.rindex(")") + 2] != "Z"
             if busy:
                 break
         if not busy:
@@ -248,6 +263,177 @@ def note_machine(ctx):
     if ft:
         ctx.foreign_rows += 1
         ctx.foreign.update(ft)
+
+
+# ------------------------------------------------------------------ shards
+#
+# A unit of work is (mode, benchmark): every variant of one workload in one
+# mode, run together, so that a walltime row's overhead is always against
+# the untracked rounds of the same machine and run.  Units are the
+# unit of sharding; their cost is the sum of their rows' costs measured by
+# the last full run (bench/costs.json).
+
+COSTS_PATH = os.path.join(REPO, "bench", "costs.json")
+DEFAULT_ROW_COST_S = 2.0  # a row the costs file does not know yet
+
+
+def cost_key(mode, bench, variant):
+    return f"{mode}/{bench}/{variant}"
+
+
+def load_costs(path):
+    """Row costs of the last full run ({} when there is none yet: every
+    row then costs DEFAULT_ROW_COST_S)."""
+    try:
+        with open(path) as f:
+            rows = json.load(f).get("rows", {})
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, AttributeError) as e:
+        sys.exit(f"bench: {path}: unreadable ({e}); restore it with git checkout {os.path.relpath(path, REPO)}")
+    return rows if isinstance(rows, dict) else {}
+
+
+def mode_variants(mode, variants):
+    return variants if mode == "walltime" else [v for v in variants if v.get("kind") == "memtrack"]
+
+
+def suite_units(modes, benches, variants):
+    """The units a run of @modes does, in run order."""
+    return [(m, b["name"]) for m in modes for b in benches if mode_variants(m, variants)]
+
+
+def unit_cost(costs, unit, variants):
+    mode, bench = unit
+    return sum(float(costs.get(cost_key(mode, bench, v["name"]), {}).get("seconds", DEFAULT_ROW_COST_S))
+               for v in mode_variants(mode, variants))
+
+
+def shard_units(units, costs, variants, n):
+    """Splits @units into @n disjoint parts of about equal cost: longest
+    first, each to the cheapest part so far (ties: the lower part, then
+    run order), so every shard of one configuration computes the same
+    split.  Each part keeps run order."""
+    order = {u: i for i, u in enumerate(units)}
+    parts, load = [[] for _ in range(n)], [0.0] * n
+    for u in sorted(units, key=lambda u: (-unit_cost(costs, u, variants), order[u])):
+        k = min(range(n), key=lambda i: (load[i], i))
+        parts[k].append(u)
+        load[k] += unit_cost(costs, u, variants)
+    return [sorted(p, key=order.get) for p in parts], load
+
+
+def parse_shard(text):
+    m = re.fullmatch(r"(\d+)/(\d+)", text or "")
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        sys.exit(f"bench: --shard {text}: want K/N with 1 <= K <= N (e.g. --shard 2/3)")
+    return int(m[1]), int(m[2])
+
+
+def write_costs(path, result, old):
+    """After a full run: every row's share of the suite's wall time (a
+    memory row's time over memory_jobs: they run that many at a time), and
+    a walltime row's round and spread, which round_plan reads; for the next
+    run's shards."""
+    rows = {}
+    for mode in ("walltime", "memory"):
+        share = 1 if mode == "walltime" else result.get("memory_jobs", 1)
+        for r in result[mode]:
+            key = cost_key(mode, r["benchmark"], r["variant"])
+            c = {"seconds": round(r.get("row_seconds", 0.0) / share, 3)}
+            if mode == "walltime" and r["status"] == "ok":
+                c["round_s"] = round(r["median_s"], 4)
+                # a row run once has no spread: keep the one it was chosen by
+                c["spread_pct"] = (round((r["max_s"] - r["min_s"]) / r["median_s"] * 100, 1)
+                                   if r["runs"] > 1 else old.get(key, {}).get("spread_pct"))
+            rows[key] = c
+    with open(path, "w") as f:
+        json.dump({"schema": 1, "from": f"bench/run.sh of {result['date']}, git {result['memtrack']['git']}",
+                   "rows": rows}, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+# ------------------------------------------------------------------- merge
+
+class MergeError(Exception):
+    pass
+
+
+# what must be equal in every part of a merge, and how a refusal names it
+SAME_IN_EVERY_SHARD = [
+    (lambda r: r["memtrack"].get("git"), "commit"),
+    (lambda r: r["memtrack"].get("version"), "memtrack version"),
+    (lambda r: r.get("config_sha256"), "configuration (bench/benchmarks.toml)"),
+    (lambda r: r.get("selection"), "selection (--only, --variant, --no-peers, --runs, --smoke)"),
+]
+
+
+def merge_results(parts):
+    """Joins the results of shards (@parts: [(file name, result)]) into
+    the result a whole run writes: the same rows in the same order, each
+    shard's machine, load and time kept in shards[].  Raises MergeError
+    when the parts are not shards of one run of one configuration."""
+    if not parts:
+        raise MergeError("nothing to merge")
+    name0, first = parts[0]
+    for name, r in parts:
+        if not isinstance(r, dict) or r.get("schema") != 1 or "walltime" not in r or "memory" not in r:
+            raise MergeError(f"{name} is not a bench/run.sh results file")
+        for get, what in SAME_IN_EVERY_SHARD:
+            if get(r) != get(first):
+                raise MergeError(f"{name} and {name0} are of different {what}s ({get(r)!r} vs {get(first)!r}); "
+                                 "rerun the shards from one checkout with the same options")
+    groups = {}
+    for name, r in parts:
+        sh = r.get("shard") or {"k": 1, "n": 1, "mode": r.get("mode", "all")}
+        groups.setdefault(sh["mode"], []).append((name, sh))
+    for mode, shards in groups.items():
+        n = shards[0][1]["n"]
+        seen = {}
+        for name, sh in shards:
+            if sh["n"] != n:
+                raise MergeError(f"{name} is shard {sh['k']}/{sh['n']} but {shards[0][0]} is of {n} shards")
+            if sh["k"] in seen:
+                raise MergeError(f"{name} and {seen[sh['k']]} are both --mode {mode} shard {sh['k']}/{n}")
+            seen[sh["k"]] = name
+        missing = [k for k in range(1, n + 1) if k not in seen]
+        if missing:
+            raise MergeError(f"--mode {mode} shard(s) {','.join(f'{k}/{n}' for k in missing)} missing; "
+                             "pass every shard's results")
+    rows, owner = {"walltime": [], "memory": []}, {}
+    for name, r in parts:
+        for mode in ("walltime", "memory"):
+            for row in r[mode]:
+                key = (mode, row["benchmark"], row["variant"])
+                if key in owner:
+                    raise MergeError(f"{name} and {owner[key]} both have the {mode} row "
+                                     f"{row['benchmark']}/{row['variant']}")
+                owner[key] = name
+                rows[mode].append(row)
+    order = first.get("order", {})
+    bpos = {b: i for i, b in enumerate(order.get("benchmarks", []))}
+    vpos = {v: i for i, v in enumerate(order.get("variants", []))}
+    for mode in rows:
+        rows[mode].sort(key=lambda row: (bpos.get(row["benchmark"], len(bpos)), vpos.get(row["variant"], len(vpos))))
+    loads = [r["load"] for _, r in parts]
+    merged = dict(first)
+    merged.pop("shard", None)
+    merged.update(
+        walltime=rows["walltime"], memory=rows["memory"], mode="all" if len(groups) > 1 else next(iter(groups)),
+        invocation="bench/run.sh --merge " + " ".join(shlex.quote(os.path.basename(n)) for n, _ in parts),
+        date=max(r["date"] for _, r in parts),
+        suite_seconds=max(r["suite_seconds"] for _, r in parts),
+        load={"loadavg_1min_min": min((l["loadavg_1min_min"] for l in loads if l["loadavg_1min_min"] is not None),
+                                      default=None),
+              "loadavg_1min_max": max((l["loadavg_1min_max"] for l in loads if l["loadavg_1min_max"] is not None),
+                                      default=None),
+              "rows_with_foreign_tracers": sum(l["rows_with_foreign_tracers"] for l in loads),
+              "foreign_tracers": sorted({t for l in loads for t in l["foreign_tracers"]})},
+        shards=[{"file": os.path.basename(name), **(r.get("shard") or {"k": 1, "n": 1, "mode": r.get("mode", "all")}),
+                 "date": r["date"], "machine": r["machine"], "load": r["load"], "tools": r["tools"],
+                 "invocation": r["invocation"], "suite_seconds": r["suite_seconds"], "scratch_fs": r["scratch_fs"]}
+                for name, r in parts])
+    return merged
 
 
 # ------------------------------------------------------------------ inputs
@@ -370,11 +556,20 @@ def run_once(argv, fresh, timeout):
 
 # ---------------------------------------------------------------- walltime
 
+def records_cell(bench, variant):
+    """What @variant records in @bench (the wall-time table's Records column)."""
+    rec = variant.get("records", "")
+    if bench.get("children") and variant.get("follows_children") is False:
+        rec += "; **the first process only** (does not follow its children)"
+    return rec
+
+
 def walltime_row(ctx, bench, variant):
     kind = variant.get("kind", "memtrack")
     peer = kind == "peer"
     row = {"benchmark": bench["name"], "variant": variant["name"], "label": variant.get("label", variant["name"]),
-           "kind": kind, "optional": bool(variant.get("optional")), "status": "ok", "note": ""}
+           "kind": kind, "optional": bool(variant.get("optional")), "status": "ok", "note": "",
+           "records": records_cell(bench, variant)}
     na = unavailable(ctx, variant)
     if na:
         row.update(status="n/a", note=na)
@@ -391,52 +586,105 @@ def walltime_row(ctx, bench, variant):
                        + (f": {detail}" if detail else ""))
         return row
 
+    warmup, lo, hi = round_plan(ctx, bench, variant)
+    per_round = (ctx.peer_timeout + 10) if peer else 600
+    times, user, system, t0 = [], 0.0, 0.0, time.monotonic()
+    batch, batch_warmup = lo, warmup
+    while True:
+        rc, hf_err, res = hyperfine_batch(ctx, argv, fresh, batch_warmup, batch, per_round)
+        if rc != 0:
+            # hyperfine stops at the first failing round; rerun once to say why
+            rc, _, err = run_once(argv, fresh, per_round)
+            why = describe_rc(rc, ctx.peer_timeout if peer else None) if rc else last_line(hf_err)
+            detail = why_line(err, kind, rc) if rc else ""
+            row.update(runs=len(times), warmup=warmup, status="failed", note=why + (f": {detail}" if detail else ""))
+            return row
+        times += res["times"]
+        user += (res.get("user") or 0.0) * len(res["times"])
+        system += (res.get("system") or 0.0) * len(res["times"])
+        n = len(times)
+        # the budget stops a row at 3 rounds at the earliest: a median of 3
+        # leaves out one bad round, of 2 it does not
+        if n >= hi or (n >= lo and median_stable(times, ctx.stable_pct)) or (
+                n >= max(lo, 3) and time.monotonic() - t0 >= ctx.row_budget_s):
+            break
+        batch, batch_warmup = 1, 0
+    row.update(runs=len(times), warmup=warmup,
+               median_s=statistics.median(times), mean_s=statistics.fmean(times),
+               stddev_s=statistics.stdev(times) if len(times) > 1 else None,
+               min_s=min(times), max_s=max(times), times=times,
+               user_s=user / len(times), system_s=system / len(times), rounds_min=lo, rounds_max=hi)
+    return row
+
+
+def round_plan(ctx, bench, variant):
+    """(warm-up rounds, minimum, maximum measured rounds) of one walltime
+    row.  The config's runs / peer_runs are the minimum, max_runs the
+    maximum; in between, rounds are added one at a time until the median
+    is stable (median_stable) or the row has spent row_budget_s (after 3
+    rounds at the least).  A row
+    whose round took heavy_round_s or more in the last full run
+    (bench/costs.json) gets no warm-up and a minimum of 2: the untracked
+    row before it has warmed the workload's files, and a cold first round
+    that disagrees with the second makes the stability rule add a third
+    (whose median leaves it out).  A peer whose spread in the last full
+    run was within peer_once_spread_pct runs once (its timing is
+    deterministic enough; heaptrack and massif are the suite's slowest
+    rounds)."""
+    peer = variant.get("kind") == "peer"
+    if ctx.runs_override:
+        return int(ctx.suite.get("warmup", 1)), ctx.runs_override, ctx.runs_override
     if peer:
         warmup = int(bench.get("peer_warmup", ctx.suite.get("peer_warmup", 1)))
-        runs = int(bench.get("peer_runs", ctx.suite.get("peer_runs", 3)))
+        lo = int(bench.get("peer_runs", ctx.suite.get("peer_runs", 3)))
     else:
         warmup = int(bench.get("warmup", ctx.suite.get("warmup", 1)))
-        runs = int(bench.get("runs", ctx.suite.get("runs", 5)))
-    if ctx.runs_override:
-        runs = ctx.runs_override
-    runs = max(runs, 2)  # hyperfine needs two runs for a spread
-    export = os.path.join(ctx.artifacts, f"hf.{bench['name']}.{variant['name']}.json")
+        lo = int(bench.get("runs", ctx.suite.get("runs", 5)))
+    hi = max(lo, int(bench.get("max_runs", ctx.suite.get("max_runs", 10))))
+    last = ctx.costs.get(cost_key("walltime", bench["name"], variant["name"]), {})
+    if peer and last.get("spread_pct") is not None and last["spread_pct"] <= ctx.peer_once_spread_pct:
+        return 0, 1, 1
+    if last.get("round_s") is not None and last["round_s"] >= ctx.heavy_round_s:
+        return 0, min(lo, 2), hi
+    return warmup, lo, hi
+
+
+def median_stable(times, pct):
+    """True when the last round moved the median by at most pct percent."""
+    if len(times) < 2:
+        return False
+    now, before = statistics.median(times), statistics.median(times[:-1])
+    return abs(now - before) <= pct / 100 * now
+
+
+def hyperfine_batch(ctx, argv, fresh, warmup, runs, per_round):
+    """One hyperfine call of @runs rounds; returns (rc, stderr, its result)."""
+    export = os.path.join(ctx.artifacts, "hf.json")
     hf = ["hyperfine", "-N", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
           "--export-json", export]
     if fresh:
         hf += ["--prepare", "sh -c " + shlex.quote(f"rm -rf {shlex.quote(fresh)} && mkdir -p {shlex.quote(fresh)}")]
     hf.append(shlex.join(argv))
-    per_round = (ctx.peer_timeout + 10) if peer else 600
     try:
         r = subprocess.run(hf, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True, errors="replace", timeout=per_round * (warmup + runs) + 30)
-        hf_rc, hf_err = r.returncode, r.stderr
     except subprocess.TimeoutExpired:
-        hf_rc, hf_err = None, "hyperfine did not finish"
-    row.update(runs=runs, warmup=warmup)
-    if hf_rc != 0:
-        # hyperfine stops at the first failing round; rerun once to say why
-        rc, _, err = run_once(argv, fresh, per_round)
-        why = describe_rc(rc, ctx.peer_timeout if peer else None) if rc else last_line(hf_err)
-        detail = why_line(err, kind, rc) if rc else ""
-        row.update(status="failed", note=why + (f": {detail}" if detail else ""))
-        return row
+        return None, "hyperfine did not finish", None
+    if r.returncode != 0:
+        return r.returncode, r.stderr, None
     with open(export) as f:
-        res = json.load(f)["results"][0]
-    row.update(median_s=res["median"], mean_s=res["mean"], stddev_s=res.get("stddev"),
-               min_s=res["min"], max_s=res["max"], times=res.get("times", []),
-               user_s=res.get("user"), system_s=res.get("system"))
-    return row
+        return 0, r.stderr, json.load(f)["results"][0]
 
 
-def run_walltime(ctx):
+def run_walltime(ctx, benches):
     rows = []
-    for bench in ctx.benches:
+    for bench in benches:
         baseline = None
         for variant in ctx.variants:
             note_machine(ctx)
             t0 = time.monotonic()
             row = walltime_row(ctx, bench, variant)
+            row["row_seconds"] = time.monotonic() - t0
             if variant.get("kind") == "baseline":
                 baseline = row
             rows.append(row)
@@ -603,23 +851,33 @@ def memory_row(ctx, bench, variant):
     return row
 
 
-def run_memory(ctx):
-    rows = []
-    for bench in ctx.benches:
-        for variant in ctx.variants:
-            if variant.get("kind") != "memtrack":
-                continue
-            note_machine(ctx)
-            t0 = time.monotonic()
-            row = memory_row(ctx, bench, variant)
-            rows.append(row)
-            if row["status"] == "ok":
-                msg = (f"peak RSS {fmt_bytes(row['peak_rss_bytes'])}, heap {fmt_count(row['heap_alloc_count'])} allocs"
-                       f" / {fmt_bytes(row['heap_total_bytes'])} / peak {fmt_bytes(row['heap_peak_bytes'])}")
-            else:
-                msg = f"{row['status'].upper()}: {row['note']}"
-            log(f"bench: memory   {bench['name']:<6} {row['label']:<26} {msg}  [{time.monotonic() - t0:.1f} s]")
-    return rows
+def run_memory(ctx, benches):
+    """The memory rows, memory_jobs at a time: they time nothing (peak RSS
+    and heap calls do not depend on the CPU they get), so on a machine of
+    N CPUs they share it; the rows come back in run order."""
+    jobs = [(bench, variant) for bench in benches for variant in mode_variants("memory", ctx.variants)]
+    if not jobs:
+        return []
+    note_machine(ctx)  # the wall-time rows' reapers are gone
+
+    def one(job):
+        bench, _ = job
+        la = loadavg()
+        if la is not None:
+            ctx.loads.append(la)
+        t0 = time.monotonic()
+        row = memory_row(ctx, *job)
+        row["row_seconds"] = time.monotonic() - t0
+        if row["status"] == "ok":
+            msg = (f"peak RSS {fmt_bytes(row['peak_rss_bytes'])}, heap {fmt_count(row['heap_alloc_count'])} allocs"
+                   f" / {fmt_bytes(row['heap_total_bytes'])} / peak {fmt_bytes(row['heap_peak_bytes'])}")
+        else:
+            msg = f"{row['status'].upper()}: {row['note']}"
+        log(f"bench: memory   {bench['name']:<6} {row['label']:<26} {msg}  [{row['row_seconds']:.1f} s]")
+        return row
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=ctx.memory_jobs) as pool:
+        return list(pool.map(one, jobs))
 
 
 # ----------------------------------------------------------------- output
@@ -632,29 +890,52 @@ def status_cell(row):
     return None
 
 
+def machine_line(m):
+    return f"Machine: {m['cpu']}, {m['nproc']} CPUs, {m['mem_gib']} GiB RAM; kernel {m['kernel']}; {m['distro']}"
+
+
+def load_line(ld, m):
+    if ld["loadavg_1min_max"] is None:
+        return ""
+    line = (f"Load: 1-minute load average {ld['loadavg_1min_min']:.2f}–{ld['loadavg_1min_max']:.2f} "
+            f"over the run ({m['nproc']} CPUs)")
+    if ld["rows_with_foreign_tracers"]:
+        line += (f"; **other tracers were running** before {ld['rows_with_foreign_tracers']} row(s) "
+                 f"({', '.join(ld['foreign_tracers'][:6])}): their probes fire machine-wide, so timings "
+                 "are inflated")
+    return line
+
+
 def markdown(result):
     m, out = result["machine"], []
     smoke = result["smoke"]
     out.append(f"# memtrack overhead benchmarks{' (smoke: one run each, no statistics)' if smoke else ''}")
     out.append("")
     out.append(f"- Date: {result['date']}")
-    out.append(f"- Machine: {m['cpu']}, {m['nproc']} CPUs, {m['mem_gib']} GiB RAM; kernel {m['kernel']}; {m['distro']}")
     out.append(f"- {result['memtrack']['version'] or 'memtrack ?'} (git {result['memtrack']['git'] or '?'}); "
                f"`--physical` {'supported' if result['memtrack']['physical_supported'] else 'not supported by this build'}")
     tools = result["tools"]
     out.append(f"- Peers: {tools.get('heaptrack') or 'heaptrack ?'}; {tools.get('valgrind') or 'valgrind ?'}; "
                f"timing: {tools.get('hyperfine') or 'hyperfine ?'}")
-    out.append(f"- Suite: `{result['invocation']}`, {result['suite_seconds']:.0f} s in all "
-               f"(budget {result['budget_s']} s); inputs on {result['scratch_fs']}")
-    ld = result["load"]
-    if ld["loadavg_1min_max"] is not None:
-        line = (f"- Load: 1-minute load average {ld['loadavg_1min_min']:.2f}–{ld['loadavg_1min_max']:.2f} "
-                f"over the run ({m['nproc']} CPUs)")
-        if ld["rows_with_foreign_tracers"]:
-            line += (f"; **other tracers were running** before {ld['rows_with_foreign_tracers']} row(s) "
-                     f"({', '.join(ld['foreign_tracers'][:6])}): their probes fire machine-wide, so timings "
-                     "are inflated")
-        out.append(line)
+    if result.get("shards"):
+        out.append(f"- Merged from {len(result['shards'])} shard(s): `{result['invocation']}`; the slowest took "
+                   f"{result['suite_seconds']:.0f} s (budget {result['budget_s']} s)")
+        for sh in result["shards"]:
+            out.append(f"- Shard {sh['k']}/{sh['n']} (--mode {sh['mode']}, {sh['file']}): `{sh['invocation']}`, "
+                       f"{sh['suite_seconds']:.0f} s, {sh['date']}; inputs on {sh['scratch_fs']}")
+            out.append(f"  - {machine_line(sh['machine'])}")
+            ll = load_line(sh["load"], sh["machine"])
+            if ll:
+                out.append(f"  - {ll}")
+    else:
+        out.append(f"- {machine_line(m)}")
+        shard = result.get("shard")
+        part = f"shard {shard['k']}/{shard['n']} of --mode {shard['mode']}, " if shard else ""
+        out.append(f"- Suite: `{result['invocation']}`, {part}{result['suite_seconds']:.0f} s in all "
+                   f"(budget {result['budget_s']} s); inputs on {result['scratch_fs']}")
+        ll = load_line(result["load"], m)
+        if ll:
+            out.append(f"- {ll}")
     if result["walltime"]:
         out.append("")
         out.append("## Wall time")
@@ -663,24 +944,37 @@ def markdown(result):
             out.append("One run of each command, no warm-up and no statistics: this checks that every benchmark "
                        "runs; its times are not measurements.")
         else:
-            out.append("Median of the measured rounds (after a warm-up round); spread is the standard deviation "
-                       "and min–max; overhead is the row's median divided by the untracked workload's median from "
-                       "the same run.  Rounds: measured+warm-up.  Peers (heaptrack, massif) run fewer rounds, each "
-                       f"limited to {result['peer_timeout_s']} s (a round that runs out fails the row instead of "
-                       "being timed).")
+            out.append("Median of the measured rounds; spread is the standard deviation and min–max; overhead is "
+                       "the row's median divided by the untracked workload's median from the same run (and "
+                       "shard).  Rounds: measured+warm-up; a row takes rounds until its median is stable (the "
+                       "last round moved it by at most a few percent), between a minimum and a maximum; a row "
+                       "whose rounds take half a second or more has no warm-up (the untracked row warmed the "
+                       "workload's files); a peer (heaptrack, massif) whose spread was small in the last full "
+                       f"run runs once.  Each peer round is limited to {result['peer_timeout_s']} s (a round that "
+                       "runs out fails the row instead of being timed).")
         out.append("")
-        out.append("| Benchmark | Variant | Median | Spread (σ; min–max) | Overhead | Rounds |")
-        out.append("|---|---|---:|---:|---:|---:|")
+        out.append("Like for like: heaptrack and massif record a call stack for every heap call; memtrack's "
+                   "default does not (heap calls without stacks), so compare them with **memtrack --stacks**, "
+                   "the row beside them; the default's row just before says what skipping the stacks saves.  "
+                   "Records says what each variant records."
+                   + ("  In gcc, heaptrack and massif record the gcc driver only (they do not follow its children "
+                      "cc1 and as), memtrack the whole tree: **cc1** is the row where every tool records the "
+                      "same process." if any("first process only" in r.get("records", "")
+                                             for r in result["walltime"]) else ""))
+        out.append("")
+        out.append("| Benchmark | Variant | Records | Median | Spread (σ; min–max) | Overhead | Rounds |")
+        out.append("|---|---|---|---:|---:|---:|---:|")
         for r in result["walltime"]:
             cell = status_cell(r)
+            rec = r.get("records", "")
             if cell:
-                out.append(f"| {r['benchmark']} | {r['label']} | {cell} | | | |")
+                out.append(f"| {r['benchmark']} | {r['label']} | {rec} | {cell} | | | |")
                 continue
             spread = "—" if r.get("stddev_s") is None else (
                 f"±{fmt_time(r['stddev_s'])}; {fmt_time(r['min_s'])}–{fmt_time(r['max_s'])}")
             ov = "1.00× (baseline)" if r["kind"] == "baseline" else (
                 f"{r['overhead']:.2f}×" if r.get("overhead") else "")
-            out.append(f"| {r['benchmark']} | {r['label']} | {fmt_time(r['median_s'])} | {spread} | {ov} | "
+            out.append(f"| {r['benchmark']} | {r['label']} | {rec} | {fmt_time(r['median_s'])} | {spread} | {ov} | "
                        f"{r['runs']}+{r['warmup']} |")
     if result["memory"]:
         out.append("")
@@ -824,7 +1118,13 @@ def parse_args():
     ap.add_argument("--smoke", action="store_true", help="each command once, no statistics; exit 1 on failure")
     ap.add_argument("--compare", metavar="BASELINE.json", help="print the change against an earlier results file")
     ap.add_argument("--results", metavar="RESULTS.json",
-                    help="with --compare: compare this existing file instead of running the suite")
+                    help="with --compare: compare this existing file instead of running the suite; "
+                         "with --merge: write the merged results here (and its .md beside it)")
+    ap.add_argument("--shard", metavar="K/N", help="run the K-th of N disjoint parts of the suite (of --mode's "
+                                                   "rows), balanced by bench/costs.json")
+    ap.add_argument("--merge", nargs="+", metavar="SHARD.json",
+                    help="join shards' results.json into the results a whole run writes (runs nothing)")
+    ap.add_argument("--list", action="store_true", help="print the rows this run would measure and exit")
     ap.add_argument("--threshold", type=float, help="flag changes beyond this percent (both modes)")
     ap.add_argument("--fail-on-change", action="store_true",
                     help="with --compare: exit 3 when a row got worse beyond the threshold "
@@ -853,10 +1153,50 @@ def do_compare(args, suite, cur):
     return 3 if worse and args.fail_on_change else 0
 
 
+def write_result(result, jpath):
+    """results.json and results.md (the markdown also on stdout)."""
+    os.makedirs(os.path.dirname(os.path.abspath(jpath)), exist_ok=True)
+    mpath = os.path.splitext(jpath)[0] + ".md"
+    with open(jpath, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    md = markdown(result)
+    with open(mpath, "w") as f:
+        f.write(md)
+    print(md)
+    return mpath
+
+
+def do_merge(args, suite):
+    parts = []
+    for path in args.merge:
+        try:
+            with open(path) as f:
+                parts.append((path, json.load(f)))
+        except (OSError, ValueError) as e:
+            sys.exit(f"bench: cannot merge: {path}: {e}")
+    try:
+        result = merge_results(parts)
+    except MergeError as e:
+        sys.exit(f"bench: cannot merge: {e}")
+    jpath = args.results or os.path.join(args.out, ("smoke" if result["smoke"] else "results") + ".json")
+    mpath = write_result(result, jpath)
+    log(f"bench: merged {len(parts)} shard(s) into {os.path.relpath(mpath)} and {os.path.relpath(jpath)}")
+    failed = [r for r in result["walltime"] + result["memory"] if r["status"] == "failed" and not r.get("optional")]
+    status = 1 if failed else 0
+    if args.compare:
+        status = do_compare(args, suite, result) or status
+    return status
+
+
 def main():
     args = parse_args()
     cfg, suite, benches, variants = load_config(args.config)
+    with open(args.config, "rb") as f:
+        config_sha256 = hashlib.sha256(f.read()).hexdigest()
 
+    if args.merge:
+        return do_merge(args, suite)
     if args.compare and args.results:
         with open(args.results) as f:
             return do_compare(args, suite, json.load(f))
@@ -876,6 +1216,21 @@ def main():
         variants = [v for v in variants if v["name"] in want or v.get("kind") == "baseline"]
     if args.no_peers:
         variants = [v for v in variants if v.get("kind") != "peer"]
+    modes = ["walltime", "memory"] if args.mode == "all" else [args.mode]
+    units = suite_units(modes, benches, variants)
+    costs = load_costs(COSTS_PATH)
+    shard = None
+    if args.shard:
+        k, n = parse_shard(args.shard)
+        parts, load = shard_units(units, costs, variants, n)
+        units = parts[k - 1]
+        shard = {"k": k, "n": n, "mode": args.mode, "units": [list(u) for u in units],
+                 "estimated_s": round(load[k - 1], 1)}
+    if args.list:
+        for mode, bench in units:
+            for v in mode_variants(mode, variants):
+                print(f"{mode} {bench} {v['name']}")
+        return 0
     if not os.access(args.memtrack, os.X_OK):
         sys.exit(f"bench: {args.memtrack} not found; run make first")
     if args.mode != "memory" and not shutil.which("hyperfine") and not args.smoke:
@@ -885,7 +1240,15 @@ def main():
 
     t_start = time.monotonic()
     ctx = Ctx()
-    ctx.suite, ctx.benches, ctx.variants, ctx.smoke = suite, benches, variants, args.smoke
+    ctx.suite, ctx.variants, ctx.smoke = suite, variants, args.smoke
+    ctx.costs = costs
+    ctx.stable_pct = float(suite.get("stable_pct", 3))
+    ctx.row_budget_s = float(suite.get("row_budget_s", 3))
+    ctx.heavy_round_s = float(suite.get("heavy_round_s", 1))
+    ctx.peer_once_spread_pct = float(suite.get("peer_once_spread_pct", 5))
+    ctx.memory_jobs = max(1, min(int(suite.get("memory_jobs", 2)), os.cpu_count() or 1))
+    name, _, value = RUN_TOKEN.partition("=")
+    os.environ[name] = value  # marks the suite's reapers (wait_for_reapers)
     ctx.baseline_variant = baseline_variant or {"name": "untracked", "kind": "baseline", "command": "{workload}"}
     ctx.memtrack = os.path.abspath(args.memtrack)
     ctx.fixtures = os.path.join(os.path.dirname(ctx.memtrack), "fixtures")
@@ -923,11 +1286,13 @@ def main():
         version = tool_version([ctx.memtrack, "--version"])
         inputs_dir = os.path.join(ctx.scratch, "inputs")
         os.makedirs(inputs_dir)
-        needed = {n for b in benches for n in re.findall(r"\{input:([A-Za-z0-9_]+)\}", b["command"])}
+        by_mode = {m: [b for b in benches if (m, b["name"]) in units] for m in ("walltime", "memory")}
+        needed = {n for m in by_mode for b in by_mode[m]
+                  for n in re.findall(r"\{input:([A-Za-z0-9_]+)\}", b["command"])}
         ctx.inputs = make_inputs(cfg, needed, inputs_dir)  # before any measured round
 
-        walltime = run_walltime(ctx) if args.mode in ("all", "walltime") else []
-        memory = run_memory(ctx) if args.mode in ("all", "memory") else []
+        walltime = run_walltime(ctx, by_mode["walltime"])
+        memory = run_memory(ctx, by_mode["memory"])
     finally:
         if args.keep:
             log(f"bench: scratch kept in {ctx.scratch}")
@@ -946,27 +1311,32 @@ def main():
         "config": os.path.relpath(args.config, REPO),
         "invocation": "bench/run.sh" + ("".join(" " + shlex.quote(a) for a in sys.argv[1:])),
         "smoke": args.smoke,
+        "mode": args.mode,
+        "config_sha256": config_sha256,
+        "selection": {"only": args.only, "variant": args.variant, "no_peers": args.no_peers,
+                      "runs": args.runs, "smoke": args.smoke},
+        "order": {"benchmarks": [b["name"] for b in benches], "variants": [v["name"] for v in variants]},
         "scratch_fs": "tmpfs (/dev/shm)" if scratch_root == "/dev/shm" else scratch_root,
         "budget_s": suite.get("budget_s", 180),
         "peer_timeout_s": ctx.peer_timeout,
+        "memory_jobs": ctx.memory_jobs,
         "suite_seconds": time.monotonic() - t_start,
         "load": {"loadavg_1min_min": min(ctx.loads, default=None), "loadavg_1min_max": max(ctx.loads, default=None),
                  "rows_with_foreign_tracers": ctx.foreign_rows, "foreign_tracers": sorted(ctx.foreign)},
         "walltime": walltime,
         "memory": memory,
     }
-    os.makedirs(args.out, exist_ok=True)
+    if shard:
+        result["shard"] = shard
     stem = "smoke" if args.smoke else "results"
-    jpath, mpath = os.path.join(args.out, stem + ".json"), os.path.join(args.out, stem + ".md")
-    with open(jpath, "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
-    md = markdown(result)
-    with open(mpath, "w") as f:
-        f.write(md)
-    print(md)
+    jpath = os.path.join(args.out, stem + ".json")
+    mpath = write_result(result, jpath)
     log(f"bench: wrote {os.path.relpath(mpath)} and {os.path.relpath(jpath)}; "
         f"suite took {result['suite_seconds']:.0f} s")
+    full = not (args.smoke or shard or args.only or args.variant or args.no_peers or args.runs) and args.mode == "all"
+    if full and os.path.abspath(args.config) == os.path.join(REPO, "bench", "benchmarks.toml"):
+        write_costs(COSTS_PATH, result, costs)
+        log(f"bench: refreshed {os.path.relpath(COSTS_PATH)} (the shards' balance; commit it with the results)")
     if not args.smoke and result["suite_seconds"] > result["budget_s"]:
         log(f"bench: warning: over the {result['budget_s']} s budget")
 

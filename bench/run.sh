@@ -5,17 +5,21 @@
 #   bench/run.sh --smoke              each benchmark once, no statistics (CI)
 #   bench/run.sh --only ls,dd --mode walltime --no-peers   one slice
 #   bench/run.sh --compare old.json   run, then show the change per row
+#   bench/run.sh --shard 2/3 [--mode walltime]   the 2nd of 3 disjoint parts
+#   bench/run.sh --merge a.json b.json [--results OUT.json]   join shards
+#   bench/run.sh --shard 2/3 --list   the rows a run would measure
 #   bench/run.sh --help               every option
 #
 # The benchmarks are listed in bench/benchmarks.toml.  Results go to
 # build/bench-results/results.{md,json} (smoke.{md,json} with --smoke).
+# Shards are balanced by bench/costs.json, which a full run refreshes.
 # Needs root (memtrack loads BPF), hyperfine, heaptrack, valgrind, GNU time
 # and python3 >= 3.11: scripts/bootstrap.sh installs them.
 set -e
 cd "$(dirname "$0")/.."
 
 case " $* " in
-*" -h "*|*" --help "*|*" --results "*) exec python3 bench/bench.py "$@" ;;  # runs nothing
+*" -h "*|*" --help "*|*" --results "*|*" --merge "*|*" --list "*) exec python3 bench/bench.py "$@" ;;  # runs nothing
 esac
 if [ "$(id -u)" != 0 ]; then
 	echo "bench: memtrack needs root to load its BPF programs; run: sudo $0 $*" >&2

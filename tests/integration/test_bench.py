@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: MIT
+"""bench/run.sh as CI runs it (issue 23): --shard K/N splits the suite into
+disjoint parts that cover it, --merge joins the parts' results into what a
+whole run writes, and refuses parts of different commits or configurations.
+The runs are real (--smoke: every command once, as CI runs it) on a slice of
+the suite, to keep the test short."""
+import json
+import re
+import shutil
+import sys
+
+from mtlib import MEMTRACK, REPO, check_eq, check_true, require_eq, run
+
+RUN_SH = str(REPO / "bench" / "run.sh")
+SLICE = ["--smoke", "--only", "ls,alloc"]
+
+
+def listed(*opts):
+    p = run([RUN_SH, "--list"] + list(opts))
+    require_eq(p.rc, 0, "bench/run.sh --list %s: %s" % (" ".join(opts), p.stderr))
+    return p.stdout.splitlines()
+
+
+def test_bench_shards_disjoint_and_cover(tmp):
+    for mode in ("all", "walltime", "memory"):
+        whole = listed("--mode", mode)
+        check_true(len(whole) == len(set(whole)) and whole, "--mode %s lists each row once" % mode)
+        for n in range(1, 5):
+            parts = [listed("--mode", mode, "--shard", "%d/%d" % (k, n)) for k in range(1, n + 1)]
+            seen = [row for part in parts for row in part]
+            check_eq(sorted(seen), sorted(whole), "--mode %s: the %d shards' rows are the whole suite's" % (mode, n))
+            check_eq(len(seen), len(set(seen)), "--mode %s: the %d shards are disjoint" % (mode, n))
+            check_true(all(parts), "--mode %s: none of %d shards is empty" % (mode, n))
+    # balanced by the committed costs: within 20% for 2 and 3 shards
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench
+    _, _, benches, variants = bench.load_config(str(REPO / "bench" / "benchmarks.toml"))
+    costs = bench.load_costs(bench.COSTS_PATH)
+    check_true(costs, "bench/costs.json has the rows' costs")
+    for n in (2, 3):
+        _, load = bench.shard_units(bench.suite_units(["walltime", "memory"], benches, variants), costs,
+                                    variants, n)
+        check_true(max(load) <= 1.2 * min(load), "%d shards balanced within 20%%: %s" % (n, load))
+    p = run([RUN_SH, "--list", "--shard", "4/3"])
+    check_eq((p.rc, p.stderr.count("\n"), "--shard 4/3" in p.stderr), (1, 1, True),
+             "--shard 4/3 is refused with one line: %r" % p.stderr)
+
+
+def smoke(tmp, name, *opts):
+    out = tmp / name
+    p = run([RUN_SH, "--memtrack", MEMTRACK, "--out", out] + SLICE + list(opts), timeout=600)
+    require_eq(p.rc, 0, "bench/run.sh %s %s: %s" % (" ".join(SLICE), " ".join(opts), p.stderr[-2000:]))
+    return out / "smoke.json"
+
+
+def merge(tmp, name, *parts):
+    out = tmp / name / "smoke.json"
+    p = run([RUN_SH, "--merge"] + list(parts) + ["--results", out])
+    return p, out
+
+
+def rows(path):
+    r = json.loads(path.read_text())
+    return [(m, x["benchmark"], x["variant"], x["label"], x["status"], x.get("records"))
+            for m in ("walltime", "memory") for x in r[m]]
+
+
+def table_rows(md_path):
+    """The tables' first three cells of every row (benchmark, variant,
+    records or peak RSS's absence aside): what a reader compares."""
+    return [tuple(c.strip() for c in line.split("|")[1:3])
+            for line in md_path.read_text().splitlines() if re.match(r"\| (ls|alloc) \|", line)]
+
+
+def test_bench_merge_equals_whole_smoke(tmp):
+    whole = smoke(tmp, "whole")
+    s1, s2 = smoke(tmp, "s1", "--shard", "1/2"), smoke(tmp, "s2", "--shard", "2/2")
+    w1, w2 = (smoke(tmp, "w%d" % k, "--mode", "walltime", "--shard", "%d/2" % k) for k in (1, 2))
+    mem = smoke(tmp, "mem", "--mode", "memory")
+    for what, parts in (("--shard 1/2 + 2/2", [s2, s1]), ("walltime 1/2 + 2/2 + memory", [w1, mem, w2])):
+        p, out = merge(tmp, "m" + str(len(parts)), *parts)
+        require_eq(p.rc, 0, "merge of %s: %s" % (what, p.stderr))
+        check_eq(rows(out), rows(whole), "merge of %s: the whole run's rows, in its order" % what)
+        md = out.with_suffix(".md")
+        check_eq(table_rows(md), table_rows(whole.with_suffix(".md")), "merge of %s: the tables' rows" % what)
+        text = md.read_text()
+        for part in parts:
+            sh = json.loads(part.read_text()).get("shard") or {"k": 1, "n": 1}
+            check_true("- Shard %d/%d (" % (sh["k"], sh["n"]) in text and "  - Machine: " in text,
+                       "merge of %s: shard %d/%d's line and machine are kept" % (what, sh["k"], sh["n"]))
+
+
+def test_bench_merge_refuses_mismatch(tmp):
+    tiny = ["--only", "ls", "--variant", "rss", "--no-peers"]
+    a, b = smoke(tmp, "a", *tiny, "--shard", "1/2"), smoke(tmp, "b", *tiny, "--shard", "2/2")
+    other = smoke(tmp, "c", "--only", "ls", "--variant", "no-alloc", "--no-peers", "--shard", "2/2")
+    p, _ = merge(tmp, "ok", a, b)
+    check_eq(p.rc, 0, "the matching shards merge: %s" % p.stderr)
+
+    def edited(name, change):
+        r = json.loads(b.read_text())
+        change(r)
+        path = tmp / name
+        path.write_text(json.dumps(r))
+        return path
+
+    commit = edited("commit.json", lambda r: r["memtrack"].update(git="0000000"))
+    config = edited("config.json", lambda r: r.update(config_sha256="0" * 64))
+    copy = tmp / "a-again.json"
+    shutil.copy(a, copy)
+    for what, parts, says in (("another commit", [a, commit], "commit"),
+                              ("another benchmarks.toml", [a, config], "configuration"),
+                              ("another --variant", [a, other], "selection"),
+                              ("the same shard twice", [a, copy], "both"),
+                              ("a shard missing", [a], "missing")):
+        p, out = merge(tmp, "refused", *parts)
+        check_eq(p.rc, 1, "merge of %s refused (exit status)" % what)
+        check_true(p.stderr.startswith("bench: cannot merge: ") and p.stderr.count("\n") == 1
+                   and says in p.stderr, "merge of %s: one line naming it: %r" % (what, p.stderr))
+        check_eq(out.exists(), False, "merge of %s wrote nothing" % what)
+
+
+def test_bench_rounds_rule(tmp):
+    """Issue 23: rounds until the median is stable, between a minimum and a
+    maximum; rows of heavy rounds without warm-up; a peer of small spread
+    once (bench.py's round_plan and median_stable, from bench/costs.json)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench
+
+    check_eq(bench.median_stable([1.0], 3), False, "one round is never stable")
+    check_eq(bench.median_stable([1.0, 1.02], 3), True, "two rounds 2% apart: stable at 3%")
+    check_eq(bench.median_stable([1.0, 1.2], 3), False, "two rounds 20% apart: not stable")
+    check_eq(bench.median_stable([1.0, 1.2, 1.01], 3), False, "a third round moved the median by 9%")
+    check_eq(bench.median_stable([1.0, 1.2, 1.01, 1.02], 3), True, "a fourth moved it by 0.5%")
+
+    class Ctx:
+        suite = {"warmup": 1, "runs": 5, "max_runs": 10, "peer_warmup": 1, "peer_runs": 2}
+        runs_override = None
+        heavy_round_s, peer_once_spread_pct = 0.5, 5.0
+        costs = {"walltime/w/cheap": {"round_s": 0.01, "spread_pct": 1.0},
+                 "walltime/w/heavy": {"round_s": 3.0, "spread_pct": 1.0},
+                 "walltime/w/calm": {"round_s": 3.0, "spread_pct": 4.0},
+                 "walltime/w/noisy": {"round_s": 3.0, "spread_pct": 30.0}}
+
+    w = {"name": "w"}
+
+    def plan(name, kind):
+        return bench.round_plan(Ctx, w, {"name": name, "kind": kind})
+    check_eq(plan("cheap", "memtrack"), (1, 5, 10), "a cheap row: warm-up, 5..10 rounds")
+    check_eq(plan("heavy", "memtrack"), (0, 2, 10), "a heavy row: no warm-up, 2..10 rounds")
+    check_eq(plan("unknown", "memtrack"), (1, 5, 10), "a row the costs do not know: the config's")
+    check_eq(plan("calm", "peer"), (0, 1, 1), "a peer of 4% spread: once")
+    check_eq(plan("noisy", "peer"), (0, 2, 10), "a heavy peer of 30% spread: 2..10 rounds")
+    Ctx.runs_override = 4
+    check_eq(plan("heavy", "memtrack"), (1, 4, 4), "--runs 4: exactly 4 rounds after a warm-up")
