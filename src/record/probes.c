@@ -68,7 +68,6 @@ struct proc_links {
 	unsigned cap;
 	struct proc_links *ilinks; /* --fast: links of interposed sites, owned (NULL: none) */
 	bool fast;		   /* announced the in-process path: no interposed sites */
-	bool unprobed;		   /* a sync failed for it: counted in stats.lost once */
 };
 
 struct probes {
@@ -87,6 +86,10 @@ struct probes {
 	struct proc_links *procs; /* owned */
 	unsigned nprocs;
 	struct probes_stats stats;
+	/* pids counted in stats.lost, once each: an exec forgets a process's
+	 * entry (probes_forget), not that it went unprobed */
+	pid_t *unprobed;
+	unsigned nunprobed, unprobed_cap;
 	bool fast_path; /* --fast: interposed sites are marked and linked apart */
 };
 
@@ -393,17 +396,27 @@ static bool exec_file_mapping(const char *line, char *path, size_t len)
  */
 static int gone_or_lost(struct probes *p, pid_t pid, int err)
 {
-	struct proc_links *pl;
+	pid_t *grown;
 
 	if (err == -ENOENT || err == -ESRCH)
 		return -ESRCH;
 	p->stats.last_error = -err;
-	pl = proc_lookup(p, pid, true);
-	if (pl && pl->unprobed)
-		return err;
-	if (pl)
-		pl->unprobed = true;
-	p->stats.lost++; /* no memory for its entry: counted at each failure */
+	for (unsigned i = 0; i < p->nunprobed; i++)
+		if (p->unprobed[i] == pid)
+			return err;
+	if (p->nunprobed == p->unprobed_cap) {
+		unsigned cap = p->unprobed_cap ? p->unprobed_cap * 2 : 64;
+
+		grown = realloc(p->unprobed, cap * sizeof(*grown));
+		if (!grown) {
+			p->stats.lost++; /* no memory to remember it: counted at each failure */
+			return err;
+		}
+		p->unprobed = grown;
+		p->unprobed_cap = cap;
+	}
+	p->unprobed[p->nunprobed++] = pid;
+	p->stats.lost++;
 	return err;
 }
 
@@ -748,6 +761,7 @@ void probes__free(struct probes *p)
 	for (unsigned i = 0; i < p->nfiles; i++)
 		free(p->files[i]);
 	free(p->procs);
+	free(p->unprobed);
 	free(p->files);
 	free(p);
 }
