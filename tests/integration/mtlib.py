@@ -469,3 +469,35 @@ class ControlClient:
     def close(self):
         self.f.close()
         self.s.close()
+
+
+def live_reapers():
+    """Pids of memtrack-reaper processes still running (not zombies)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        if name == "memtrack-reaper" and st[st.rindex(")") + 2] != "Z":
+            out.append(int(d))
+    return out
+
+
+def wait_for_reapers(timeout=30.0):
+    """Waits (at most timeout s) until earlier runs' reapers are done closing
+    their links: each uprobe detach takes the kernel's uprobe locks, which a
+    fork or a burst of uprobe hits then waits behind, so a test that times
+    forks or counts drops starts on a machine that is not still tearing down
+    the previous tests.  Returns the reapers still alive (none, normally)."""
+    deadline = time.monotonic() + timeout
+    left = live_reapers()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = live_reapers()
+    return left
+

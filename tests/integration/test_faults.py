@@ -17,7 +17,7 @@ import pytest
 
 from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, fixture,
                    kill_group, read_trailer, report_json, require, require_eq, run,
-                   track_argv, wait_until)
+                   track_argv, wait_for_reapers, wait_until)
 
 STORM = "while :; do /bin/true; done"
 
@@ -138,6 +138,7 @@ def test_sigkill_during_fork_storm_leaves_nothing_stopped(tmp):
     BPF side sees memtrack's exit and resumes every parked process: three
     tries, nothing stopped within 2 s, the storm goes on."""
     for i in range(3):
+        wait_for_reapers()
         p, sh, _ = start_storm(tmp, STORM, "kill%d.mtrk" % i)
         try:
             os.kill(p.pid, signal.SIGKILL)
@@ -388,6 +389,7 @@ def test_load_100_threads_default_ring(tmp, opts):
     memory stays bounded (the ring and the batch pool).  Both heap paths:
     the uprobes' records cross the BPF ring, the library's its own rings."""
     out = tmp / "load.mtrk"
+    wait_for_reapers()
     p = subprocess.Popen(track_argv([fixture("thread_pairs"), 100, 10000], out, opts),
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
