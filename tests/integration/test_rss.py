@@ -57,6 +57,11 @@ class Driver:
         self.p.stdin.flush()
 
     def events(self):
+        # memtrack renames the artifact into place once the command runs: the
+        # command's first line can come before that (memtrack's main thread
+        # is not scheduled ahead of the command), so until then nothing is there
+        if not self.out.exists():
+            return []
         return Artifact(self.out).events
 
     def rss_records(self, pid):
