@@ -471,9 +471,9 @@ class ControlClient:
         self.s.close()
 
 
-def live_reapers():
-    """Pids of memtrack-reaper processes still running (not zombies)."""
-    out = []
+def proc_stats():
+    """(pid, name, fields after the name) of every process in /proc/*/stat
+    (fields[0] is the state, fields[1] the ppid, ...); gone ones are skipped."""
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -482,10 +482,12 @@ def live_reapers():
                 st = f.read()
         except OSError:
             continue
-        name = st[st.index("(") + 1:st.rindex(")")]
-        if name == "memtrack-reaper" and st[st.rindex(")") + 2] != "Z":
-            out.append(int(d))
-    return out
+        yield int(d), st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+
+
+def live_reapers():
+    """Pids of memtrack-reaper processes still running (not zombies)."""
+    return [pid for pid, name, f in proc_stats() if name == "memtrack-reaper" and f[0] != "Z"]
 
 
 def wait_for_reapers(timeout=30.0):

@@ -17,7 +17,7 @@ import pytest
 
 from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, fixture,
                    kill_group, read_trailer, report_json, require, require_eq, run,
-                   track_argv, wait_for_reapers, wait_until)
+                   proc_stats, track_argv, wait_for_reapers, wait_until)
 
 STORM = "while :; do /bin/true; done"
 
@@ -25,18 +25,7 @@ STORM = "while :; do /bin/true; done"
 def procs_where(field, value):
     """Pids whose numeric /proc/PID/stat field after the command (1 ppid,
     2 pgrp, 3 session) is value."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        if int(st[st.rindex(")") + 2:].split()[field]) == value:
-            out.append(int(d))
-    return out
+    return [pid for pid, _, f in proc_stats() if int(f[field]) == value]
 
 
 def children(pid):
