@@ -36,7 +36,7 @@ BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 # into libmemtrack-core.a, which builds without clang, bpftool or a BTF
 # kernel and is all the unit tests link; record/ and cli/ need the skeleton.
 SRC_DIRS  := format pipeline analyze record cli fast
-SRC_INCLUDES := -Isrc $(addprefix -Isrc/,$(SRC_DIRS))
+SRC_INCLUDES := -Isrc
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
 # unit-tested without the skeleton; and as_user.c, which the symbol cache and
 # the readers' output files use; and fast_reader.c, the in-process rings' reader)
@@ -178,7 +178,7 @@ FIXTURE_LIBS_ctl_phases := $(OUT)/libmemtrack-ctl.a
 FIXTURE_LIBS_ctl_late := $(OUT)/libmemtrack-ctl.a
 $(OUT)/fixtures/ctl_phases $(OUT)/fixtures/ctl_late: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
 # the attacker of test_hostile_ring.py writes the ring with its real layout
-FIXTURE_CFLAGS_hostile_ring := -Isrc -Isrc/fast
+FIXTURE_CFLAGS_hostile_ring := -Isrc
 $(OUT)/fixtures/hostile_ring: src/fast/fast_ring.h src/event.h src/bpf_abi.h
 $(OUT)/fixtures/%: tests/fixtures/%.c tests/fixtures/marker.h tests/fixtures/shown.h tests/fixtures/pairs.h
 	$(call msg,CC,$@)

@@ -40,9 +40,9 @@
 #include <unistd.h>
 #include <msgpack.h>
 #include <zstd.h>
-#include "artifact.h"
-#include "batch.h"
-#include "pipeline.h"
+#include "format/artifact.h"
+#include "pipeline/batch.h"
+#include "pipeline/pipeline.h"
 
 #define PID 4242u
 #define NTIDS 4

@@ -27,8 +27,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "analysis.h"
-#include "artifact.h"
+#include "analyze/analysis.h"
+#include "format/artifact.h"
 
 #define NPROCS_ALIVE 8
 #define LIVE_MAX 4096		/* live blocks per process */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "analysis.h"
+#include "analyze/analysis.h"
 
 struct live_slot {
 	uint64_t addr;	/* 0: empty */

@@ -14,8 +14,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "artifact.h"
-#include "sites.h"
+#include "format/artifact.h"
+#include "analyze/sites.h"
 
 /*
  * Live heap blocks of one process: open addressing on the address, at most

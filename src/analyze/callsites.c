@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "callsites.h"
+#include "analyze/callsites.h"
 
 static const char *const metric_names[SITE_NMETRICS] = { "peak", "allocations", "allocated",
 							 "leaked" };

@@ -13,9 +13,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "analysis.h"
-#include "stacks.h"
-#include "symbolize.h"
+#include "analyze/analysis.h"
+#include "analyze/stacks.h"
+#include "analyze/symbolize.h"
 
 /* The metrics a site is ranked by (their names: `--metric NAME`). */
 enum site_metric {

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "diff.h"
+#include "analyze/diff.h"
 
 static const char *const names[DIFF_NMETRICS] = {
 	[DIFF_PEAK_HEAP] = "peak_heap_bytes", [DIFF_ALLOCATED] = "total_allocated_bytes",

@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "analysis.h"
+#include "analyze/analysis.h"
 
 enum diff_metric_id {
 	DIFF_PEAK_HEAP,

@@ -11,9 +11,9 @@
  * every process's last command is known.
  */
 #include <inttypes.h>
-#include "export.h"
-#include "json.h"
-#include "schema.h"
+#include "analyze/export.h"
+#include "format/json.h"
+#include "format/schema.h"
 
 static double usec(const struct exporter *x, uint64_t ts)
 {

@@ -8,7 +8,7 @@
 #define MEMTRACK_EXPORT_H
 
 #include <stdio.h>
-#include "analysis.h"
+#include "analyze/analysis.h"
 
 enum export_format {
 	EXPORT_PERFETTO,

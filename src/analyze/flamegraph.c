@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "flamegraph.h"
-#include "mix64.h"
+#include "analyze/flamegraph.h"
+#include "analyze/mix64.h"
 
 /* Folded output's separators and the control characters XML 1.0 forbids. */
 #define FLAME_BAD_CHARS                                                                         \

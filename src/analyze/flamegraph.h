@@ -14,8 +14,8 @@
 #define MEMTRACK_FLAMEGRAPH_H
 
 #include <stdio.h>
-#include "callsites.h"
-#include "intern.h"
+#include "analyze/callsites.h"
+#include "analyze/intern.h"
 
 struct flame_node {
 	const char *name;		    /* interned */

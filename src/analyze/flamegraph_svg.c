@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "flamegraph.h"
+#include "analyze/flamegraph.h"
 
 #define SVG_W 1200  /* px */
 #define SVG_PAD 10  /* px left and right */

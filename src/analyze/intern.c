@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fnv1a.h"
-#include "intern.h"
+#include "analyze/intern.h"
 
 int intern_init(struct intern *t)
 {

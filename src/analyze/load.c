@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "load.h"
+#include "analyze/load.h"
 
 int load_artifact(const char *path, struct loaded *l, const struct load_hooks *hooks)
 {

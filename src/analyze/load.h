@@ -6,9 +6,9 @@
 #ifndef MEMTRACK_LOAD_H
 #define MEMTRACK_LOAD_H
 
-#include "analysis.h"
-#include "artifact.h"
-#include "stacks.h"
+#include "analyze/analysis.h"
+#include "format/artifact.h"
+#include "analyze/stacks.h"
 
 struct loaded {
 	struct analysis a;	   /* finished: leaks counted */

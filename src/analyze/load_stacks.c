@@ -2,7 +2,7 @@
 /* load_stacks.c - an artifact through the analysis and the stack table; see load.h. */
 #include <errno.h>
 #include <stdio.h>
-#include "load.h"
+#include "analyze/load.h"
 
 struct stacks_ctx {
 	struct stack_table *st;

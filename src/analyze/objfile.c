@@ -13,8 +13,8 @@
 #include <gelf.h>
 #include <elfutils/libdwelf.h>
 #include <zlib.h>
-#include "open_regular.h"
-#include "objfile.h"
+#include "format/open_regular.h"
+#include "analyze/objfile.h"
 
 /*
  * Whether only root or the user running memtrack can write (and so

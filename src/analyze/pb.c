@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "pb.h"
+#include "analyze/pb.h"
 
 static void put(struct pb *b, const void *data, size_t len)
 {

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "intern.h"
-#include "pb.h"
-#include "pprof.h"
+#include "analyze/intern.h"
+#include "analyze/pb.h"
+#include "analyze/pprof.h"
 
 /* message Profile */
 enum {

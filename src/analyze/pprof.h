@@ -15,7 +15,7 @@
 #ifndef MEMTRACK_PPROF_H
 #define MEMTRACK_PPROF_H
 
-#include "callsites.h"
+#include "analyze/callsites.h"
 
 struct pprof_run {
 	uint64_t start_wall_ns; /* CLOCK_REALTIME of the run's start */

@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "sites.h"
-#include "mix64.h"
+#include "analyze/sites.h"
+#include "analyze/mix64.h"
 
 void site_table_init(struct site_table *t)
 {

@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "stacks.h"
-#include "mix64.h"
+#include "analyze/stacks.h"
+#include "analyze/mix64.h"
 
 void stack_table_init(struct stack_table *t)
 {

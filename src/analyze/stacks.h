@@ -16,7 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "artifact.h"
+#include "format/artifact.h"
 
 /* One frame: a return address inside an object. */
 struct mt_frame {

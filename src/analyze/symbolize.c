@@ -13,12 +13,12 @@
 #include <dwarf.h>
 #include <unistd.h>
 #include <sys/stat.h>
-#include "intern.h"
-#include "objfile.h"
-#include "symbolize.h"
-#include "symcache.h"
-#include "symtab.h"
-#include "mix64.h"
+#include "analyze/intern.h"
+#include "analyze/objfile.h"
+#include "analyze/symbolize.h"
+#include "analyze/symcache.h"
+#include "analyze/symtab.h"
+#include "analyze/mix64.h"
 
 /*
  * libstdc++'s demangler (the C++ ABI's, so any C++ name g++ or clang made);

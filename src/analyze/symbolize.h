@@ -27,7 +27,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "stacks.h"
+#include "analyze/stacks.h"
 
 /* One source-level frame of an address. */
 struct sym_frame {

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "symcache.h"
-#include "as_user.h"
+#include "analyze/symcache.h"
+#include "record/as_user.h"
 #include "fnv1a.h"
 
 #define SYMCACHE_MAGIC "memtrack-symcache 1"

@@ -18,7 +18,7 @@
 #define MEMTRACK_SYMCACHE_H
 
 #include <stdint.h>
-#include "symbolize.h"
+#include "analyze/symbolize.h"
 
 struct symcache_entry {
 	uint64_t addr;

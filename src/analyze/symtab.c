@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "symtab.h"
+#include "analyze/symtab.h"
 
 #define SYMTAB_BACK 64 /* enclosing symbols looked for below the nearest one */
 

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "json.h"
-#include "timeline.h"
+#include "format/json.h"
+#include "analyze/timeline.h"
 
 struct tl_series {
 	uint64_t lo[TL_BUCKETS];   /* bytes: least value held in the bucket */

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "analysis.h"
+#include "analyze/analysis.h"
 
 #define TL_BUCKETS 4096
 #define TL_MAX_PROCS 100  /* per-process series kept for the first ones */

@@ -13,8 +13,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "json.h"
-#include "timeline.h"
+#include "format/json.h"
+#include "analyze/timeline.h"
 
 #define SVG_W 1200
 #define SVG_H 620

@@ -14,8 +14,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "common.bpf.h"
-#include "unwind.bpf.h"
+#include "bpf/common.bpf.h"
+#include "bpf/unwind.bpf.h"
 
 struct call_args {
 	__u64 size;   /* bytes requested (nmemb * size for calloc) */

@@ -16,8 +16,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "common.bpf.h"
-#include "syscalls.bpf.h"
+#include "bpf/common.bpf.h"
+#include "bpf/syscalls.bpf.h"
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(handle_fast_marker, struct pt_regs *regs, long id)

@@ -28,7 +28,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "common.bpf.h"
+#include "bpf/common.bpf.h"
 
 /* User pages (anonymous, page cache) are movable; page tables are zeroed and accounted. */
 #define GFP_MOVABLE (1u << ___GFP_MOVABLE_BIT)

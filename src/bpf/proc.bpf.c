@@ -19,8 +19,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "common.bpf.h"
-#include "syscalls.bpf.h"
+#include "bpf/common.bpf.h"
+#include "bpf/syscalls.bpf.h"
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)

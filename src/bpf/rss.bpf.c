@@ -22,7 +22,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "common.bpf.h"
+#include "bpf/common.bpf.h"
 
 static __always_inline __u64 absdiff(__u64 a, __u64 b)
 {

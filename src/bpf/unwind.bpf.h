@@ -16,7 +16,7 @@
 #ifndef MEMTRACK_UNWIND_BPF_H
 #define MEMTRACK_UNWIND_BPF_H
 
-#include "common.bpf.h"
+#include "bpf/common.bpf.h"
 
 extern const volatile __u32 stacks_on; /* --stacks */
 

@@ -20,9 +20,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "common.bpf.h"
-#include "syscalls.bpf.h"
-#include "unwind.bpf.h"
+#include "bpf/common.bpf.h"
+#include "bpf/syscalls.bpf.h"
+#include "bpf/unwind.bpf.h"
 
 
 struct sys_args {

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "as_user.h"
-#include "cli.h"
+#include "record/as_user.h"
+#include "cli/cli.h"
 
 void die_msg(const char *fmt, ...)
 {

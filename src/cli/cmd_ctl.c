@@ -6,8 +6,8 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "cli.h"
-#include "help.h"
+#include "cli/cli.h"
+#include "cli/help.h"
 #include "memtrack-ctl.h"
 
 #define CTL_USAGE "usage: memtrack ctl PATH enable|disable|ping|mark NAME; see memtrack help ctl"

@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli.h"
-#include "diff.h"
-#include "help.h"
-#include "json.h"
-#include "load.h"
+#include "cli/cli.h"
+#include "analyze/diff.h"
+#include "cli/help.h"
+#include "format/json.h"
+#include "analyze/load.h"
 
 #define DIFF_USAGE \
 	"usage: memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]...; see memtrack help diff"

@@ -6,11 +6,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "artifact.h"
-#include "cli.h"
-#include "help.h"
-#include "json.h"
-#include "schema.h"
+#include "format/artifact.h"
+#include "cli/cli.h"
+#include "cli/help.h"
+#include "format/json.h"
+#include "format/schema.h"
 
 static void print_event(FILE *out, const struct mt_event *ev)
 {

@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "cli.h"
-#include "report_top.h"
-#include "export.h"
-#include "help.h"
-#include "load.h"
-#include "pprof.h"
+#include "cli/cli.h"
+#include "cli/report_top.h"
+#include "analyze/export.h"
+#include "cli/help.h"
+#include "analyze/load.h"
+#include "analyze/pprof.h"
 
 #define EXPORT_USAGE \
 	"usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT; see memtrack help export"

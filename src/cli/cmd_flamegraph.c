@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli.h"
-#include "report_top.h"
-#include "flamegraph.h"
-#include "help.h"
-#include "load.h"
+#include "cli/cli.h"
+#include "cli/report_top.h"
+#include "analyze/flamegraph.h"
+#include "cli/help.h"
+#include "analyze/load.h"
 
 #define FLAME_USAGE \
 	"usage: memtrack flamegraph FILE -o OUT.svg [--metric peak|allocations|allocated|leaked] [--folded]; see memtrack help flamegraph"

@@ -8,14 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "analysis.h"
-#include "artifact.h"
-#include "cli.h"
-#include "json.h"
-#include "help.h"
-#include "report_top.h"
-#include "schema.h"
-#include "timeline.h"
+#include "analyze/analysis.h"
+#include "format/artifact.h"
+#include "cli/cli.h"
+#include "format/json.h"
+#include "cli/help.h"
+#include "cli/report_top.h"
+#include "format/schema.h"
+#include "analyze/timeline.h"
 
 struct report {
 	struct analysis a;

@@ -26,13 +26,13 @@
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
-#include "analysis.h"
-#include "artifact.h"
-#include "callsites.h"
-#include "cli.h"
-#include "help.h"
-#include "stacks.h"
-#include "symbolize.h"
+#include "analyze/analysis.h"
+#include "format/artifact.h"
+#include "analyze/callsites.h"
+#include "cli/cli.h"
+#include "cli/help.h"
+#include "analyze/stacks.h"
+#include "analyze/symbolize.h"
 
 #define TOP_USAGE "usage: memtrack top [--interval SECONDS] FILE; see memtrack help top"
 #define TOP_SITES 5	  /* call sites shown */

@@ -30,23 +30,23 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
-#include "artifact.h"
-#include "as_user.h"
+#include "format/artifact.h"
+#include "record/as_user.h"
 #include "bpf_abi.h"
-#include "cli.h"
-#include "control.h"
-#include "fast_drain.h"
-#include "fast_ring.h"
-#include "heap_switch.h"
-#include "help.h"
-#include "loader.h"
+#include "cli/cli.h"
+#include "record/control.h"
+#include "record/fast_drain.h"
+#include "fast/fast_ring.h"
+#include "record/heap_switch.h"
+#include "cli/help.h"
+#include "record/loader.h"
 #include "memtrack.skel.h"
-#include "pipeline.h"
-#include "probes.h"
-#include "heap_stub.h"
-#include "reaper.h"
-#include "spawn.h"
-#include "record/stacks.h" /* not analyze/stacks.h: both dirs are on the include path */
+#include "pipeline/pipeline.h"
+#include "record/probes.h"
+#include "record/heap_stub.h"
+#include "record/reaper.h"
+#include "record/spawn.h"
+#include "record/stacks.h"
 
 struct track_opts {
 	const char *output;   /* artifact path */

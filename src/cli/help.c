@@ -10,8 +10,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "cli.h"
-#include "help.h"
+#include "cli/cli.h"
+#include "cli/help.h"
 
 struct cmd_help {
 	const char *name;    /* the command, argv[1] */

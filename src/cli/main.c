@@ -2,8 +2,8 @@
 /* main.c - argv -> subcommand. */
 #include <stdio.h>
 #include <string.h>
-#include "cli.h"
-#include "help.h"
+#include "cli/cli.h"
+#include "cli/help.h"
 
 int main(int argc, char **argv)
 {

@@ -3,10 +3,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "callsites.h"
-#include "cli.h"
-#include "json.h"
-#include "report_top.h"
+#include "analyze/callsites.h"
+#include "cli/cli.h"
+#include "format/json.h"
+#include "cli/report_top.h"
 
 static const char *const titles[SITE_NMETRICS] = {
 	"peak heap (bytes live at the tree's heap peak)",

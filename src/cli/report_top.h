@@ -9,9 +9,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include "analysis.h"
-#include "stacks.h"
-#include "symbolize.h"
+#include "analyze/analysis.h"
+#include "analyze/stacks.h"
+#include "analyze/symbolize.h"
 
 /*
  * Prints the four rankings to stdout: text, or (@json) the value of the

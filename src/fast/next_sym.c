@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include "next_sym.h"
+#include "fast/next_sym.h"
 
 struct lookup {
 	const char *name;

@@ -36,9 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "bpf_abi.h"
-#include "fast_lib.h"
-#include "fast_ring.h"
-#include "next_sym.h"
+#include "fast/fast_lib.h"
+#include "fast/fast_ring.h"
+#include "fast/next_sym.h"
 
 volatile int fast_recording;
 

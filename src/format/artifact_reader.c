@@ -20,11 +20,11 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <zstd.h>
-#include "artifact.h"
-#include "artifact_format.h"
-#include "open_regular.h"
-#include "schema.h"
-#include "varint.h"
+#include "format/artifact.h"
+#include "format/artifact_format.h"
+#include "format/open_regular.h"
+#include "format/schema.h"
+#include "format/varint.h"
 
 struct mt_reader {
 	int fd;

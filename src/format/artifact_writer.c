@@ -21,10 +21,10 @@
 #include <unistd.h>
 #include <zstd.h>
 #include <zstd_errors.h>
-#include "artifact.h"
-#include "artifact_format.h"
-#include "schema.h"
-#include "varint.h"
+#include "format/artifact.h"
+#include "format/artifact_format.h"
+#include "format/schema.h"
+#include "format/varint.h"
 
 #define RAW_INITIAL (64u << 10)
 #define RAW_FINAL (MT_FRAME_RAW_TARGET + MT_REC_MAX)

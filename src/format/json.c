@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* json.c - JSON string escaping; see json.h. */
-#include "json.h"
+#include "format/json.h"
 
 /*
  * Length of the well-formed UTF-8 sequence at @p (RFC 3629: no overlong

@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
-#include "open_regular.h"
+#include "format/open_regular.h"
 
 const char *mt_file_kind(unsigned mode)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* schema.c - the record type table, built from MT_RECORD_TYPES; see schema.h. */
 #include <string.h>
-#include "schema.h"
+#include "format/schema.h"
 
 #define FIELD_DEF(INDEX, key, kind) { key, MT_FK_##kind },
 #define TYPE_DEF(NAME, num, name, str, fn)                                                    \

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* varint.c - LEB128 varint decoding; see varint.h. */
 #include <errno.h>
-#include "varint.h"
+#include "format/varint.h"
 
 size_t mt_varint_len(uint64_t v)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/types.h>
-#include "batch.h"
+#include "pipeline/batch.h"
 #include "event.h"
 
 struct batch *batch__new(size_t cap)

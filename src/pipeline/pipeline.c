@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
-#include "artifact.h"
-#include "batch.h"
-#include "pipeline.h"
-#include "queue.h"
-#include "schema.h"
+#include "format/artifact.h"
+#include "pipeline/batch.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/queue.h"
+#include "format/schema.h"
 
 struct sort_key {
 	uint64_t ts;

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include "queue.h"
+#include "pipeline/queue.h"
 
 struct queue {
 	pthread_mutex_t lock;

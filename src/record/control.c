@@ -22,11 +22,11 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "as_user.h"
-#include "control.h"
-#include "heap_switch.h"
+#include "record/as_user.h"
+#include "record/control.h"
+#include "record/heap_switch.h"
 #include "event.h"
-#include "pipeline.h"
+#include "pipeline/pipeline.h"
 
 #define CTL_LINE_MAX 512 /* a command line, "\n" included */
 /*

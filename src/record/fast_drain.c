@@ -34,11 +34,11 @@
 #include <linux/types.h>
 #include <bpf/bpf.h>
 #include "bpf_abi.h"
-#include "fast_drain.h"
-#include "fast_reader.h"
-#include "fast_ring.h"
-#include "pipeline.h"
-#include "reaper.h"
+#include "record/fast_drain.h"
+#include "record/fast_reader.h"
+#include "fast/fast_ring.h"
+#include "pipeline/pipeline.h"
+#include "record/reaper.h"
 
 struct fast_conn {
 	int sock;

@@ -5,8 +5,8 @@
  */
 #include <string.h>
 #include <sys/mman.h>
-#include "fast_reader.h"
-#include "pipeline.h"
+#include "record/fast_reader.h"
+#include "pipeline/pipeline.h"
 
 /*
  * What a process may write in its ring, by record type: only heap calls,

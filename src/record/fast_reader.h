@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <linux/types.h>
 #include "event.h"
-#include "fast_ring.h"
+#include "fast/fast_ring.h"
 
 struct pipeline;
 

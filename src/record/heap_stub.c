@@ -11,7 +11,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
 #include "bpf_abi.h"
-#include "heap_stub.h"
+#include "record/heap_stub.h"
 
 /* r1 = ctx (as called); r2 = the array; r3 = @slot; tail call; return 0 */
 static int load_stub(int map_fd, int slot, const char *name)

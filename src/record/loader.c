@@ -20,7 +20,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "bpf_abi.h"
-#include "loader.h"
+#include "record/loader.h"
 #include "memtrack.skel.h"
 
 static bool verbose_libbpf;

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "mapped_file.h"
-#include "open_regular.h"
+#include "record/mapped_file.h"
+#include "format/open_regular.h"
 
 /* The length of "/proc/PID/root" at the start of @path, or 0. */
 static size_t proc_root_prefix(const char *path)

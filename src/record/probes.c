@@ -29,10 +29,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "bpf_abi.h"
-#include "probes.h"
-#include "reaper.h"
-#include "schema.h"
-#include "symbols.h"
+#include "record/probes.h"
+#include "record/reaper.h"
+#include "format/schema.h"
+#include "record/symbols.h"
 
 #define MAX_FILES_PER_PROC 16
 /*

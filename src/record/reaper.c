@@ -24,7 +24,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "reaper.h"
+#include "record/reaper.h"
 
 /* Each close waits for its own grace periods: this many at once overlap. */
 #define CLOSE_TASKS 64

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "spawn.h"
+#include "record/spawn.h"
 
 static int check_exec(const char *path)
 {

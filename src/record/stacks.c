@@ -22,9 +22,9 @@
 #include <bpf/libbpf.h>
 #include "bpf_abi.h"
 #include "memtrack.skel.h"
-#include "pipeline.h"
-#include "stacks.h"
-#include "unwind_table.h"
+#include "pipeline/pipeline.h"
+#include "record/stacks.h"
+#include "record/unwind_table.h"
 
 struct object {
 	dev_t dev;

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "fnv1a.h"
-#include "mapped_file.h"
-#include "symbols.h"
+#include "record/mapped_file.h"
+#include "record/symbols.h"
 
 /*
  * The allocator symbols memtrack probes, and the function each one records.

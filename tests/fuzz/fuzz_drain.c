@@ -31,8 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "fast_reader.h"
-#include "pipeline.h"
+#include "record/fast_reader.h"
+#include "pipeline/pipeline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

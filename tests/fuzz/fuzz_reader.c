@@ -22,8 +22,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
-#include "artifact.h"
-#include "artifact_format.h"
+#include "format/artifact.h"
+#include "format/artifact_format.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "symcache.h"
+#include "analyze/symcache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "symbolize.h"
+#include "analyze/symbolize.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

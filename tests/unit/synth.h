@@ -8,7 +8,7 @@
 #define MEMTRACK_TEST_SYNTH_H
 
 #include <string.h>
-#include "analysis.h"
+#include "analyze/analysis.h"
 
 static inline void synth(struct analysis *a, uint16_t type, uint32_t pid, uint64_t ts, uint64_t f0,
 			 uint64_t f1, uint64_t f2, const char *str)

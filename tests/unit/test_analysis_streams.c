@@ -6,7 +6,7 @@
  * is worked out by hand from the stream.
  */
 #include <string.h>
-#include "analysis.h"
+#include "analyze/analysis.h"
 #include "harness.h"
 
 static uint64_t clock_ns = 1000;

@@ -13,10 +13,10 @@
 #include <zlib.h>
 #include <zstd.h>
 #include "harness.h"
-#include "artifact.h"
-#include "artifact_format.h"
-#include "schema.h"
-#include "varint.h"
+#include "format/artifact.h"
+#include "format/artifact_format.h"
+#include "format/schema.h"
+#include "format/varint.h"
 
 /* A record as the tests write it. */
 struct trec {

@@ -7,10 +7,10 @@
  */
 #include <stdlib.h>
 #include <time.h>
-#include "callsites.h"
-#include "flamegraph.h"
+#include "analyze/callsites.h"
+#include "analyze/flamegraph.h"
 #include "harness.h"
-#include "pb.h"
+#include "analyze/pb.h"
 
 static void add_stack(struct stack_table *st, uint64_t id, const uint64_t *addrs, uint32_t n)
 {

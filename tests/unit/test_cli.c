@@ -2,7 +2,7 @@
 /* test_cli.c - option parsing helpers of the command layer (cli_util.c). */
 #include <errno.h>
 #include <stdint.h>
-#include "cli.h"
+#include "cli/cli.h"
 #include "harness.h"
 
 static uint64_t size_of(const char *s)

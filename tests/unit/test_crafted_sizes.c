@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "harness.h"
-#include "diff.h"
+#include "analyze/diff.h"
 #include "synth.h"
-#include "timeline.h"
+#include "analyze/timeline.h"
 
 #define HALF (1ull << 63)
 

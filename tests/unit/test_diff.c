@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 #include "harness.h"
-#include "diff.h"
+#include "analyze/diff.h"
 #include "synth.h"
 
 static bool exceeds(uint64_t base, uint64_t new, double pct)

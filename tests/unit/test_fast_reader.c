@@ -9,8 +9,8 @@
  */
 #include <stdlib.h>
 #include "harness.h"
-#include "fast_reader.h"
-#include "schema.h"
+#include "record/fast_reader.h"
+#include "format/schema.h"
 
 #define VA_END (1ull << 47)
 #define ADDR 0x55d3a0e4c010ull

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "harness.h"
-#include "mapped_file.h"
+#include "record/mapped_file.h"
 
 static char dir[64];
 

@@ -27,10 +27,10 @@
 #include <unistd.h>
 #include "harness.h"
 #include "waits.h"
-#include "artifact.h"
-#include "artifact_format.h"
-#include "batch.h"
-#include "pipeline.h"
+#include "format/artifact.h"
+#include "format/artifact_format.h"
+#include "pipeline/batch.h"
+#include "pipeline/pipeline.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MS 1000000ull

@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include "harness.h"
 #include "waits.h"
-#include "queue.h"
+#include "pipeline/queue.h"
 
 /* Items are small integers; NULL is what pop returns once closed. */
 #define ITEM(i) ((void *)(uintptr_t)(i))

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "harness.h"
-#include "schema.h"
+#include "format/schema.h"
 
 #ifndef MT_SOURCE_DIR
 #define MT_SOURCE_DIR "."

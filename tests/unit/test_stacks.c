@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "harness.h"
-#include "stacks.h"
+#include "analyze/stacks.h"
 #include "synth.h"
 
 static struct mt_event *stack_event(uint64_t id, bool truncated, uint32_t n)

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "harness.h"
-#include "symbolize.h"
+#include "analyze/symbolize.h"
 
 /* line numbers matter: leaf is on line 2, inl on 3, outer on 4, main on 5 */
 static const char c_src[] =

@@ -9,7 +9,7 @@
 #include <string.h>
 #include "harness.h"
 #include "synth.h"
-#include "timeline.h"
+#include "analyze/timeline.h"
 
 #define SPIKE 10000000ull
 #define N 1000000ull

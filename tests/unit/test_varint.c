@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include "harness.h"
-#include "varint.h"
+#include "format/varint.h"
 
 /* Encodes @v, checks its length, decodes it back exactly. */
 static void roundtrip(uint64_t v)
