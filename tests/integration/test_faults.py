@@ -230,23 +230,34 @@ def test_fd_limit_1000_short_lived_children(tmp):
     print("    fd limit 1024, 1000 children: %.2f s" % took)
 
 
-def test_attach_failure_is_lost_data(tmp):
+@pytest.mark.parametrize("path", [[], ["--no-fast"]], ids=["in-process", "uprobes"])
+def test_attach_failure_is_lost_data(tmp, path):
     """Issue 13 (2): a process memtrack could not attach probes to (no fd
     left: hard limit 64, 40 children alive at once) is lost data: counted in
     the trailer (unprobed), report --json and the summary, and exit status 1
-    unless --allow-drops.  Recorded and unprobed children add up to 40."""
+    unless --allow-drops.
+    - On the uprobes, a child is recorded or unprobed: the two add up to 40.
+    - On the in-process path a child's calls before its library announced
+      go to the uprobes: a child whose probes failed is unprobed (those
+      calls may be missing) and may still be recorded from its
+      announcement on (one CI run: 1 recorded of 40 unprobed).  So every
+      child not recorded is unprobed: 40 - recorded <= unprobed <= 40."""
     n = 40
     for opts, want_rc in (((), 1), (("--allow-drops",), 0)):
         out = tmp / ("hold%d.mtrk" % want_rc)
-        argv = track_argv([fixture("fork_hold"), n], out, opts)
+        argv = track_argv([fixture("fork_hold"), n], out, list(opts) + path)
         argv.remove("-q")
         rc, _, err = run_limited(argv, limit_fds(64, 64))
-        check_eq(rc, want_rc, "exit status with %s (stderr %r)" % (list(opts), err))
+        check_eq(rc, want_rc, "exit status with %s (stderr %r)" % (list(opts) + path, err))
         unprobed = read_trailer(out).get("unprobed")
         got = child_mallocs(Artifact(out), 30000, n)
         check_true(unprobed and unprobed > 0, "some children unprobed at 64 fds: %s" % unprobed)
-        check_eq(len(got) + unprobed, n, "children recorded (%d) + unprobed (%s)"
-                 % (len(got), unprobed))
+        what = "children recorded (%d), unprobed (%s)" % (len(got), unprobed)
+        if path:
+            check_eq(len(got) + unprobed, n, what + ": their sum")
+        else:
+            check_true(n - len(got) <= unprobed <= n, what + ": every child not recorded "
+                       "is unprobed")
         check_eq(report_json(out)["unprobed_processes"], unprobed, "report --json unprobed")
         check_true(", %d processes unprobed," % unprobed in err, "summary counts them: %r" % err)
         if want_rc:
