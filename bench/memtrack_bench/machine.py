@@ -78,8 +78,8 @@ def foreign_trackers():
         if not pid.isdigit():
             continue
         try:
-            with open(f"/proc/{pid}/comm") as f:
-                comm = f.read().strip()
+            with open(f"/proc/{pid}/comm", "rb") as f:  # any bytes: a tracked program names itself
+                comm = f.read().decode(errors="replace").strip()
         except OSError:
             continue
         if comm in ("memtrack", "heaptrack", "heaptrack_inter", "bpftrace") or comm.startswith("valgrind"):
@@ -119,10 +119,10 @@ def wait_for_reapers(limit_s=10.0):
         busy = False
         for pid in os.listdir("/proc"):
             try:
-                with open(f"/proc/{pid}/stat") as f:
+                with open(f"/proc/{pid}/stat", "rb") as f:  # comm may be any bytes
                     st = f.read()
                 # comm in parentheses, then the state: a zombie has closed everything
-                if "(memtrack-reaper)" not in st or st[st.rindex(")") + 2] == "Z":
+                if b"(memtrack-reaper)" not in st or st[st.rindex(b")") + 2:][:1] == b"Z":
                     continue
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     busy = token in f.read().split(b"\0")
