@@ -250,7 +250,9 @@ def test_switch_is_read_only(tmp):
 def test_silent_connection_closed(tmp):
     """A connection that never says hello is closed after the deadline (2 s),
     with the process's own ring open or with no ring open at all (the
-    library not loaded)."""
+    library not loaded).  The deadline is the promise, so it is timed (by
+    the fixture): not before 1.5 s, and by 4 s (2 s of slack for a loaded
+    machine)."""
     for name, cmd in (("ring", [fixture("hostile_ring"), "silent"]),
                       ("no ring", ["env", "-u", "LD_PRELOAD", fixture("hostile_ring"), "silent"])):
         t = track(tmp, cmd, opts=FAST, timeout=30, name=name.replace(" ", "_") + ".mtrk")
@@ -272,7 +274,9 @@ def flood_size():
 def test_flood_from_the_tree_is_bounded(tmp):
     """19,000 connections without hello from a process of the tree: memtrack
     holds at most one (the rest are closed at once, that one at the
-    deadline), and a workload running meanwhile keeps every probe and ring."""
+    deadline), and a workload running meanwhile keeps every probe and ring.
+    The promise is timed (by the fixture): at most one held after 1 s, none
+    after 4 s (the 2 s deadline and 2 s of slack)."""
     n = flood_size()
     cmd = ("%s flood %d & sleep 0.5; %s 20; wait"
            % (fixture("hostile_ring"), n, fixture("fork_many")))
