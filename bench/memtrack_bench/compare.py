@@ -16,77 +16,90 @@ def fmt_pct(x):
     return "" if x is None else f"{x:+.1f}%"
 
 
+def status_change(r, o, blank_cells):
+    """When row @r (now) or @o (then) is not a measurement to compare: its
+    table line (with @blank_cells empty cells), flagged and worse (1 each
+    when it is now failing); else None."""
+    if o and r["status"] == "ok" and o["status"] == "ok":
+        return None
+    if not o:
+        sc = "new row"
+    else:
+        sc = f"{o['status']} → {r['status']}" if r["status"] != o["status"] else r["status"]
+    bad = int(r["status"] == "failed" and (not o or o["status"] != "failed"))
+    return (f"| {r['benchmark']} | {r['label']} | {sc} |" + " |" * blank_cells
+            + f" {'⚠ now failing' if bad else ''} |"), bad, bad
+
+
+def walltime_change(r, o, wt_pct):
+    """(table line, flagged, worse) of a walltime row measured then and now."""
+    ch = pct(o["median_s"], r["median_s"])
+    flag, worse = "", 0
+    if abs(ch) > wt_pct and r["median_s"] > o.get("max_s", o["median_s"]):
+        flag, worse = f"⚠ slower (beyond +{wt_pct:g}% and above the baseline's max)", 1
+    elif abs(ch) > wt_pct and r["median_s"] < o.get("min_s", o["median_s"]):
+        flag = f"faster (beyond -{wt_pct:g}% and below the baseline's min)"
+    ov = ""
+    if o.get("overhead") and r.get("overhead"):
+        ov = f"{o['overhead']:.2f}× → {r['overhead']:.2f}× ({fmt_pct(pct(o['overhead'], r['overhead']))})"
+    return (f"| {r['benchmark']} | {r['label']} | {fmt_time(o['median_s'])} → {fmt_time(r['median_s'])} "
+            f"| {fmt_pct(ch)} | {ov} | {flag} |"), int(bool(flag)), worse
+
+
+MEMORY_FIELDS = [("peak_rss_bytes", fmt_bytes), ("heap_alloc_count", fmt_count),
+                 ("heap_total_bytes", fmt_bytes), ("heap_peak_bytes", fmt_bytes)]
+
+
+def memory_change(r, o, mem_pct):
+    """(table line, flagged, worse) of a memory row measured then and now."""
+    cells, worst = [], 0.0
+    for field, fmt in MEMORY_FIELDS:
+        ch = pct(o.get(field), r.get(field))
+        if ch is None:
+            cells.append("")
+            continue
+        worst = ch if abs(ch) > abs(worst) else worst
+        cells.append(f"{fmt(o[field])} → {fmt(r[field])} ({fmt_pct(ch)})" if abs(ch) >= 0.05
+                     else f"{fmt(r[field])} (=)")
+    flag = ""
+    if abs(worst) > mem_pct:
+        flag = f"⚠ more (beyond +{mem_pct:g}%)" if worst > 0 else f"less (beyond -{mem_pct:g}%)"
+    return (f"| {r['benchmark']} | {r['label']} | " + " | ".join(cells) + f" | {flag} |"), \
+        int(bool(flag)), int(bool(flag) and worst > 0)
+
+
+TABLES = {  # mode: (header, empty cells of a status line, the change of a measured row)
+    "walltime": (["| Benchmark | Variant | Median then → now | Change | Overhead then → now | |",
+                  "|---|---|---:|---:|---:|---|"], 2, walltime_change),
+    "memory": (["| Benchmark | Variant | Peak RSS | Heap allocs | Heap bytes | Heap peak | |",
+                "|---|---|---:|---:|---:|---:|---|"], 3, memory_change),
+}
+
+
+def changes(old, mode, rows, threshold):
+    """(table lines, rows flagged, rows worse) of @mode's @rows against @old."""
+    header, blanks, change = TABLES[mode]
+    out, flagged, worse = list(header), 0, 0
+    for r in rows:
+        o = old.get((mode, r["benchmark"], r["variant"]))
+        line, f, w = status_change(r, o, blanks) or change(r, o, threshold)
+        out.append(line)
+        flagged, worse = flagged + f, worse + w
+    return out, flagged, worse
+
+
 def compare(base, cur, wt_pct, mem_pct):
-    """Returns (markdown text, number of rows flagged).  A walltime row is
+    """Returns (markdown text, rows flagged, rows worse).  A walltime row is
     flagged when its median moved by more than wt_pct AND left the
     baseline's min–max range (so one noisy round does not flag it); a
     memory row when any of its figures moved by more than mem_pct."""
     out, flagged, worse = [], 0, 0
     old = {(m, r["benchmark"], r["variant"]): r for m in ("walltime", "memory") for r in base.get(m, [])}
-
-    def status_change(mode, r, o):
-        if not o:
-            return "new row"
-        if r["status"] != "ok" or o["status"] != "ok":
-            return f"{o['status']} → {r['status']}" if r["status"] != o["status"] else r["status"]
-        return None
-
-    if cur.get("walltime"):
-        out += ["| Benchmark | Variant | Median then → now | Change | Overhead then → now | |",
-                "|---|---|---:|---:|---:|---|"]
-        for r in cur["walltime"]:
-            o = old.get(("walltime", r["benchmark"], r["variant"]))
-            sc = status_change("walltime", r, o)
-            if sc:
-                bad = r["status"] == "failed" and (not o or o["status"] != "failed")
-                flagged += bad
-                worse += bad
-                out.append(f"| {r['benchmark']} | {r['label']} | {sc} | | | {'⚠ now failing' if bad else ''} |")
-                continue
-            ch = pct(o["median_s"], r["median_s"])
-            flag = ""
-            if abs(ch) > wt_pct and r["median_s"] > o.get("max_s", o["median_s"]):
-                flag = f"⚠ slower (beyond +{wt_pct:g}% and above the baseline's max)"
-                worse += 1
-            elif abs(ch) > wt_pct and r["median_s"] < o.get("min_s", o["median_s"]):
-                flag = f"faster (beyond -{wt_pct:g}% and below the baseline's min)"
-            flagged += bool(flag)
-            ov = ""
-            if o.get("overhead") and r.get("overhead"):
-                ov = f"{o['overhead']:.2f}× → {r['overhead']:.2f}× ({fmt_pct(pct(o['overhead'], r['overhead']))})"
-            out.append(f"| {r['benchmark']} | {r['label']} | {fmt_time(o['median_s'])} → {fmt_time(r['median_s'])} "
-                       f"| {fmt_pct(ch)} | {ov} | {flag} |")
-    if cur.get("memory"):
-        if out:
-            out.append("")
-        out += ["| Benchmark | Variant | Peak RSS | Heap allocs | Heap bytes | Heap peak | |",
-                "|---|---|---:|---:|---:|---:|---|"]
-        fields = [("peak_rss_bytes", fmt_bytes), ("heap_alloc_count", fmt_count),
-                  ("heap_total_bytes", fmt_bytes), ("heap_peak_bytes", fmt_bytes)]
-        for r in cur["memory"]:
-            o = old.get(("memory", r["benchmark"], r["variant"]))
-            sc = status_change("memory", r, o)
-            if sc:
-                bad = r["status"] == "failed" and (not o or o["status"] != "failed")
-                flagged += bad
-                worse += bad
-                out.append(f"| {r['benchmark']} | {r['label']} | {sc} | | | | {'⚠ now failing' if bad else ''} |")
-                continue
-            cells, worst = [], 0.0
-            for field, fmt in fields:
-                ch = pct(o.get(field), r.get(field))
-                if ch is None:
-                    cells.append("")
-                    continue
-                worst = ch if abs(ch) > abs(worst) else worst
-                cells.append(f"{fmt(o[field])} → {fmt(r[field])} ({fmt_pct(ch)})" if abs(ch) >= 0.05
-                             else f"{fmt(r[field])} (=)")
-            flag = ""
-            if abs(worst) > mem_pct:
-                flag = f"⚠ more (beyond +{mem_pct:g}%)" if worst > 0 else f"less (beyond -{mem_pct:g}%)"
-                worse += worst > 0
-            flagged += bool(flag)
-            out.append(f"| {r['benchmark']} | {r['label']} | " + " | ".join(cells) + f" | {flag} |")
+    for mode, threshold in (("walltime", wt_pct), ("memory", mem_pct)):
+        if cur.get(mode):
+            lines, f, w = changes(old, mode, cur[mode], threshold)
+            out += ([""] if out else []) + lines
+            flagged, worse = flagged + f, worse + w
     return "\n".join(out) + "\n", flagged, worse
 
 
