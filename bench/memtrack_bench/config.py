@@ -111,14 +111,15 @@ def mode_variants(mode, variants):
 
 def _accepts(t, value):
     """Whether @value fits the annotation @t (int, float, str, bool, or a
-    union of them with None); a float takes an int, nothing takes a bool
-    but bool."""
-    types = [a for a in (typing.get_args(t) or (t,)) if a is not type(None)]
+    union of them with None): a float field takes an int too, and only a
+    bool field takes a bool (in Python a bool is an int)."""
+    args = typing.get_args(t) or (t,)
+    types = [a for a in args if a is not type(None)]
     if value is None:
-        return len(types) < len(typing.get_args(t) or (t,))
+        return len(types) < len(args)
     if isinstance(value, bool):
         return bool in types
-    return any(isinstance(value, int if a is float and isinstance(value, int) else a) for a in types)
+    return any(isinstance(value, (int, float) if a is float else a) for a in types)
 
 
 def _typed(cls, what, raw, errors, **extra):
