@@ -35,8 +35,8 @@ static bool valid(struct mt_rec r)
 }
 
 static const uint16_t fast_fns[] = {
-#define X_FN(id, name) MT_FN_##id,
-	MT_FAST_FUNCS(X_FN)
+#define X_FN(id, num, name, kind, sym, where) MT_FN_IF_FAST(where, MT_FN_##id, )
+	MT_FN_LIST(X_FN)
 #undef X_FN
 };
 

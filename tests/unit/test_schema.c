@@ -193,6 +193,11 @@ static void test_fn(void)
 	CHECK_STR(mt_fn_name(MT_FN_POSIX_MEMALIGN), "posix_memalign");
 	CHECK_STR(mt_fn_name(MT_FN_FREE), "free");
 	CHECK(mt_fn_name(MT_FN_MAX) == NULL);
+	/* MT_FN_LIST's values are 0 .. MT_FN_MAX - 1, each once: every one is named */
+	for (unsigned fn = 0; fn < MT_FN_MAX; fn++) {
+		CHECK(mt_fn_name(fn) != NULL);
+		CHECK_EQ(mt_fn_from_name(mt_fn_name(fn)), fn);
+	}
 	CHECK_EQ(mt_natural_fn(MT_MALLOC), MT_FN_MALLOC);
 	CHECK_EQ(mt_natural_fn(MT_REALLOC), MT_FN_REALLOC);
 	CHECK_EQ(mt_natural_fn(MT_ALIGNED_ALLOC), MT_FN_ALIGNED_ALLOC);
