@@ -26,9 +26,9 @@
 #include <unistd.h>
 #include <linux/types.h>
 #include "event.h"
-#include "fast/fast_lib.h"
-#include "fast/fast_ring.h"
+#include "fast/interpose.h"
 #include "fast/next_sym.h"
+#include "fast/ring.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
