@@ -179,9 +179,9 @@ enum mt_fn_kind {
 /*
  * Allocator entry points: MT_FN_* is the `fn` of a heap record, its name
  * is dump's "fn" value.  The one list of them: enum mt_fn, the schema's
- * names and kinds, the ELF symbols probed (record/symbols.c), the
+ * names and kinds, the ELF symbols probed (inspect/symbols.c), the
  * functions libmemtrack-fast.so interposes (fast/interpose.c) and the fn
- * values memtrack accepts from its rings (record/fast_reader.c) all come
+ * values memtrack accepts from its rings (inspect/fast_reader.c) all come
  * from it, so adding a function is one line here (and, for one the library
  * interposes, its entry point in fast/interpose.c).
  *

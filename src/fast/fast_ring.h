@@ -19,7 +19,7 @@
  * timestamp, as it does for the BPF rings.
  *
  * The ring is the process's memory: memtrack (root) treats every byte of
- * it as a claim of the process about itself (src/record/fast_reader.c).
+ * it as a claim of the process about itself (src/inspect/fast_reader.c).
  * It maps only a sealed memfd of exactly MT_FAST_RING_BYTES (the library
  * seals it: F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so the mapping can
  * never shrink under it (SIGBUS).

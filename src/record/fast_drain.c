@@ -35,7 +35,7 @@
 #include <bpf/bpf.h>
 #include "bpf_abi.h"
 #include "record/fast_drain.h"
-#include "record/fast_reader.h"
+#include "inspect/fast_reader.h"
 #include "fast/fast_ring.h"
 #include "pipeline/pipeline.h"
 #include "record/reaper.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_fast_reader.c - which records of a process's in-process ring
- * memtrack accepts (fast_record_valid(), src/record/fast_reader.c): every
+ * memtrack accepts (fast_record_valid(), src/inspect/fast_reader.c): every
  * record the library makes (interpose.c, described here call kind by call
  * kind, built as session.c's fast_record() lays it out), and none of what
  * a process may not report about itself.  The reading of whole rings is
@@ -9,7 +9,7 @@
  */
 #include <stdlib.h>
 #include "harness.h"
-#include "record/fast_reader.h"
+#include "inspect/fast_reader.h"
 #include "format/schema.h"
 
 #define VA_END (1ull << 47)

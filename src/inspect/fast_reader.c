@@ -5,7 +5,7 @@
  */
 #include <string.h>
 #include <sys/mman.h>
-#include "record/fast_reader.h"
+#include "inspect/fast_reader.h"
 #include "pipeline/pipeline.h"
 
 /*

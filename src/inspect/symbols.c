@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "fnv1a.h"
-#include "record/mapped_file.h"
-#include "record/symbols.h"
+#include "inspect/mapped_file.h"
+#include "inspect/symbols.h"
 
 /*
  * The allocator symbols memtrack probes, and the function each one records:
