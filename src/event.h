@@ -265,12 +265,13 @@ enum mt_fn {
 #define MT_X_FN_ENUM(id, num, name, kind, sym, where) MT_FN_##id = (num),
 	MT_FN_LIST(MT_X_FN_ENUM)
 #undef MT_X_FN_ENUM
-	MT_FN_MAX = 0 MT_FN_LIST(MT_X_FN_ONE) /* one past the last known function */
+		MT_FN_MAX = 0 MT_FN_LIST(MT_X_FN_ONE) /* one past the last known function */
 };
 
 /* Values lie below MT_FN_MAX (that none repeats: tests/unit/test_schema.c). */
-#define MT_X_FN_DENSE(id, num, name, kind, sym, where) \
-	_Static_assert((num) >= 0 && (num) < MT_FN_MAX, "allocator function " #id " numbered out of order");
+#define MT_X_FN_DENSE(id, num, name, kind, sym, where)  \
+	_Static_assert((num) >= 0 && (num) < MT_FN_MAX, \
+		       "allocator function " #id " numbered out of order");
 MT_FN_LIST(MT_X_FN_DENSE)
 
 /*
@@ -281,15 +282,16 @@ MT_FN_LIST(MT_X_FN_DENSE)
  */
 #define MT_COOKIE_FN_MASK 0xffffu
 #define MT_COOKIE_GUARDED 0x10000u
-#define MT_COOKIE_NORET 0x20000u /* an allocating site without a return probe (operator new) */
+#define MT_COOKIE_NORET 0x20000u      /* an allocating site without a return probe (operator new) */
 #define MT_COOKIE_INTERPOSED 0x40000u /* a name libmemtrack-fast.so interposes (--fast) */
-#define MT_COOKIE_KIND_SHIFT 20 /* the enum mt_fn_kind, so BPF needs no table */
+#define MT_COOKIE_KIND_SHIFT 20	      /* the enum mt_fn_kind, so BPF needs no table */
 #define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
 
 #define MT_MAX_FIELDS 7
 
-#define MT_X_TYPE_FITS(NAME, num, name, str, fn) \
-	_Static_assert(NAME##_NFIELDS <= MT_MAX_FIELDS, #NAME " has more than MT_MAX_FIELDS fields");
+#define MT_X_TYPE_FITS(NAME, num, name, str, fn)        \
+	_Static_assert(NAME##_NFIELDS <= MT_MAX_FIELDS, \
+		       #NAME " has more than MT_MAX_FIELDS fields");
 MT_RECORD_TYPES(MT_X_TYPE_FITS)
 /* clang-format on */
 #define MT_PATH_MAX 256

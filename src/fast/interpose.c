@@ -41,7 +41,8 @@ enum {
 	I_FIRST_CXX = I_NEW,
 };
 /* C names, then operator new forms, then operator delete forms (resolve_one, delete_hooks) */
-_Static_assert(I_FREE < I_FIRST_CXX && I_NEW < I_DELETE && I_DELETE_ARRAY_ALIGNED_NOTHROW == I_COUNT - 1,
+_Static_assert(I_FREE < I_FIRST_CXX && I_NEW < I_DELETE &&
+		       I_DELETE_ARRAY_ALIGNED_NOTHROW == I_COUNT - 1,
 	       "MT_FN_LIST's interposed functions out of order");
 
 static const char *const names[I_COUNT] = {

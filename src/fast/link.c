@@ -17,8 +17,8 @@
 #include "fast/link.h"
 
 static struct {
-	int sock;	    /* to memtrack, -1 if none (or no longer ours) */
-	dev_t sock_dev;	    /* what sock was when it was made (see sock_ours) */
+	int sock;	/* to memtrack, -1 if none (or no longer ours) */
+	dev_t sock_dev; /* what sock was when it was made (see sock_ours) */
 	ino_t sock_ino;
 	pid_t memtrack_pid; /* the socket's other end (SO_PEERCRED), 0: unknown */
 	void *switch_map;   /* memtrack's .data map, mapped by link_hello() */

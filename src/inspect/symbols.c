@@ -12,6 +12,7 @@
 #include "fnv1a.h"
 #include "inspect/mapped_file.h"
 #include "inspect/symbols.h"
+#include "util/hash_index.h"
 
 /*
  * The allocator symbols memtrack probes, and the function each one records:
@@ -31,7 +32,7 @@ static const struct {
 #define X_SYM(id, num, name, kind, sym, where) { sym, MT_FN_##id, MT_FN_IS_VENDOR(where) },
 	MT_FN_LIST(X_SYM)
 #undef X_SYM
-	{ "cfree", MT_FN_FREE, false },
+		{ "cfree", MT_FN_FREE, false },
 	/* mimalloc's names of the standard functions */
 	{ "mi_malloc", MT_FN_MALLOC, true },
 	{ "mi_calloc", MT_FN_CALLOC, true },
@@ -90,25 +91,28 @@ static const char *strip_prefix(const char *name)
 }
 
 /*
- * sym_names as an open-addressing hash table, built once: an executable
+ * sym_names in a hash index, built once: an executable
  * such as gcc's cc1 has 29,000 dynamic symbols, and comparing each with
  * every name took 10 ms, paid while the process is parked.
  */
 #define NAME_SLOTS 512 /* a power of two, well above NSYMS */
 _Static_assert(NSYMS < NAME_SLOTS / 2, "NAME_SLOTS too small for sym_names");
 
-static uint16_t name_slot[NAME_SLOTS]; /* index into sym_names + 1; 0: empty */
+/* a fixed table: never reserved (it has room for every name), never released */
+static uint64_t name_slots[NAME_SLOTS];
+static struct hash_index names = { .slots = name_slots, .nslots = NAME_SLOTS };
 static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static bool name_is(const void *ctx, uint64_t pos, const void *name)
+{
+	return !strcmp(sym_names[pos].name, name);
+}
 
 static void names_init(void)
 {
-	for (unsigned i = 0; i < NSYMS; i++) {
-		uint64_t h = fnv1a_str(sym_names[i].name) & (NAME_SLOTS - 1);
-
-		while (name_slot[h]) /* a name listed twice: the first is found first */
-			h = (h + 1) & (NAME_SLOTS - 1);
-		name_slot[h] = (uint16_t)(i + 1);
-	}
+	/* a name listed twice: the first is found first */
+	for (unsigned i = 0; i < NSYMS; i++)
+		hash_index_add(&names, fnv1a_str(sym_names[i].name), i);
 }
 
 /* Index of @name in sym_names, or -1. */
@@ -116,11 +120,7 @@ static int sym_by_name(const char *name)
 {
 	pthread_once(&names_once, names_init);
 	name = strip_prefix(name);
-	for (uint64_t h = fnv1a_str(name) & (NAME_SLOTS - 1); name_slot[h];
-	     h = (h + 1) & (NAME_SLOTS - 1))
-		if (!strcmp(sym_names[name_slot[h] - 1].name, name))
-			return name_slot[h] - 1;
-	return -1;
+	return (int)hash_index_find(&names, fnv1a_str(name), name_is, NULL, name) - 1;
 }
 
 /* Converts a virtual address to its file offset through the PT_LOAD headers. */
