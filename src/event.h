@@ -201,7 +201,6 @@ enum mt_fn_kind {
  * under the first one, so standard C names win over C++ operators, which
  * win over vendor names (hence memalign before aligned_alloc).
  */
-/* clang-format off */
 #define MT_FN_LIST(X)                                                                                                                    \
 	X(MALLOC, 0, "malloc", MT_K_MALLOC, "malloc", FAST)                                                                              \
 	X(CALLOC, 1, "calloc", MT_K_CALLOC, "calloc", FAST)                                                                              \
@@ -247,7 +246,6 @@ enum mt_fn_kind {
 	X(MI_REALLOCN, 41, "mi_reallocn", MT_K_REALLOCARRAY, "mi_reallocn", VENDOR)                                                      \
 	X(MI_FREE_SIZE, 42, "mi_free_size", MT_K_FREE, "mi_free_size", VENDOR)                                                           \
 	X(MI_FREE_ALIGNED, 43, "mi_free_aligned", MT_K_FREE, "mi_free_aligned", VENDOR)
-/* clang-format on */
 
 /* MT_FN_IF_FAST(where, ...): the arguments when @where is FAST, else nothing. */
 #define MT_FN_IF_FAST(where, ...) MT_FN_IF_FAST_##where(__VA_ARGS__)
@@ -265,13 +263,12 @@ enum mt_fn {
 #define MT_X_FN_ENUM(id, num, name, kind, sym, where) MT_FN_##id = (num),
 	MT_FN_LIST(MT_X_FN_ENUM)
 #undef MT_X_FN_ENUM
-		MT_FN_MAX = 0 MT_FN_LIST(MT_X_FN_ONE) /* one past the last known function */
+	MT_FN_MAX = 0 MT_FN_LIST(MT_X_FN_ONE) /* one past the last known function */
 };
 
 /* Values lie below MT_FN_MAX (that none repeats: tests/unit/test_schema.c). */
-#define MT_X_FN_DENSE(id, num, name, kind, sym, where)  \
-	_Static_assert((num) >= 0 && (num) < MT_FN_MAX, \
-		       "allocator function " #id " numbered out of order");
+#define MT_X_FN_DENSE(id, num, name, kind, sym, where) \
+	_Static_assert((num) >= 0 && (num) < MT_FN_MAX, "allocator function " #id " numbered out of order");
 MT_FN_LIST(MT_X_FN_DENSE)
 
 /*
@@ -282,16 +279,15 @@ MT_FN_LIST(MT_X_FN_DENSE)
  */
 #define MT_COOKIE_FN_MASK 0xffffu
 #define MT_COOKIE_GUARDED 0x10000u
-#define MT_COOKIE_NORET 0x20000u      /* an allocating site without a return probe (operator new) */
+#define MT_COOKIE_NORET 0x20000u /* an allocating site without a return probe (operator new) */
 #define MT_COOKIE_INTERPOSED 0x40000u /* a name libmemtrack-fast.so interposes (--fast) */
-#define MT_COOKIE_KIND_SHIFT 20	      /* the enum mt_fn_kind, so BPF needs no table */
+#define MT_COOKIE_KIND_SHIFT 20 /* the enum mt_fn_kind, so BPF needs no table */
 #define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
 
 #define MT_MAX_FIELDS 7
 
-#define MT_X_TYPE_FITS(NAME, num, name, str, fn)        \
-	_Static_assert(NAME##_NFIELDS <= MT_MAX_FIELDS, \
-		       #NAME " has more than MT_MAX_FIELDS fields");
+#define MT_X_TYPE_FITS(NAME, num, name, str, fn) \
+	_Static_assert(NAME##_NFIELDS <= MT_MAX_FIELDS, #NAME " has more than MT_MAX_FIELDS fields");
 MT_RECORD_TYPES(MT_X_TYPE_FITS)
 /* clang-format on */
 #define MT_PATH_MAX 256

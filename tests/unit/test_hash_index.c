@@ -57,8 +57,7 @@ static int fill(struct hash_index *x, struct table *t, uint64_t first, uint64_t 
 	return bad;
 }
 
-static void check_all(const struct hash_index *x, const struct table *t, uint64_t first,
-		      uint64_t n)
+static void check_all(const struct hash_index *x, const struct table *t, uint64_t first, uint64_t n)
 {
 	uint64_t wrong = 0;
 
