@@ -3,7 +3,7 @@
  * test_fast_reader.c - which records of a process's in-process ring
  * memtrack accepts (fast_record_valid(), src/inspect/fast_reader.c): every
  * record the library makes (interpose.c, described here call kind by call
- * kind, built as session.c's fast_record() lays it out), and none of what
+ * kind, built as fast/ring.c's fast_record() lays it out), and none of what
  * a process may not report about itself.  The reading of whole rings is
  * fuzzed (tests/fuzz/fuzz_drain.c) and attacked (test_hostile_ring.py).
  */
