@@ -258,12 +258,14 @@ enum mt_fn_kind {
 #define MT_FN_IS_VENDOR_STD 0
 #define MT_FN_IS_VENDOR_VENDOR 1
 
-#define MT_X_FN_ONE(id, num, name, kind, sym, where) +1
+/* MT_X_NFNS counts the list's lines. */
+#define MT_X_FN_SEQ(id, num, name, kind, sym, where) MT_X_FN_SEQ_##id,
+enum { MT_FN_LIST(MT_X_FN_SEQ) MT_X_NFNS };
 enum mt_fn {
 #define MT_X_FN_ENUM(id, num, name, kind, sym, where) MT_FN_##id = (num),
 	MT_FN_LIST(MT_X_FN_ENUM)
 #undef MT_X_FN_ENUM
-	MT_FN_MAX = 0 MT_FN_LIST(MT_X_FN_ONE) /* one past the last known function */
+	MT_FN_MAX = MT_X_NFNS /* one past the last known function */
 };
 
 /* Values lie below MT_FN_MAX (that none repeats: tests/unit/test_schema.c). */
