@@ -245,8 +245,10 @@ static struct sym_file *file_add(struct symbolizer *s, const struct stat *st)
 {
 	struct sym_file *f;
 
-	if (hash_index_reserve(&s->file_index, 64, file_hash_at, s) ||
-	    grow((void **)&s->files, s->nfiles + 1, &s->files_cap, sizeof(*s->files)))
+	if (hash_index_reserve(&s->file_index, 64, file_hash_at, s))
+		return NULL;
+	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
+	if (grow((void **)&s->files, s->nfiles + 1, &s->files_cap, sizeof(*s->files)))
 		return NULL;
 	f = calloc(1, sizeof(*f));
 	if (!f)
