@@ -32,19 +32,21 @@ endif
 # the rest; other orders fail in `gen skeleton` with "map relo failed".
 BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c fast.bpf.c)
 BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
-# src/ is split by phase.  The pure phases (format, pipeline, analyze) go
-# into libmemtrack-core.a, which builds without clang, bpftool or a BTF
-# kernel and is all the unit tests link; record/ and cli/ need the skeleton.
-SRC_DIRS  := format pipeline analyze record cli fast
+# src/ is split by phase, and each library is built from whole folders:
+#   libmemtrack-core.a   util format pipeline analyze inspect: everything that
+#                        needs no BPF skeleton, so it builds without clang,
+#                        bpftool or a BTF kernel; all the unit tests link it
+#                        (util: shared helpers; inspect: what memtrack reads
+#                        of the tracked programs, their ELF files and rings)
+#   libmemtrack.a        record cli: the recorder and the commands, on the
+#                        skeleton (cli/main.c is the binary's own)
+#   libmemtrack-fast.so  fast (below); libmemtrack-ctl.a  ctl
+CORE_DIRS := util format pipeline analyze inspect
+SKEL_DIRS := record cli
 SRC_INCLUDES := -Isrc
-# (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
-# unit-tested without the skeleton; and as_user.c, which the symbol cache and
-# the readers' output files use; and fast_reader.c, the in-process rings' reader)
-PURE_SRCS := src/cli/cli_util.c src/record/mapped_file.c src/record/symbols.c \
-	     src/record/unwind_table.c src/record/as_user.c src/record/fast_reader.c
-CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)
+CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,$(CORE_DIRS))))
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
-SKEL_SRCS := $(filter-out src/cli/main.c $(PURE_SRCS),$(wildcard src/record/*.c src/cli/*.c))
+SKEL_SRCS := $(filter-out src/cli/main.c,$(wildcard $(addsuffix /*.c,$(addprefix src/,$(SKEL_DIRS)))))
 SKEL_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(SKEL_SRCS))
 SRC_HDRS  := src/event.h src/bpf_abi.h src/compiler.h $(wildcard src/*/*.h)
 # libmemtrack-ctl.a: the control socket's client, linked by measured programs
@@ -347,7 +349,7 @@ $(OUT)/fuzz/fuzz_reader: $(FUZZ_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 		$(FUZZ_SRCS) -lzstd -lz -o $@
 
 # The symbolization cache's reader (a file anything may have written), the same way.
-FUZZ_SYMCACHE_SRCS := tests/fuzz/fuzz_symcache.c src/analyze/symcache.c src/record/as_user.c
+FUZZ_SYMCACHE_SRCS := tests/fuzz/fuzz_symcache.c src/analyze/symcache.c src/util/as_user.c
 $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -357,8 +359,8 @@ $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 
 # The recorder's readers of the files tracked processes map (symbols.c,
 # unwind_table.c through mapped_file.c: a program chooses what they hold).
-FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/record/mapped_file.c \
-	src/format/open_regular.c src/record/symbols.c src/record/unwind_table.c
+FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/inspect/mapped_file.c \
+	src/format/open_regular.c src/inspect/symbols.c src/inspect/unwind_table.c
 $(OUT)/fuzz/fuzz_mapped_file: $(FUZZ_MAPPED_FILE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -368,7 +370,7 @@ $(OUT)/fuzz/fuzz_mapped_file: $(FUZZ_MAPPED_FILE_SRCS) $(SRC_HDRS) | $(OUT)/.dep
 
 # The reading of a tracked program's in-process ring (memory it writes as it
 # likes), the same way: the real fast_reader.c, with a checking pipeline.
-FUZZ_DRAIN_SRCS := tests/fuzz/fuzz_drain.c src/record/fast_reader.c src/format/schema.c
+FUZZ_DRAIN_SRCS := tests/fuzz/fuzz_drain.c src/inspect/fast_reader.c src/format/schema.c
 $(OUT)/fuzz/fuzz_drain: $(FUZZ_DRAIN_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -391,7 +393,7 @@ fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_mapped_
 # The symbolizer on ELF files anyone may have written (the binaries an
 # artifact names), the same way; its seeds are compiled from
 # tests/fuzz/seeds_symtab/seed.c: with DWARF, stripped, a shared object.
-FUZZ_SYMTAB_SRCS := tests/fuzz/fuzz_symtab.c src/format/open_regular.c src/record/as_user.c \
+FUZZ_SYMTAB_SRCS := tests/fuzz/fuzz_symtab.c src/format/open_regular.c src/util/as_user.c \
 	$(addprefix src/analyze/,symbolize.c symtab.c objfile.c symcache.c intern.c)
 $(OUT)/fuzz/fuzz_symtab: $(FUZZ_SYMTAB_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)

@@ -103,7 +103,7 @@ struct mt_uprobe_multi_attr {
 
 /*
  * Call stacks (--stacks): userspace turns each object's .eh_frame into
- * unwind rows (src/record/unwind_table.c), all objects' rows in one array
+ * unwind rows (src/inspect/unwind_table.c), all objects' rows in one array
  * (`unwind_rows`, mmaped by userspace, each object a sorted slice of it),
  * and gives each address space its executable mappings (`proc_maps`, key:
  * the tgid owning the mm); src/bpf/unwind.bpf.h walks the user stack with

@@ -178,62 +178,100 @@ enum mt_fn_kind {
 
 /*
  * Allocator entry points: MT_FN_* is the `fn` of a heap record, its name
- * is dump's "fn" value.  X(ID, name, kind): values are positions in this
- * list, which is append-only (they are stored in artifacts); symbols.c maps
- * ELF symbol names (free, tc_free, je_free, _ZdlPv ...) onto them.
+ * is dump's "fn" value.  The one list of them: enum mt_fn, the schema's
+ * names and kinds, the ELF symbols probed (inspect/symbols.c), the
+ * functions libmemtrack-fast.so interposes (fast/interpose.c) and the fn
+ * values memtrack accepts from its rings (inspect/fast_reader.c) all come
+ * from it, so adding a function is one line here (and, for one the library
+ * interposes, its entry point in fast/interpose.c).
+ *
+ * X(ID, value, name, kind, symbol, where):
+ *   value   the MT_FN_ID, stored in artifacts: never renumber; a new line
+ *           takes the next value (MT_FN_MAX); values are 0 .. MT_FN_MAX - 1
+ *   name    dump's "fn"
+ *   kind    enum mt_fn_kind
+ *   symbol  the ELF symbol that defines it (other names of the same
+ *           functions, cfree, tc_free, mi_malloc ..., are symbols.c's)
+ *   where   FAST: a standard function libmemtrack-fast.so interposes;
+ *           STD: a standard function only the uprobes see; VENDOR: part of
+ *           an allocator library's own API (jemalloc, mimalloc)
+ * The lines are in order of preference: where several names share one
+ * address (glibc's aligned_alloc is its memalign, tcmalloc's free is also
+ * operator delete), the site is probed, and the library's calls recorded,
+ * under the first one, so standard C names win over C++ operators, which
+ * win over vendor names (hence memalign before aligned_alloc).
  */
-#define MT_FN_LIST(X)                                                        \
-	X(MALLOC, "malloc", MT_K_MALLOC)                                     \
-	X(CALLOC, "calloc", MT_K_CALLOC)                                     \
-	X(REALLOC, "realloc", MT_K_REALLOC)                                  \
-	X(REALLOCARRAY, "reallocarray", MT_K_REALLOCARRAY)                   \
-	X(ALIGNED_ALLOC, "aligned_alloc", MT_K_ALIGN_SIZE)                   \
-	X(MEMALIGN, "memalign", MT_K_ALIGN_SIZE)                             \
-	X(POSIX_MEMALIGN, "posix_memalign", MT_K_POSIX_MEMALIGN)             \
-	X(VALLOC, "valloc", MT_K_PAGE_ALIGNED)                               \
-	X(PVALLOC, "pvalloc", MT_K_PAGE_ALIGNED)                             \
-	X(FREE, "free", MT_K_FREE)                                           \
-	X(FREE_SIZED, "free_sized", MT_K_FREE)                               \
-	X(FREE_ALIGNED_SIZED, "free_aligned_sized", MT_K_FREE)               \
-	X(NEW, "operator new", MT_K_MALLOC)                                  \
-	X(NEW_ARRAY, "operator new[]", MT_K_MALLOC)                          \
-	X(NEW_NOTHROW, "operator new(nothrow)", MT_K_MALLOC)                 \
-	X(NEW_ARRAY_NOTHROW, "operator new[](nothrow)", MT_K_MALLOC)         \
-	X(NEW_ALIGNED, "operator new(align)", MT_K_SIZE_ALIGN)               \
-	X(NEW_ARRAY_ALIGNED, "operator new[](align)", MT_K_SIZE_ALIGN)       \
-	X(NEW_ALIGNED_NOTHROW, "operator new(align, nothrow)", MT_K_SIZE_ALIGN) \
-	X(NEW_ARRAY_ALIGNED_NOTHROW, "operator new[](align, nothrow)", MT_K_SIZE_ALIGN) \
-	X(DELETE, "operator delete", MT_K_FREE)                              \
-	X(DELETE_ARRAY, "operator delete[]", MT_K_FREE)                      \
-	X(DELETE_SIZED, "operator delete(size)", MT_K_FREE)                  \
-	X(DELETE_ARRAY_SIZED, "operator delete[](size)", MT_K_FREE)          \
-	X(DELETE_ALIGNED, "operator delete(align)", MT_K_FREE)               \
-	X(DELETE_ARRAY_ALIGNED, "operator delete[](align)", MT_K_FREE)       \
-	X(DELETE_SIZED_ALIGNED, "operator delete(size, align)", MT_K_FREE)   \
-	X(DELETE_ARRAY_SIZED_ALIGNED, "operator delete[](size, align)", MT_K_FREE) \
-	X(DELETE_NOTHROW, "operator delete(nothrow)", MT_K_FREE)             \
-	X(DELETE_ARRAY_NOTHROW, "operator delete[](nothrow)", MT_K_FREE)     \
-	X(DELETE_ALIGNED_NOTHROW, "operator delete(align, nothrow)", MT_K_FREE) \
-	X(DELETE_ARRAY_ALIGNED_NOTHROW, "operator delete[](align, nothrow)", MT_K_FREE) \
-	X(MALLOCX, "mallocx", MT_K_MALLOCX)                                  \
-	X(RALLOCX, "rallocx", MT_K_REALLOC)                                  \
-	X(XALLOCX, "xallocx", MT_K_XALLOCX)                                  \
-	X(DALLOCX, "dallocx", MT_K_FREE)                                     \
-	X(SDALLOCX, "sdallocx", MT_K_FREE)                                   \
-	X(MI_ZALLOC, "mi_zalloc", MT_K_ZALLOC)                               \
-	X(MI_MALLOC_ALIGNED, "mi_malloc_aligned", MT_K_SIZE_ALIGN)           \
-	X(MI_ZALLOC_ALIGNED, "mi_zalloc_aligned", MT_K_SIZE_ALIGN)           \
-	X(MI_REALLOC_ALIGNED, "mi_realloc_aligned", MT_K_REALLOC)            \
-	X(MI_REALLOCN, "mi_reallocn", MT_K_REALLOCARRAY)                     \
-	X(MI_FREE_SIZE, "mi_free_size", MT_K_FREE)                           \
-	X(MI_FREE_ALIGNED, "mi_free_aligned", MT_K_FREE)
+#define MT_FN_LIST(X)                                                                                                                    \
+	X(MALLOC, 0, "malloc", MT_K_MALLOC, "malloc", FAST)                                                                              \
+	X(CALLOC, 1, "calloc", MT_K_CALLOC, "calloc", FAST)                                                                              \
+	X(REALLOC, 2, "realloc", MT_K_REALLOC, "realloc", FAST)                                                                          \
+	X(REALLOCARRAY, 3, "reallocarray", MT_K_REALLOCARRAY, "reallocarray", FAST)                                                      \
+	X(MEMALIGN, 5, "memalign", MT_K_ALIGN_SIZE, "memalign", FAST)                                                                    \
+	X(ALIGNED_ALLOC, 4, "aligned_alloc", MT_K_ALIGN_SIZE, "aligned_alloc", FAST)                                                     \
+	X(POSIX_MEMALIGN, 6, "posix_memalign", MT_K_POSIX_MEMALIGN, "posix_memalign", FAST)                                              \
+	X(VALLOC, 7, "valloc", MT_K_PAGE_ALIGNED, "valloc", FAST)                                                                        \
+	X(PVALLOC, 8, "pvalloc", MT_K_PAGE_ALIGNED, "pvalloc", FAST)                                                                     \
+	X(FREE, 9, "free", MT_K_FREE, "free", FAST)                                                                                      \
+	X(FREE_SIZED, 10, "free_sized", MT_K_FREE, "free_sized", STD)                                                                    \
+	X(FREE_ALIGNED_SIZED, 11, "free_aligned_sized", MT_K_FREE, "free_aligned_sized", STD)                                            \
+	X(NEW, 12, "operator new", MT_K_MALLOC, "_Znwm", FAST)                                                                           \
+	X(NEW_ARRAY, 13, "operator new[]", MT_K_MALLOC, "_Znam", FAST)                                                                   \
+	X(NEW_NOTHROW, 14, "operator new(nothrow)", MT_K_MALLOC, "_ZnwmRKSt9nothrow_t", FAST)                                            \
+	X(NEW_ARRAY_NOTHROW, 15, "operator new[](nothrow)", MT_K_MALLOC, "_ZnamRKSt9nothrow_t", FAST)                                    \
+	X(NEW_ALIGNED, 16, "operator new(align)", MT_K_SIZE_ALIGN, "_ZnwmSt11align_val_t", FAST)                                         \
+	X(NEW_ARRAY_ALIGNED, 17, "operator new[](align)", MT_K_SIZE_ALIGN, "_ZnamSt11align_val_t", FAST)                                 \
+	X(NEW_ALIGNED_NOTHROW, 18, "operator new(align, nothrow)", MT_K_SIZE_ALIGN, "_ZnwmSt11align_val_tRKSt9nothrow_t", FAST)          \
+	X(NEW_ARRAY_ALIGNED_NOTHROW, 19, "operator new[](align, nothrow)", MT_K_SIZE_ALIGN, "_ZnamSt11align_val_tRKSt9nothrow_t", FAST)  \
+	X(DELETE, 20, "operator delete", MT_K_FREE, "_ZdlPv", FAST)                                                                      \
+	X(DELETE_ARRAY, 21, "operator delete[]", MT_K_FREE, "_ZdaPv", FAST)                                                              \
+	X(DELETE_SIZED, 22, "operator delete(size)", MT_K_FREE, "_ZdlPvm", FAST)                                                         \
+	X(DELETE_ARRAY_SIZED, 23, "operator delete[](size)", MT_K_FREE, "_ZdaPvm", FAST)                                                 \
+	X(DELETE_ALIGNED, 24, "operator delete(align)", MT_K_FREE, "_ZdlPvSt11align_val_t", FAST)                                        \
+	X(DELETE_ARRAY_ALIGNED, 25, "operator delete[](align)", MT_K_FREE, "_ZdaPvSt11align_val_t", FAST)                                \
+	X(DELETE_SIZED_ALIGNED, 26, "operator delete(size, align)", MT_K_FREE, "_ZdlPvmSt11align_val_t", FAST)                           \
+	X(DELETE_ARRAY_SIZED_ALIGNED, 27, "operator delete[](size, align)", MT_K_FREE, "_ZdaPvmSt11align_val_t", FAST)                   \
+	X(DELETE_NOTHROW, 28, "operator delete(nothrow)", MT_K_FREE, "_ZdlPvRKSt9nothrow_t", FAST)                                       \
+	X(DELETE_ARRAY_NOTHROW, 29, "operator delete[](nothrow)", MT_K_FREE, "_ZdaPvRKSt9nothrow_t", FAST)                               \
+	X(DELETE_ALIGNED_NOTHROW, 30, "operator delete(align, nothrow)", MT_K_FREE, "_ZdlPvSt11align_val_tRKSt9nothrow_t", FAST)         \
+	X(DELETE_ARRAY_ALIGNED_NOTHROW, 31, "operator delete[](align, nothrow)", MT_K_FREE, "_ZdaPvSt11align_val_tRKSt9nothrow_t", FAST) \
+	X(MALLOCX, 32, "mallocx", MT_K_MALLOCX, "mallocx", VENDOR)                                                                       \
+	X(RALLOCX, 33, "rallocx", MT_K_REALLOC, "rallocx", VENDOR)                                                                       \
+	X(XALLOCX, 34, "xallocx", MT_K_XALLOCX, "xallocx", VENDOR)                                                                       \
+	X(DALLOCX, 35, "dallocx", MT_K_FREE, "dallocx", VENDOR)                                                                          \
+	X(SDALLOCX, 36, "sdallocx", MT_K_FREE, "sdallocx", VENDOR)                                                                       \
+	X(MI_ZALLOC, 37, "mi_zalloc", MT_K_ZALLOC, "mi_zalloc", VENDOR)                                                                  \
+	X(MI_MALLOC_ALIGNED, 38, "mi_malloc_aligned", MT_K_SIZE_ALIGN, "mi_malloc_aligned", VENDOR)                                      \
+	X(MI_ZALLOC_ALIGNED, 39, "mi_zalloc_aligned", MT_K_SIZE_ALIGN, "mi_zalloc_aligned", VENDOR)                                      \
+	X(MI_REALLOC_ALIGNED, 40, "mi_realloc_aligned", MT_K_REALLOC, "mi_realloc_aligned", VENDOR)                                      \
+	X(MI_REALLOCN, 41, "mi_reallocn", MT_K_REALLOCARRAY, "mi_reallocn", VENDOR)                                                      \
+	X(MI_FREE_SIZE, 42, "mi_free_size", MT_K_FREE, "mi_free_size", VENDOR)                                                           \
+	X(MI_FREE_ALIGNED, 43, "mi_free_aligned", MT_K_FREE, "mi_free_aligned", VENDOR)
 
+/* MT_FN_IF_FAST(where, ...): the arguments when @where is FAST, else nothing. */
+#define MT_FN_IF_FAST(where, ...) MT_FN_IF_FAST_##where(__VA_ARGS__)
+#define MT_FN_IF_FAST_FAST(...) __VA_ARGS__
+#define MT_FN_IF_FAST_STD(...)
+#define MT_FN_IF_FAST_VENDOR(...)
+/* MT_FN_IS_VENDOR(where): 1 for VENDOR, else 0. */
+#define MT_FN_IS_VENDOR(where) MT_FN_IS_VENDOR_##where
+#define MT_FN_IS_VENDOR_FAST 0
+#define MT_FN_IS_VENDOR_STD 0
+#define MT_FN_IS_VENDOR_VENDOR 1
+
+/* MT_X_NFNS counts the list's lines. */
+#define MT_X_FN_SEQ(id, num, name, kind, sym, where) MT_X_FN_SEQ_##id,
+enum { MT_FN_LIST(MT_X_FN_SEQ) MT_X_NFNS };
 enum mt_fn {
-#define MT_FN_ENUM(id, name, kind) MT_FN_##id,
-	MT_FN_LIST(MT_FN_ENUM)
-#undef MT_FN_ENUM
-	MT_FN_MAX /* one past the last known function */
+#define MT_X_FN_ENUM(id, num, name, kind, sym, where) MT_FN_##id = (num),
+	MT_FN_LIST(MT_X_FN_ENUM)
+#undef MT_X_FN_ENUM
+	MT_FN_MAX = MT_X_NFNS /* one past the last known function */
 };
+
+/* Values lie below MT_FN_MAX (that none repeats: tests/unit/test_schema.c). */
+#define MT_X_FN_DENSE(id, num, name, kind, sym, where) \
+	_Static_assert((num) >= 0 && (num) < MT_FN_MAX, "allocator function " #id " numbered out of order");
+MT_FN_LIST(MT_X_FN_DENSE)
 
 /*
  * Attach cookie of an allocator probe: the enum mt_fn, plus this flag on a

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "analyze/analysis.h"
+#include "analyze/mix64.h"
 
 struct live_slot {
 	uint64_t addr;	/* 0: empty */
@@ -15,14 +16,6 @@ struct live_slot {
 void analysis_init(struct analysis *a)
 {
 	memset(a, 0, sizeof(*a));
-}
-
-static uint64_t mix64(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
 }
 
 /* ---- live blocks of one process ----------------------------------------- */
@@ -122,62 +115,42 @@ static void live_release(struct live_table *t)
 
 /* ---- processes ---------------------------------------------------------- */
 
-static uint32_t *pid_slot(const struct analysis *a, uint32_t pid)
+static bool proc_has(const void *ctx, uint64_t pos, const void *pid)
 {
-	unsigned mask = a->pid_slots - 1;
+	const struct analysis *a = ctx;
 
-	for (unsigned i = mix64(pid) & mask;; i = (i + 1) & mask) {
-		uint32_t *s = &a->pid_index[i];
+	return a->procs[pos].pid == *(const uint32_t *)pid;
+}
 
-		if (!*s || a->procs[*s - 1].pid == pid)
-			return s;
-	}
+static uint64_t proc_hash(const void *ctx, uint64_t pos)
+{
+	const struct analysis *a = ctx;
+
+	return mix64(a->procs[pos].pid);
 }
 
 const struct proc_summary *analysis_proc(const struct analysis *a, uint32_t pid)
 {
-	uint32_t *s;
+	uint64_t at = hash_index_find(&a->pid_index, mix64(pid), proc_has, a, &pid);
 
-	if (!a->pid_slots)
-		return NULL;
-	s = pid_slot(a, pid);
-	return *s ? &a->procs[*s - 1] : NULL;
-}
-
-static int pid_index_grow(struct analysis *a)
-{
-	uint32_t *old = a->pid_index;
-	unsigned n = a->pid_slots ? a->pid_slots * 2 : 64;
-
-	a->pid_index = calloc(n, sizeof(*a->pid_index));
-	if (!a->pid_index) {
-		a->pid_index = old;
-		return -ENOMEM;
-	}
-	free(old);
-	a->pid_slots = n;
-	for (unsigned i = 0; i < a->nprocs; i++)
-		*pid_slot(a, a->procs[i].pid) = i + 1;
-	return 0;
+	return at ? &a->procs[at - 1] : NULL;
 }
 
 /* The process @pid, added when new; NULL on -ENOMEM.  May move a->procs. */
 static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 {
 	struct proc_summary *p;
-	uint32_t *s;
+	uint64_t at;
 
 	/* most events come in runs of one process: skip the hash for them */
 	if (a->last_proc && a->procs[a->last_proc - 1].pid == pid)
 		return &a->procs[a->last_proc - 1];
-	if (a->pid_slots) {
-		s = pid_slot(a, pid);
-		if (*s) {
-			a->last_proc = *s;
-			return &a->procs[*s - 1];
-		}
+	at = hash_index_find(&a->pid_index, mix64(pid), proc_has, a, &pid);
+	if (at) {
+		a->last_proc = (unsigned)at;
+		return &a->procs[at - 1];
 	}
-	if ((a->nprocs + 1) * 2 > a->pid_slots && pid_index_grow(a))
+	if (hash_index_reserve(&a->pid_index, 64, proc_hash, a))
 		return NULL;
 	if (a->nprocs == a->procs_cap) {
 		unsigned cap = a->procs_cap ? a->procs_cap * 2 : 16;
@@ -191,7 +164,7 @@ static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 	p = &a->procs[a->nprocs];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
-	*pid_slot(a, pid) = ++a->nprocs;
+	hash_index_add(&a->pid_index, mix64(pid), a->nprocs++);
 	return p;
 }
 
@@ -482,7 +455,7 @@ void analysis_release(struct analysis *a)
 {
 	for (unsigned i = 0; i < a->nprocs; i++)
 		live_release(&a->procs[i].live);
-	free(a->pid_index);
+	hash_index_release(&a->pid_index);
 	free(a->procs);
 	free(a->marks);
 	free(a->windows);

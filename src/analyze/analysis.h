@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include "format/artifact.h"
 #include "analyze/sites.h"
+#include "util/hash_index.h"
 
 /*
  * Live heap blocks of one process: open addressing on the address, at most
@@ -94,9 +95,8 @@ struct analysis {
 
 	struct proc_summary *procs; /* owned, nprocs of them, in first-seen order */
 	unsigned nprocs, procs_cap;
-	uint32_t *pid_index; /* owned: open addressing, procs index + 1, 0 = empty */
-	unsigned pid_slots;  /* power of two */
-	unsigned last_proc;  /* procs index + 1 of the last lookup, 0 = none */
+	struct hash_index pid_index; /* owned: procs by pid */
+	unsigned last_proc;	     /* procs index + 1 of the last lookup, 0 = none */
 
 	/* control records: marks and heap recording windows, in stream order */
 	bool has_control;	  /* a mark, enable or disable was seen */

@@ -27,35 +27,30 @@ static int node_new(struct flame *f, const char *name, uint32_t *idx)
 	return 0;
 }
 
-/* The edge index's slot of (@parent, @name), or the empty one where it goes. */
-static uint32_t *edge_slot(const struct flame *f, uint32_t parent, const char *name)
+/* A node's key in the edge index: its parent and its (interned) name. */
+struct edge {
+	uint32_t parent;
+	const char *name;
+};
+
+static uint64_t edge_hash(uint32_t parent, const char *name)
 {
-	uint64_t mask = f->edge_nslots - 1;
-
-	for (uint64_t i = mix64((uint64_t)(uintptr_t)name ^ ((uint64_t)parent << 40)) & mask;;
-	     i = (i + 1) & mask) {
-		uint32_t *s = &f->edges[i];
-
-		if (!*s || (f->nodes[*s].parent == parent && f->nodes[*s].name == name))
-			return s;
-	}
+	return mix64((uint64_t)(uintptr_t)name ^ ((uint64_t)parent << 40));
 }
 
-static int edges_grow(struct flame *f)
+static bool edge_has(const void *ctx, uint64_t pos, const void *key)
 {
-	uint32_t *old = f->edges;
-	uint64_t n = f->edge_nslots ? f->edge_nslots * 2 : 1024;
+	const struct flame_node *n = &((const struct flame *)ctx)->nodes[pos];
+	const struct edge *e = key;
 
-	f->edges = calloc(n, sizeof(*f->edges));
-	if (!f->edges) {
-		f->edges = old;
-		return -ENOMEM;
-	}
-	free(old);
-	f->edge_nslots = n;
-	for (uint32_t i = 1; i < f->nnodes; i++)
-		*edge_slot(f, f->nodes[i].parent, f->nodes[i].name) = i;
-	return 0;
+	return n->parent == e->parent && n->name == e->name;
+}
+
+static uint64_t node_hash(const void *ctx, uint64_t pos)
+{
+	const struct flame_node *n = &((const struct flame *)ctx)->nodes[pos];
+
+	return edge_hash(n->parent, n->name);
 }
 
 /*
@@ -66,21 +61,20 @@ static int edges_grow(struct flame *f)
  */
 static int child(struct flame *f, uint32_t parent, const char *name, uint32_t *out)
 {
-	uint32_t *slot, n;
+	const struct edge key = { parent, name };
+	uint64_t at = hash_index_find(&f->edges, edge_hash(parent, name), edge_has, f, &key);
+	uint32_t n;
 
-	if ((uint64_t)(f->nnodes + 1) * 2 > f->edge_nslots && edges_grow(f))
-		return -ENOMEM;
-	slot = edge_slot(f, parent, name);
-	if (*slot) {
-		*out = *slot;
+	if (at) {
+		*out = (uint32_t)(at - 1);
 		return 0;
 	}
-	if (node_new(f, name, &n))
+	if (hash_index_reserve(&f->edges, 1024, node_hash, f) || node_new(f, name, &n))
 		return -ENOMEM;
 	f->nodes[n].parent = parent;
 	f->nodes[n].next_sibling = f->nodes[parent].first_child;
 	f->nodes[parent].first_child = n;
-	*edge_slot(f, parent, name) = n;
+	hash_index_add(&f->edges, edge_hash(parent, name), n);
 	*out = n;
 	return 0;
 }
@@ -221,7 +215,7 @@ int flame_write_folded(const struct flame *f, FILE *out)
 void flame_release(struct flame *f)
 {
 	free(f->nodes);
-	free(f->edges);
+	hash_index_release(&f->edges);
 	intern_release(&f->names);
 	memset(f, 0, sizeof(*f));
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include "analyze/callsites.h"
 #include "analyze/intern.h"
+#include "util/hash_index.h"
 
 struct flame_node {
 	const char *name;		    /* interned */
@@ -28,9 +29,8 @@ struct flame_node {
 struct flame {
 	struct flame_node *nodes; /* owned; [0] is the root ("all") */
 	uint32_t nnodes, cap;
-	struct intern names;  /* names made here (unknown frames) */
-	uint32_t *edges;      /* owned: open addressing on (parent, name), node index, 0 = empty */
-	uint64_t edge_nslots; /* power of two, or 0 */
+	struct intern names;	 /* names made here (unknown frames) */
+	struct hash_index edges; /* owned: nodes but the root by (parent, name) */
 	enum site_metric metric;
 	uint32_t depth; /* levels below the root */
 };

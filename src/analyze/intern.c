@@ -6,59 +6,54 @@
 #include "fnv1a.h"
 #include "analyze/intern.h"
 
+/* Sized for the first 512 strings: symbolization interns hundreds at once. */
 int intern_init(struct intern *t)
 {
-	t->n = 0;
-	t->nslots = 1024;
-	t->slots = calloc(t->nslots, sizeof(*t->slots));
-	return t->slots ? 0 : -ENOMEM;
+	memset(t, 0, sizeof(*t));
+	return hash_index_reserve(&t->index, 1024, NULL, NULL);
 }
 
-static char **slot_for(char **slots, uint64_t nslots, const char *s)
+static bool string_is(const void *ctx, uint64_t pos, const void *s)
 {
-	uint64_t mask = nslots - 1;
-
-	for (uint64_t i = fnv1a_str(s) & mask;; i = (i + 1) & mask)
-		if (!slots[i] || !strcmp(slots[i], s))
-			return &slots[i];
+	return !strcmp(((const struct intern *)ctx)->strings[pos], s);
 }
 
-static int grow(struct intern *t)
+static uint64_t string_hash(const void *ctx, uint64_t pos)
 {
-	uint64_t n = t->nslots * 2;
-	char **slots = calloc(n, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < t->nslots; i++)
-		if (t->slots[i])
-			*slot_for(slots, n, t->slots[i]) = t->slots[i];
-	free(t->slots);
-	t->slots = slots;
-	t->nslots = n;
-	return 0;
+	return fnv1a_str(((const struct intern *)ctx)->strings[pos]);
 }
 
 const char *intern(struct intern *t, const char *s)
 {
-	char **slot;
+	uint64_t h = fnv1a_str(s), at = hash_index_find(&t->index, h, string_is, t, s);
+	char *copy;
 
-	if ((t->n + 1) * 2 > t->nslots && grow(t))
+	if (at)
+		return t->strings[at - 1];
+	if (hash_index_reserve(&t->index, 1024, string_hash, t))
 		return NULL;
-	slot = slot_for(t->slots, t->nslots, s);
-	if (!*slot) {
-		*slot = strdup(s);
-		if (!*slot)
+	if (t->n == t->cap) {
+		uint64_t cap = t->cap ? t->cap * 2 : 256;
+		char **grown = realloc(t->strings, cap * sizeof(*grown));
+
+		if (!grown)
 			return NULL;
-		t->n++;
+		t->strings = grown;
+		t->cap = cap;
 	}
-	return *slot;
+	copy = strdup(s);
+	if (!copy)
+		return NULL;
+	t->strings[t->n] = copy;
+	hash_index_add(&t->index, h, t->n++);
+	return copy;
 }
 
 void intern_release(struct intern *t)
 {
-	for (uint64_t i = 0; t->slots && i < t->nslots; i++)
-		free(t->slots[i]);
-	free(t->slots);
+	for (uint64_t i = 0; i < t->n; i++)
+		free(t->strings[i]);
+	free(t->strings);
+	hash_index_release(&t->index);
 	memset(t, 0, sizeof(*t));
 }

@@ -9,11 +9,12 @@
 #define MEMTRACK_INTERN_H
 
 #include <stdint.h>
+#include "util/hash_index.h"
 
 struct intern {
-	char **slots;	 /* owned: open addressing on the string's hash, NULL = empty */
-	uint64_t nslots; /* power of two */
-	uint64_t n;	 /* strings held */
+	char **strings;		 /* owned, n of them, in the order first interned */
+	uint64_t n, cap;	 /* strings held, room */
+	struct hash_index index; /* owned: strings by hash */
 };
 
 /* 0 or -ENOMEM. */

@@ -12,6 +12,7 @@
 #include "analyze/intern.h"
 #include "analyze/pb.h"
 #include "analyze/pprof.h"
+#include "util/hash_index.h"
 
 /* message Profile */
 enum {
@@ -48,8 +49,7 @@ enum { F_ID = 1, F_NAME = 2, F_SYSTEM_NAME = 3, F_FILENAME = 4 };
 struct idmap {
 	uint64_t (*keys)[2]; /* owned: keys[id - 1] */
 	uint64_t n, cap;
-	uint64_t *slots; /* owned: open addressing, id or 0 */
-	uint64_t nslots;
+	struct hash_index index; /* owned: keys by value */
 };
 
 static uint64_t mix(uint64_t a, uint64_t b)
@@ -62,46 +62,33 @@ static uint64_t mix(uint64_t a, uint64_t b)
 	return h;
 }
 
-static uint64_t *idmap_slot(const struct idmap *m, uint64_t a, uint64_t b)
+static bool idmap_has(const void *ctx, uint64_t pos, const void *key)
 {
-	uint64_t mask = m->nslots - 1;
+	const struct idmap *m = ctx;
+	const uint64_t *k = key;
 
-	for (uint64_t i = mix(a, b) & mask;; i = (i + 1) & mask) {
-		uint64_t id = m->slots[i];
-
-		if (!id || (m->keys[id - 1][0] == a && m->keys[id - 1][1] == b))
-			return &m->slots[i];
-	}
+	return m->keys[pos][0] == k[0] && m->keys[pos][1] == k[1];
 }
 
-static int idmap_grow(struct idmap *m)
+static uint64_t idmap_hash(const void *ctx, uint64_t pos)
 {
-	uint64_t n = m->nslots ? m->nslots * 2 : 1024, *old = m->slots;
+	const struct idmap *m = ctx;
 
-	m->slots = calloc(n, sizeof(*m->slots));
-	if (!m->slots) {
-		m->slots = old;
-		return -ENOMEM;
-	}
-	free(old);
-	m->nslots = n;
-	for (uint64_t id = 1; id <= m->n; id++)
-		*idmap_slot(m, m->keys[id - 1][0], m->keys[id - 1][1]) = id;
-	return 0;
+	return mix(m->keys[pos][0], m->keys[pos][1]);
 }
 
 /* The id of (@a, @b), added when new (*@added says so); 0 on -ENOMEM. */
 static uint64_t idmap_get(struct idmap *m, uint64_t a, uint64_t b, bool *added)
 {
-	uint64_t *slot, id;
+	const uint64_t key[2] = { a, b };
+	uint64_t id;
 
 	*added = false;
-	if ((m->n + 1) * 2 > m->nslots && idmap_grow(m))
-		return 0;
-	slot = idmap_slot(m, a, b);
-	id = *slot;
+	id = hash_index_find(&m->index, mix(a, b), idmap_has, m, key);
 	if (id)
 		return id;
+	if (hash_index_reserve(&m->index, 1024, idmap_hash, m))
+		return 0;
 	if (m->n == m->cap) {
 		uint64_t cap = m->cap ? m->cap * 2 : 256;
 		void *k = realloc(m->keys, cap * sizeof(*m->keys));
@@ -114,13 +101,14 @@ static uint64_t idmap_get(struct idmap *m, uint64_t a, uint64_t b, bool *added)
 	m->keys[m->n][0] = a;
 	m->keys[m->n][1] = b;
 	*added = true;
-	return *slot = ++m->n;
+	hash_index_add(&m->index, mix(a, b), m->n);
+	return ++m->n;
 }
 
 static void idmap_release(struct idmap *m)
 {
 	free(m->keys);
-	free(m->slots);
+	hash_index_release(&m->index);
 	memset(m, 0, sizeof(*m));
 }
 

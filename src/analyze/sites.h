@@ -19,6 +19,7 @@
 #define MEMTRACK_SITES_H
 
 #include <stdint.h>
+#include "util/hash_index.h"
 
 struct site {
 	uint64_t stack;		  /* stack id; 0: allocations recorded without a stack */
@@ -34,10 +35,9 @@ struct site {
 struct site_table {
 	struct site *sites; /* owned, nsites of them, in first-seen order */
 	uint64_t nsites, cap;
-	uint64_t *index;      /* owned: open addressing on stack, sites index + 1, 0 = empty */
-	uint64_t index_slots; /* power of two, or 0 */
-	uint64_t last;	      /* sites index + 1 of the last lookup, 0 = none */
-	uint64_t epoch;	      /* new tree-wide heap peaks so far */
+	struct hash_index index; /* owned: sites by stack */
+	uint64_t last;		 /* sites index + 1 of the last lookup, 0 = none */
+	uint64_t epoch;		 /* new tree-wide heap peaks so far */
 };
 
 void site_table_init(struct site_table *t);

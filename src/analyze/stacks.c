@@ -11,67 +11,51 @@ void stack_table_init(struct stack_table *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* The id of element @i of the array an index covers. */
-typedef uint64_t id_of_fn(const struct stack_table *t, uint64_t i);
-
-static uint64_t stack_id(const struct stack_table *t, uint64_t i)
-{
-	return t->stacks[i].id;
-}
-
-static uint64_t object_id(const struct stack_table *t, uint64_t i)
-{
-	return t->objects[i].id;
-}
-
 /*
- * The slot of @x holding @id, or the empty one where it goes; @x has slots.
- * Both the stack and the object index are this (ids are any u64 or u32 in
- * a crafted file: a linear search for each made reading one quadratic).
+ * The stack and the object index (ids are any u64 or u32 in a crafted
+ * file: a linear search for each made reading one quadratic).
  */
-static uint64_t *index_slot(const struct stack_table *t, const struct id_index *x, id_of_fn *id_of,
-			    uint64_t id)
+static bool stack_has(const void *ctx, uint64_t pos, const void *id)
 {
-	uint64_t mask = x->nslots - 1;
+	const struct stack_table *t = ctx;
 
-	for (uint64_t i = mix64(id) & mask;; i = (i + 1) & mask) {
-		uint64_t *s = &x->slots[i];
-
-		if (!*s || id_of(t, *s - 1) == id)
-			return s;
-	}
+	return t->stacks[pos].id == *(const uint64_t *)id;
 }
 
-/* The element index + 1 of @id in @x, 0 when it has none. */
-static uint64_t index_find(const struct stack_table *t, const struct id_index *x, id_of_fn *id_of,
-			   uint64_t id)
+static uint64_t stack_hash(const void *ctx, uint64_t pos)
 {
-	return id && x->nslots ? *index_slot(t, x, id_of, id) : 0;
+	const struct stack_table *t = ctx;
+
+	return mix64(t->stacks[pos].id);
 }
 
-/* Makes room in @x for element @n (0-based) and enters it. */
-static int index_add(struct stack_table *t, struct id_index *x, id_of_fn *id_of, uint64_t n)
+static bool object_has(const void *ctx, uint64_t pos, const void *id)
 {
-	if ((n + 1) * 2 > x->nslots) {
-		uint64_t *old = x->slots, slots = x->nslots ? x->nslots * 2 : 256;
+	const struct stack_table *t = ctx;
 
-		x->slots = calloc(slots, sizeof(*x->slots));
-		if (!x->slots) {
-			x->slots = old;
-			return -ENOMEM;
-		}
-		free(old);
-		x->nslots = slots;
-		for (uint64_t i = 0; i < n; i++)
-			*index_slot(t, x, id_of, id_of(t, i)) = i + 1;
-	}
-	*index_slot(t, x, id_of, id_of(t, n)) = n + 1;
+	return t->objects[pos].id == *(const uint64_t *)id;
+}
+
+static uint64_t object_hash(const void *ctx, uint64_t pos)
+{
+	const struct stack_table *t = ctx;
+
+	return mix64(t->objects[pos].id);
+}
+
+/* Enters element @pos (hash @hash) in @x.  0 or -ENOMEM. */
+static int index_enter(struct hash_index *x, hash_index_hash_fn *hash_of, const void *ctx,
+		       uint64_t hash, uint64_t pos)
+{
+	if (hash_index_reserve(x, 256, hash_of, ctx))
+		return -ENOMEM;
+	hash_index_add(x, hash, pos);
 	return 0;
 }
 
 const struct mt_stack *stack_table_get(const struct stack_table *t, uint64_t id)
 {
-	uint64_t at = index_find(t, &t->stack_index, stack_id, id);
+	uint64_t at = id ? hash_index_find(&t->stack_index, mix64(id), stack_has, t, &id) : 0;
 
 	return at ? &t->stacks[at - 1] : NULL;
 }
@@ -117,7 +101,7 @@ static int add_stack(struct stack_table *t, const struct mt_event *ev)
 	st->nframes = ev->nframes;
 	st->truncated = ev->truncated;
 	st->frames = fr;
-	if (index_add(t, &t->stack_index, stack_id, t->nstacks - 1)) {
+	if (index_enter(&t->stack_index, stack_hash, t, mix64(id), t->nstacks - 1)) {
 		t->nstacks--;
 		free(fr);
 		return -ENOMEM;
@@ -128,7 +112,8 @@ static int add_stack(struct stack_table *t, const struct mt_event *ev)
 
 const struct mt_object *stack_table_object(const struct stack_table *t, uint32_t id)
 {
-	uint64_t at = index_find(t, &t->object_index, object_id, id);
+	uint64_t key = id;
+	uint64_t at = id ? hash_index_find(&t->object_index, mix64(key), object_has, t, &key) : 0;
 
 	return at ? &t->objects[at - 1] : NULL;
 }
@@ -157,7 +142,7 @@ static int add_object(struct stack_table *t, const struct mt_event *ev)
 	o->build_id_len =
 		ev->build_id_len > sizeof(o->build_id) ? sizeof(o->build_id) : ev->build_id_len;
 	memcpy(o->build_id, ev->build_id, o->build_id_len);
-	if (index_add(t, &t->object_index, object_id, t->nobjects - 1)) {
+	if (index_enter(&t->object_index, object_hash, t, mix64(id), t->nobjects - 1)) {
 		t->nobjects--;
 		free(path);
 		return -ENOMEM;
@@ -198,8 +183,8 @@ void stack_table_release(struct stack_table *t)
 	for (uint32_t i = 0; i < t->nobjects; i++)
 		free(t->objects[i].path);
 	free(t->stacks);
-	free(t->stack_index.slots);
-	free(t->object_index.slots);
+	hash_index_release(&t->stack_index);
+	hash_index_release(&t->object_index);
 	free(t->objects);
 	free(t->mappings);
 	memset(t, 0, sizeof(*t));

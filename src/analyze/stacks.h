@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "format/artifact.h"
+#include "util/hash_index.h"
 
 /* One frame: a return address inside an object. */
 struct mt_frame {
@@ -48,20 +49,15 @@ struct mt_mapping {
 	uint64_t bias;	 /* ELF virtual address = pc - bias */
 };
 
-/* Open addressing on an id: slots hold the element's index + 1, 0 = empty. */
-struct id_index {
-	uint64_t *slots; /* owned */
-	uint64_t nslots; /* power of two, or 0 */
-};
-
 struct stack_table {
 	struct mt_stack *stacks; /* owned, nstacks of them, in record order */
 	uint64_t nstacks, stacks_cap;
-	struct id_index stack_index; /* by stack id */
-	struct mt_object *objects;   /* owned, nobjects of them, in record order */
+	struct hash_index stack_index; /* owned: stacks by id */
+	struct mt_object *objects;     /* owned, nobjects of them, in record order */
 	uint32_t nobjects, objects_cap;
-	struct id_index object_index; /* by object id (any u32 > 0, not only 1, 2, 3...) */
-	struct mt_mapping *mappings;  /* owned, nmappings of them, in record order */
+	struct hash_index
+		object_index;	     /* owned: objects by id (any u32 > 0, not only 1, 2, 3...) */
+	struct mt_mapping *mappings; /* owned, nmappings of them, in record order */
 	uint64_t nmappings, mappings_cap;
 	uint64_t truncated; /* stacks marked truncated */
 };

@@ -19,6 +19,7 @@
 #include "analyze/symcache.h"
 #include "analyze/symtab.h"
 #include "analyze/mix64.h"
+#include "util/hash_index.h"
 
 /*
  * libstdc++'s demangler (the C++ ABI's, so any C++ name g++ or clang made);
@@ -50,7 +51,6 @@ struct sym_file {
 	Dwarf_Addr bias;    /* module address = ELF virtual address + bias */
 	struct symtab syms; /* its function symbols, once syms_loaded */
 	bool syms_loaded;
-	struct sym_file *next; /* in its hash bucket */
 };
 
 struct sym_object {
@@ -60,8 +60,7 @@ struct sym_object {
 	struct sym_file *file;	     /* borrowed from the symbolizer, OBJ_OPEN only */
 	struct sym_entry *entries;
 	uint64_t nentries, entries_cap;
-	uint64_t *index; /* open addressing on addr: entries index + 1 */
-	uint64_t index_slots;
+	struct hash_index index; /* owned: entries by addr */
 	struct sym_frame *frames;
 	uint64_t nframes, frames_cap;
 	bool dirty; /* resolved addresses the cache file lacks */
@@ -70,11 +69,12 @@ struct sym_object {
 struct symbolizer {
 	struct sym_object **objs; /* owned; by id when id < nobjs */
 	uint32_t nobjs;
-	struct sym_file **files; /* owned: hash buckets on (dev, ino), nbuckets of them */
-	uint64_t nbuckets, nfiles;
-	struct intern strings; /* every function and file name */
-	char *cache_dir;       /* owned; NULL: no cache */
-	char *debug_path;      /* owned; libdwfl's debuginfo_path */
+	struct sym_file **files; /* owned, nfiles of them */
+	uint64_t nfiles, files_cap;
+	struct hash_index file_index; /* owned: files by (dev, ino) */
+	struct intern strings;	      /* every function and file name */
+	char *cache_dir;	      /* owned; NULL: no cache */
+	char *debug_path;	      /* owned; libdwfl's debuginfo_path */
 	Dwfl_Callbacks cb;
 	symbolizer_notice *notice; /* may be NULL */
 	void *notice_ctx;
@@ -128,23 +128,25 @@ struct symbolizer *symbolizer__new(const struct symbolizer_opts *o)
 
 /* ---- resolved addresses of one object ----------------------------------- */
 
-static uint64_t *entry_slot(const struct sym_object *o, uint64_t addr)
+static bool entry_has(const void *ctx, uint64_t pos, const void *addr)
 {
-	uint64_t mask = o->index_slots - 1;
+	const struct sym_object *o = ctx;
 
-	for (uint64_t i = mix64(addr) & mask;; i = (i + 1) & mask)
-		if (!o->index[i] || o->entries[o->index[i] - 1].addr == addr)
-			return &o->index[i];
+	return o->entries[pos].addr == *(const uint64_t *)addr;
+}
+
+static uint64_t entry_hash(const void *ctx, uint64_t pos)
+{
+	const struct sym_object *o = ctx;
+
+	return mix64(o->entries[pos].addr);
 }
 
 static const struct sym_entry *entry_find(const struct sym_object *o, uint64_t addr)
 {
-	uint64_t *slot;
+	uint64_t at = hash_index_find(&o->index, mix64(addr), entry_has, o, &addr);
 
-	if (!o->index_slots)
-		return NULL;
-	slot = entry_slot(o, addr);
-	return *slot ? &o->entries[*slot - 1] : NULL;
+	return at ? &o->entries[at - 1] : NULL;
 }
 
 static int grow(void **arr, uint64_t need, uint64_t *cap, size_t size)
@@ -164,22 +166,6 @@ static int grow(void **arr, uint64_t need, uint64_t *cap, size_t size)
 	return 0;
 }
 
-static int index_grow(struct sym_object *o)
-{
-	uint64_t *old = o->index, n = o->index_slots ? o->index_slots * 2 : 256;
-
-	o->index = calloc(n, sizeof(*o->index));
-	if (!o->index) {
-		o->index = old;
-		return -ENOMEM;
-	}
-	free(old);
-	o->index_slots = n;
-	for (uint64_t i = 0; o->entries && i < o->nentries; i++)
-		*entry_slot(o, o->entries[i].addr) = i + 1;
-	return 0;
-}
-
 /* Adds @addr's frames (strings interned here); an address already known keeps its first answer. */
 static int entry_add(struct symbolizer *s, struct sym_object *o, uint64_t addr,
 		     const struct sym_frame *fr, uint32_t n)
@@ -188,7 +174,7 @@ static int entry_add(struct symbolizer *s, struct sym_object *o, uint64_t addr,
 
 	if (entry_find(o, addr))
 		return 0;
-	if ((o->nentries + 1) * 2 > o->index_slots && index_grow(o))
+	if (hash_index_reserve(&o->index, 256, entry_hash, o))
 		return -ENOMEM;
 	if (grow((void **)&o->entries, o->nentries + 1, &o->entries_cap, sizeof(*e)) ||
 	    grow((void **)&o->frames, o->nframes + n, &o->frames_cap, sizeof(*fr)))
@@ -207,7 +193,7 @@ static int entry_add(struct symbolizer *s, struct sym_object *o, uint64_t addr,
 	e->nframes = n;
 	e->first = o->nframes;
 	o->nframes += n;
-	*entry_slot(o, addr) = o->nentries;
+	hash_index_add(&o->index, mix64(addr), o->nentries - 1);
 	return 0;
 }
 
@@ -225,63 +211,52 @@ static int cache_add(void *ctx, uint64_t addr, const struct sym_frame *fr, uint3
 
 /* ---- opening an object -------------------------------------------------- */
 
-static uint64_t file_hash(const struct symbolizer *s, dev_t dev, ino_t ino)
+static uint64_t file_hash(dev_t dev, ino_t ino)
 {
-	return mix64((uint64_t)dev * 0x9e3779b97f4a7c15ull ^ (uint64_t)ino) & (s->nbuckets - 1);
+	return mix64((uint64_t)dev * 0x9e3779b97f4a7c15ull ^ (uint64_t)ino);
+}
+
+static bool file_is(const void *ctx, uint64_t pos, const void *st)
+{
+	const struct sym_file *f = ((const struct symbolizer *)ctx)->files[pos];
+	const struct stat *want = st;
+
+	return f->dev == want->st_dev && f->ino == want->st_ino;
+}
+
+static uint64_t file_hash_at(const void *ctx, uint64_t pos)
+{
+	const struct sym_file *f = ((const struct symbolizer *)ctx)->files[pos];
+
+	return file_hash(f->dev, f->ino);
 }
 
 /* The file (@st's dev and inode) when it was seen before, else NULL. */
 static struct sym_file *file_find(const struct symbolizer *s, const struct stat *st)
 {
-	struct sym_file *f = s->nbuckets ? s->files[file_hash(s, st->st_dev, st->st_ino)] : NULL;
+	uint64_t at =
+		hash_index_find(&s->file_index, file_hash(st->st_dev, st->st_ino), file_is, s, st);
 
-	while (f && (f->dev != st->st_dev || f->ino != st->st_ino))
-		f = f->next;
-	return f;
+	return at ? s->files[at - 1] : NULL;
 }
 
-/* Doubles the file hash's buckets, moving every file over.  0 or -ENOMEM. */
-static int files_grow(struct symbolizer *s)
-{
-	uint64_t n = s->nbuckets ? s->nbuckets * 2 : 64, oldn = s->nbuckets;
-	struct sym_file **old = s->files;
-
-	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
-	s->files = calloc(n, sizeof(*s->files));
-	if (!s->files) {
-		s->files = old;
-		return -ENOMEM;
-	}
-	s->nbuckets = n;
-	for (uint64_t i = 0; i < oldn; i++)
-		for (struct sym_file *g = old[i], *next; g; g = next) {
-			uint64_t h = file_hash(s, g->dev, g->ino);
-
-			next = g->next;
-			g->next = s->files[h];
-			s->files[h] = g;
-		}
-	free(old);
-	return 0;
-}
-
-/* A new file entry for @st, in the hash (buckets double with the files). */
+/* A new file entry for @st, in the index; NULL on -ENOMEM. */
 static struct sym_file *file_add(struct symbolizer *s, const struct stat *st)
 {
 	struct sym_file *f;
-	uint64_t h;
 
-	if (s->nfiles >= s->nbuckets && files_grow(s))
+	if (hash_index_reserve(&s->file_index, 64, file_hash_at, s))
+		return NULL;
+	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
+	if (grow((void **)&s->files, s->nfiles + 1, &s->files_cap, sizeof(*s->files)))
 		return NULL;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
 	f->dev = st->st_dev;
 	f->ino = st->st_ino;
-	h = file_hash(s, f->dev, f->ino);
-	f->next = s->files[h];
-	s->files[h] = f;
-	s->nfiles++;
+	s->files[s->nfiles] = f;
+	hash_index_add(&s->file_index, file_hash(f->dev, f->ino), s->nfiles++);
 	return f;
 }
 
@@ -589,20 +564,21 @@ void symbolizer__free(struct symbolizer *s)
 		if (!o)
 			continue;
 		free(o->entries);
-		free(o->index);
+		hash_index_release(&o->index);
 		free(o->frames);
 		free(o);
 	}
 	free(s->objs);
-	for (uint64_t i = 0; i < s->nbuckets; i++)
-		for (struct sym_file *f = s->files[i], *next; f; f = next) {
-			next = f->next;
-			symtab_release(&f->syms);
-			if (f->dwfl)
-				dwfl_end(f->dwfl);
-			free(f);
-		}
+	for (uint64_t i = 0; i < s->nfiles; i++) {
+		struct sym_file *f = s->files[i];
+
+		symtab_release(&f->syms);
+		if (f->dwfl)
+			dwfl_end(f->dwfl);
+		free(f);
+	}
 	free(s->files);
+	hash_index_release(&s->file_index);
 	intern_release(&s->strings);
 	free(s->cache_dir);
 	free(s->debug_path);

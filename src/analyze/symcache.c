@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "analyze/symcache.h"
-#include "record/as_user.h"
+#include "util/as_user.h"
 #include "fnv1a.h"
 
 #define SYMCACHE_MAGIC "memtrack-symcache 1"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cli.h - the subcommands and the small helpers they share.
+ * cli.h - the subcommands and the small helpers they share (and, through
+ * util/text.h, the text helpers they all use).
  *
  * Every command returns the process exit status: 0 ok, 1 failure, 2 usage
  * (track returns the command's own status).  Messages go to stderr as one
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "compiler.h"
+#include "util/text.h" /* human_bytes, printable, parse_size: the commands' */
 
 int cmd_track(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
@@ -34,31 +36,6 @@ void die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * disk, /dev/full, a closed pipe).
  */
 int close_stdout(const char *what);
-
-/* @bytes as "512 B", "1.5 KiB", ... in @buf (@len bytes); returns @buf. */
-const char *human_bytes(uint64_t bytes, char *buf, size_t len);
-
-/*
- * @s as a terminal may show it: every control character (C0, DEL, and C1 in
- * UTF-8) written as \xNN, into @buf (@len bytes; cut short when it does not
- * fit, 4 bytes per byte of @s always do); returns @buf.  For the text output
- * of strings from an artifact (commands, paths, marks, symbol names), which
- * anyone may have filled with escape sequences.
- */
-const char *printable(const char *s, char *buf, size_t len);
-
-/* The @len for printable() that holds any string of @n bytes. */
-#define PRINTABLE_LEN(n) (4 * (n) + 1)
-
-/* fputs() of printable(@s), however long @s is. */
-void fputs_printable(const char *s, FILE *f);
-
-/*
- * Parses "64", "64K", "16M", "1G" (also "16Mi", "16MiB", "64B"); returns 0,
- * -EINVAL for anything else, or -ERANGE when the value does not fit 64 bits.
- * @out is left alone on failure.
- */
-MT_MUST_CHECK int parse_size(const char *s, uint64_t *out);
 
 /*
  * If @base under @dirfd (the directory of the output @path) exists and is

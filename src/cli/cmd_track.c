@@ -31,7 +31,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "format/artifact.h"
-#include "record/as_user.h"
+#include "util/as_user.h"
 #include "bpf_abi.h"
 #include "cli/cli.h"
 #include "record/control.h"

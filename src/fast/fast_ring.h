@@ -19,7 +19,7 @@
  * timestamp, as it does for the BPF rings.
  *
  * The ring is the process's memory: memtrack (root) treats every byte of
- * it as a claim of the process about itself (src/record/fast_reader.c).
+ * it as a claim of the process about itself (src/inspect/fast_reader.c).
  * It maps only a sealed memfd of exactly MT_FAST_RING_BYTES (the library
  * seals it: F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so the mapping can
  * never shrink under it (SIGBUS).
@@ -50,43 +50,6 @@
  * (PID_MAX_LIMIT on 64-bit): anything beyond is a lie.
  */
 #define MT_FAST_MAX_WAITERS (1u << 22)
-
-/*
- * The allocator functions the library interposes (interpose.c), in
- * symbols.c's order, so an alias takes the first name (see resolve_one):
- * X(ID, symbol).  Their MT_FN_ID are the only fn values its records carry.
- */
-#define MT_FAST_FUNCS(X)                                                   \
-	X(MALLOC, "malloc")                                                \
-	X(CALLOC, "calloc")                                                \
-	X(REALLOC, "realloc")                                              \
-	X(REALLOCARRAY, "reallocarray")                                    \
-	X(MEMALIGN, "memalign")                                            \
-	X(ALIGNED_ALLOC, "aligned_alloc")                                  \
-	X(POSIX_MEMALIGN, "posix_memalign")                                \
-	X(VALLOC, "valloc")                                                \
-	X(PVALLOC, "pvalloc")                                              \
-	X(FREE, "free")                                                    \
-	X(NEW, "_Znwm")                                                    \
-	X(NEW_ARRAY, "_Znam")                                              \
-	X(NEW_NOTHROW, "_ZnwmRKSt9nothrow_t")                              \
-	X(NEW_ARRAY_NOTHROW, "_ZnamRKSt9nothrow_t")                        \
-	X(NEW_ALIGNED, "_ZnwmSt11align_val_t")                             \
-	X(NEW_ARRAY_ALIGNED, "_ZnamSt11align_val_t")                       \
-	X(NEW_ALIGNED_NOTHROW, "_ZnwmSt11align_val_tRKSt9nothrow_t")       \
-	X(NEW_ARRAY_ALIGNED_NOTHROW, "_ZnamSt11align_val_tRKSt9nothrow_t") \
-	X(DELETE, "_ZdlPv")                                                \
-	X(DELETE_ARRAY, "_ZdaPv")                                          \
-	X(DELETE_SIZED, "_ZdlPvm")                                         \
-	X(DELETE_ARRAY_SIZED, "_ZdaPvm")                                   \
-	X(DELETE_ALIGNED, "_ZdlPvSt11align_val_t")                         \
-	X(DELETE_ARRAY_ALIGNED, "_ZdaPvSt11align_val_t")                   \
-	X(DELETE_SIZED_ALIGNED, "_ZdlPvmSt11align_val_t")                  \
-	X(DELETE_ARRAY_SIZED_ALIGNED, "_ZdaPvmSt11align_val_t")            \
-	X(DELETE_NOTHROW, "_ZdlPvRKSt9nothrow_t")                          \
-	X(DELETE_ARRAY_NOTHROW, "_ZdaPvRKSt9nothrow_t")                    \
-	X(DELETE_ALIGNED_NOTHROW, "_ZdlPvSt11align_val_tRKSt9nothrow_t")   \
-	X(DELETE_ARRAY_ALIGNED_NOTHROW, "_ZdaPvSt11align_val_tRKSt9nothrow_t")
 
 struct mt_fast_hdr {
 	__u64 magic;   /* MT_FAST_MAGIC */

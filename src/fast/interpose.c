@@ -6,7 +6,7 @@
  * another interposer's) and, for a thread's outermost allocator call made
  * after the handover, records what the uprobe path records for it
  * (alloc.bpf.c): the record type by the call's kind, `fn` the function the
- * program called (or the first name of symbols.c's table that shares its
+ * program called (or the first of MT_FN_LIST's names that shares its
  * address, as the uprobes see it), the sizes asked for, the addresses, the
  * result.  free-kind calls are recorded before the block is released (as
  * the uprobes record them at entry), so another thread's malloc of the same
@@ -26,29 +26,34 @@
 #include <unistd.h>
 #include <linux/types.h>
 #include "event.h"
-#include "fast/fast_lib.h"
-#include "fast/fast_ring.h"
+#include "fast/interpose.h"
 #include "fast/next_sym.h"
+#include "fast/ring.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* The functions interposed, in MT_FN_LIST's order (of preference: see resolve_one). */
 enum {
-#define X_ENUM(id, name) I_##id,
-	MT_FAST_FUNCS(X_ENUM)
+#define X_ENUM(id, num, name, kind, sym, where) MT_FN_IF_FAST(where, I_##id, )
+	MT_FN_LIST(X_ENUM)
 #undef X_ENUM
 		I_COUNT,
 	I_FIRST_CXX = I_NEW,
 };
+/* C names, then operator new forms, then operator delete forms (resolve_one, delete_hooks) */
+_Static_assert(I_FREE < I_FIRST_CXX && I_NEW < I_DELETE &&
+		       I_DELETE_ARRAY_ALIGNED_NOTHROW == I_COUNT - 1,
+	       "MT_FN_LIST's interposed functions out of order");
 
 static const char *const names[I_COUNT] = {
-#define X_NAME(id, name) name,
-	MT_FAST_FUNCS(X_NAME)
+#define X_NAME(id, num, name, kind, sym, where) MT_FN_IF_FAST(where, sym, )
+	MT_FN_LIST(X_NAME)
 #undef X_NAME
 };
 
 static const uint16_t natural_fn[I_COUNT] = {
-#define X_FN(id, name) MT_FN_##id,
-	MT_FAST_FUNCS(X_FN)
+#define X_FN(id, num, name, kind, sym, where) MT_FN_IF_FAST(where, MT_FN_##id, )
+	MT_FN_LIST(X_FN)
 #undef X_FN
 };
 

@@ -12,13 +12,13 @@
 static const struct mt_type_def type_defs[MT_TYPE_MAX] = { MT_RECORD_TYPES(TYPE_DEF) };
 
 static const char *const fn_names[MT_FN_MAX] = {
-#define FN_NAME(id, name, kind) [MT_FN_##id] = (name),
+#define FN_NAME(id, num, name, kind, sym, where) [MT_FN_##id] = (name),
 	MT_FN_LIST(FN_NAME)
 #undef FN_NAME
 };
 
 static const unsigned char fn_kinds[MT_FN_MAX] = {
-#define FN_KIND(id, name, kind) [MT_FN_##id] = (kind),
+#define FN_KIND(id, num, name, kind, sym, where) [MT_FN_##id] = (kind),
 	MT_FN_LIST(FN_KIND)
 #undef FN_KIND
 };

@@ -22,7 +22,7 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "record/as_user.h"
+#include "util/as_user.h"
 #include "record/control.h"
 #include "record/heap_switch.h"
 #include "event.h"

@@ -35,7 +35,7 @@
 #include <bpf/bpf.h>
 #include "bpf_abi.h"
 #include "record/fast_drain.h"
-#include "record/fast_reader.h"
+#include "inspect/fast_reader.h"
 #include "fast/fast_ring.h"
 #include "pipeline/pipeline.h"
 #include "record/reaper.h"
@@ -279,7 +279,7 @@ static void orphan_gone(struct fast_drain *d)
 /*
  * @c's peer closed its end.  A process that closed every fd (closefrom,
  * close_range) or dup2()ed over the library's socket goes on recording in
- * the ring without it (session.c): while its image lives, the ring is read
+ * the ring without it (src/fast/link.h): while its image lives, the ring is read
  * as before, the socket closed (no more wakeups, no EOF to watch), and
  * fast_drain_service() looks for the image's end.  Anything else: read to
  * its end, then freed.

@@ -32,7 +32,7 @@
 #include "record/probes.h"
 #include "record/reaper.h"
 #include "format/schema.h"
-#include "record/symbols.h"
+#include "inspect/symbols.h"
 
 #define MAX_FILES_PER_PROC 16
 /*

@@ -13,7 +13,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
-#include "record/as_user.h" /* sudo_invoker() */
+#include "util/as_user.h" /* sudo_invoker() */
 #include "compiler.h"
 
 struct spawn {

@@ -24,7 +24,7 @@
 #include "memtrack.skel.h"
 #include "pipeline/pipeline.h"
 #include "record/stacks.h"
-#include "record/unwind_table.h"
+#include "inspect/unwind_table.h"
 
 struct object {
 	dev_t dev;

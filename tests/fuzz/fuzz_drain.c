@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * fuzz_drain.c - libFuzzer target for memtrack's reading of a process's
- * in-process heap ring (src/record/fast_reader.c, the code fast_drain.c
+ * in-process heap ring (src/inspect/fast_reader.c, the code fast_drain.c
  * runs on every ring): the ring is memory the tracked program writes as it
  * likes, so every input is such a ring.  The reader is linked as it is;
  * the pipeline is this file's pipeline_feed(), which checks everything fed:
@@ -31,7 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "record/fast_reader.h"
+#include "inspect/fast_reader.h"
 #include "pipeline/pipeline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -18,8 +18,8 @@
 #include <unistd.h>
 #include <linux/types.h>
 #include "event.h"
-#include "record/symbols.h"
-#include "record/unwind_table.h"
+#include "inspect/symbols.h"
+#include "inspect/unwind_table.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

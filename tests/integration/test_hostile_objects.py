@@ -7,7 +7,7 @@ shows, through /proc/PID/root.  The program decides what those paths lead
 to: here it bind-mounts a FIFO over a file it mapped, in a mount namespace
 of its own (any user may make one where user namespaces are allowed).  A
 plain open() of that path blocked memtrack's poller for good (SIGTERM did
-not end the run); memtrack must refuse it (src/record/mapped_file.c) and go on
+not end the run); memtrack must refuse it (src/inspect/mapped_file.c) and go on
 recording.
 """
 import subprocess

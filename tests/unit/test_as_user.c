@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "record/as_user.h"
+#include "util/as_user.h"
 #include "harness.h"
 
 static char dir[64];

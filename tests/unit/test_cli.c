@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* test_cli.c - option parsing helpers of the command layer (cli_util.c). */
+/* test_cli.c - option parsing helpers of the command layer (util/text.c). */
 #include <errno.h>
 #include <stdint.h>
-#include "cli/cli.h"
+#include "util/text.h"
 #include "harness.h"
 
 static uint64_t size_of(const char *s)

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * test_fast_reader.c - which records of a process's in-process ring
- * memtrack accepts (fast_record_valid(), src/record/fast_reader.c): every
+ * memtrack accepts (fast_record_valid(), src/inspect/fast_reader.c): every
  * record the library makes (interpose.c, described here call kind by call
- * kind, built as session.c's fast_record() lays it out), and none of what
+ * kind, built as fast/ring.c's fast_record() lays it out), and none of what
  * a process may not report about itself.  The reading of whole rings is
  * fuzzed (tests/fuzz/fuzz_drain.c) and attacked (test_hostile_ring.py).
  */
 #include <stdlib.h>
 #include "harness.h"
-#include "record/fast_reader.h"
+#include "inspect/fast_reader.h"
 #include "format/schema.h"
 
 #define VA_END (1ull << 47)
@@ -35,8 +35,8 @@ static bool valid(struct mt_rec r)
 }
 
 static const uint16_t fast_fns[] = {
-#define X_FN(id, name) MT_FN_##id,
-	MT_FAST_FUNCS(X_FN)
+#define X_FN(id, num, name, kind, sym, where) MT_FN_IF_FAST(where, MT_FN_##id, )
+	MT_FN_LIST(X_FN)
 #undef X_FN
 };
 

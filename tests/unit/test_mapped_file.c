@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * test_mapped_file.c - mapped_file_open() (src/record/mapped_file.c) on what
+ * test_mapped_file.c - mapped_file_open() (src/inspect/mapped_file.c) on what
  * a tracked program can put where its maps name a file: a regular file
  * opens; a FIFO, a device and a directory are refused without being opened
  * (a FIFO nobody writes would block an open); a symbolic link anywhere in
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "harness.h"
-#include "record/mapped_file.h"
+#include "inspect/mapped_file.h"
 
 static char dir[64];
 

@@ -6,6 +6,7 @@
  * field count, field name, kind or order, fails here.
  */
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,11 @@ static void test_fn(void)
 	CHECK_STR(mt_fn_name(MT_FN_POSIX_MEMALIGN), "posix_memalign");
 	CHECK_STR(mt_fn_name(MT_FN_FREE), "free");
 	CHECK(mt_fn_name(MT_FN_MAX) == NULL);
+	/* MT_FN_LIST's values are 0 .. MT_FN_MAX - 1, each once: every one is named */
+	for (unsigned fn = 0; fn < MT_FN_MAX; fn++) {
+		CHECK(mt_fn_name(fn) != NULL);
+		CHECK_EQ(mt_fn_from_name(mt_fn_name(fn)), fn);
+	}
 	CHECK_EQ(mt_natural_fn(MT_MALLOC), MT_FN_MALLOC);
 	CHECK_EQ(mt_natural_fn(MT_REALLOC), MT_FN_REALLOC);
 	CHECK_EQ(mt_natural_fn(MT_ALIGNED_ALLOC), MT_FN_ALIGNED_ALLOC);
@@ -201,11 +207,54 @@ static void test_fn(void)
 	CHECK_EQ(mt_natural_fn(0), 0);
 }
 
+/*
+ * FORMAT.md §8.1 lists every allocator function MT_FN_LIST gives, each
+ * value once, by its name: "| 5 | `memalign` |".
+ */
+static void test_format_md_fn_table(void)
+{
+	static char buf[1 << 17];
+	bool seen[MT_FN_MAX] = { false };
+	FILE *f = fopen(MT_SOURCE_DIR "/docs/FORMAT.md", "r");
+	char *at, *end;
+	unsigned rows = 0;
+	size_t n = 0;
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	at = strstr(buf, "\n### 8.1");
+	end = at ? strstr(at, "\n## 9.") : NULL;
+	CHECK(at && end);
+	if (!at || !end)
+		return;
+	*end = 0;
+	while ((at = strstr(at + 1, "\n| ")) && at < end) {
+		char name[64];
+		unsigned fn;
+
+		if (sscanf(at, "\n| %u | `%63[^`]` |", &fn, name) != 2)
+			continue;
+		rows++;
+		CHECK(fn < MT_FN_MAX);
+		if (fn >= MT_FN_MAX)
+			continue;
+		CHECK(!seen[fn]);
+		seen[fn] = true;
+		CHECK_STR(name, mt_fn_name(fn));
+	}
+	CHECK_EQ(rows, MT_FN_MAX);
+}
+
 int main(void)
 {
 	RUN(test_format_md_matches_list);
 	RUN(test_lookup);
 	RUN(test_every_type);
 	RUN(test_fn);
+	RUN(test_format_md_fn_table);
 	HARNESS_EXIT();
 }

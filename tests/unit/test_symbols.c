@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "harness.h"
-#include "record/symbols.h"
+#include "inspect/symbols.h"
 
 static const struct alloc_site *site_of(const struct alloc_syms *s, unsigned fn)
 {

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "harness.h"
-#include "record/unwind_table.h"
+#include "inspect/unwind_table.h"
 
 /* The last row at or below @addr by plain binary search, -1 if none. */
 static long plain_search(const struct unwind_table *t, uint64_t addr)

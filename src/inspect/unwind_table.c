@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "record/mapped_file.h"
-#include "record/unwind_table.h"
+#include "inspect/mapped_file.h"
+#include "inspect/unwind_table.h"
 
 #define REG_RBP 6
 #define REG_RSP 7

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "record/mapped_file.h"
+#include "inspect/mapped_file.h"
 #include "format/open_regular.h"
 
 /* The length of "/proc/PID/root" at the start of @path, or 0. */

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 #include <sys/mman.h>
-#include "record/fast_reader.h"
+#include "inspect/fast_reader.h"
 #include "pipeline/pipeline.h"
 
 /*
@@ -85,14 +85,14 @@ static const struct fast_rule rules[MT_TYPE_MAX] = {
 
 /* The fn values the library records: the functions it interposes. */
 static const bool interposed[MT_FN_MAX] = {
-#define X_FN(id, name) [MT_FN_##id] = true,
-	MT_FAST_FUNCS(X_FN)
+#define X_FN(id, num, name, kind, sym, where) MT_FN_IF_FAST(where, [MT_FN_##id] = true, )
+	MT_FN_LIST(X_FN)
 #undef X_FN
 };
 
 /* enum mt_fn_kind of each fn (schema.c's mt_fn_kind(), here without a call per record) */
 static const unsigned char fn_kind[MT_FN_MAX] = {
-#define X_KIND(id, name, kind) [MT_FN_##id] = (kind),
+#define X_KIND(id, num, name, kind, sym, where) [MT_FN_##id] = (kind),
 	MT_FN_LIST(X_KIND)
 #undef X_KIND
 };

@@ -15,7 +15,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "record/as_user.h"
+#include "util/as_user.h"
 
 #define MAX_GROUPS 1024 /* more than a user has; getgrouplist's extra are dropped */
 

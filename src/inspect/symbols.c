@@ -10,62 +10,30 @@
 #include <string.h>
 #include <unistd.h>
 #include "fnv1a.h"
-#include "record/mapped_file.h"
-#include "record/symbols.h"
+#include "inspect/mapped_file.h"
+#include "inspect/symbols.h"
+#include "util/hash_index.h"
 
 /*
- * The allocator symbols memtrack probes, and the function each one records.
- * Several names of one library often share one address (glibc's
- * aligned_alloc is memalign; tcmalloc's free is also tc_free, operator
- * delete and operator delete[]; mimalloc's malloc is mi_malloc): such a
- * site is probed once, under the name that comes first here, so standard C
- * names win over C++ operators, which win over vendor names.
+ * The allocator symbols memtrack probes, and the function each one records:
+ * MT_FN_LIST's (event.h), in its order of preference, then the other names
+ * of those functions.  Several names of one library often share one
+ * address (glibc's aligned_alloc is memalign; tcmalloc's free is also
+ * tc_free, operator delete and operator delete[]; mimalloc's malloc is
+ * mi_malloc): such a site is probed once, under the name that comes first
+ * here, so standard C names win over C++ operators, which win over vendor
+ * names.
  */
 static const struct {
 	const char *name;
 	unsigned fn;
 	bool vendor; /* part of an allocator library's own API */
 } sym_names[] = {
-	{ "malloc", MT_FN_MALLOC, false },
-	{ "calloc", MT_FN_CALLOC, false },
-	{ "realloc", MT_FN_REALLOC, false },
-	{ "reallocarray", MT_FN_REALLOCARRAY, false },
-	{ "memalign", MT_FN_MEMALIGN, false },
-	{ "aligned_alloc", MT_FN_ALIGNED_ALLOC, false },
-	{ "posix_memalign", MT_FN_POSIX_MEMALIGN, false },
-	{ "valloc", MT_FN_VALLOC, false },
-	{ "pvalloc", MT_FN_PVALLOC, false },
-	{ "free", MT_FN_FREE, false },
-	{ "cfree", MT_FN_FREE, false },
-	{ "free_sized", MT_FN_FREE_SIZED, false },
-	{ "free_aligned_sized", MT_FN_FREE_ALIGNED_SIZED, false },
-	{ "_Znwm", MT_FN_NEW, false },
-	{ "_Znam", MT_FN_NEW_ARRAY, false },
-	{ "_ZnwmRKSt9nothrow_t", MT_FN_NEW_NOTHROW, false },
-	{ "_ZnamRKSt9nothrow_t", MT_FN_NEW_ARRAY_NOTHROW, false },
-	{ "_ZnwmSt11align_val_t", MT_FN_NEW_ALIGNED, false },
-	{ "_ZnamSt11align_val_t", MT_FN_NEW_ARRAY_ALIGNED, false },
-	{ "_ZnwmSt11align_val_tRKSt9nothrow_t", MT_FN_NEW_ALIGNED_NOTHROW, false },
-	{ "_ZnamSt11align_val_tRKSt9nothrow_t", MT_FN_NEW_ARRAY_ALIGNED_NOTHROW, false },
-	{ "_ZdlPv", MT_FN_DELETE, false },
-	{ "_ZdaPv", MT_FN_DELETE_ARRAY, false },
-	{ "_ZdlPvm", MT_FN_DELETE_SIZED, false },
-	{ "_ZdaPvm", MT_FN_DELETE_ARRAY_SIZED, false },
-	{ "_ZdlPvSt11align_val_t", MT_FN_DELETE_ALIGNED, false },
-	{ "_ZdaPvSt11align_val_t", MT_FN_DELETE_ARRAY_ALIGNED, false },
-	{ "_ZdlPvmSt11align_val_t", MT_FN_DELETE_SIZED_ALIGNED, false },
-	{ "_ZdaPvmSt11align_val_t", MT_FN_DELETE_ARRAY_SIZED_ALIGNED, false },
-	{ "_ZdlPvRKSt9nothrow_t", MT_FN_DELETE_NOTHROW, false },
-	{ "_ZdaPvRKSt9nothrow_t", MT_FN_DELETE_ARRAY_NOTHROW, false },
-	{ "_ZdlPvSt11align_val_tRKSt9nothrow_t", MT_FN_DELETE_ALIGNED_NOTHROW, false },
-	{ "_ZdaPvSt11align_val_tRKSt9nothrow_t", MT_FN_DELETE_ARRAY_ALIGNED_NOTHROW, false },
-	/* jemalloc's own API (also as je_* and _rjem_*: see strip_prefix) */
-	{ "mallocx", MT_FN_MALLOCX, true },
-	{ "rallocx", MT_FN_RALLOCX, true },
-	{ "xallocx", MT_FN_XALLOCX, true },
-	{ "dallocx", MT_FN_DALLOCX, true },
-	{ "sdallocx", MT_FN_SDALLOCX, true },
-	/* mimalloc's own API */
+#define X_SYM(id, num, name, kind, sym, where) { sym, MT_FN_##id, MT_FN_IS_VENDOR(where) },
+	MT_FN_LIST(X_SYM)
+#undef X_SYM
+		{ "cfree", MT_FN_FREE, false },
+	/* mimalloc's names of the standard functions */
 	{ "mi_malloc", MT_FN_MALLOC, true },
 	{ "mi_calloc", MT_FN_CALLOC, true },
 	{ "mi_realloc", MT_FN_REALLOC, true },
@@ -74,13 +42,6 @@ static const struct {
 	{ "mi_aligned_alloc", MT_FN_ALIGNED_ALLOC, true },
 	{ "mi_posix_memalign", MT_FN_POSIX_MEMALIGN, true },
 	{ "mi_free", MT_FN_FREE, true },
-	{ "mi_zalloc", MT_FN_MI_ZALLOC, true },
-	{ "mi_malloc_aligned", MT_FN_MI_MALLOC_ALIGNED, true },
-	{ "mi_zalloc_aligned", MT_FN_MI_ZALLOC_ALIGNED, true },
-	{ "mi_realloc_aligned", MT_FN_MI_REALLOC_ALIGNED, true },
-	{ "mi_reallocn", MT_FN_MI_REALLOCN, true },
-	{ "mi_free_size", MT_FN_MI_FREE_SIZE, true },
-	{ "mi_free_aligned", MT_FN_MI_FREE_ALIGNED, true },
 	{ "mi_new", MT_FN_NEW, true },
 	{ "mi_new_nothrow", MT_FN_NEW_NOTHROW, true },
 	{ "mi_new_aligned", MT_FN_NEW_ALIGNED, true },
@@ -130,25 +91,28 @@ static const char *strip_prefix(const char *name)
 }
 
 /*
- * sym_names as an open-addressing hash table, built once: an executable
+ * sym_names in a hash index, built once: an executable
  * such as gcc's cc1 has 29,000 dynamic symbols, and comparing each with
  * every name took 10 ms, paid while the process is parked.
  */
 #define NAME_SLOTS 512 /* a power of two, well above NSYMS */
 _Static_assert(NSYMS < NAME_SLOTS / 2, "NAME_SLOTS too small for sym_names");
 
-static uint16_t name_slot[NAME_SLOTS]; /* index into sym_names + 1; 0: empty */
+/* a fixed table: never reserved (it has room for every name), never released */
+static uint64_t name_slots[NAME_SLOTS];
+static struct hash_index names = { .slots = name_slots, .nslots = NAME_SLOTS };
 static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static bool name_is(const void *ctx, uint64_t pos, const void *name)
+{
+	return !strcmp(sym_names[pos].name, name);
+}
 
 static void names_init(void)
 {
-	for (unsigned i = 0; i < NSYMS; i++) {
-		uint64_t h = fnv1a_str(sym_names[i].name) & (NAME_SLOTS - 1);
-
-		while (name_slot[h]) /* a name listed twice: the first is found first */
-			h = (h + 1) & (NAME_SLOTS - 1);
-		name_slot[h] = (uint16_t)(i + 1);
-	}
+	/* a name listed twice: the first is found first */
+	for (unsigned i = 0; i < NSYMS; i++)
+		hash_index_add(&names, fnv1a_str(sym_names[i].name), i);
 }
 
 /* Index of @name in sym_names, or -1. */
@@ -156,11 +120,7 @@ static int sym_by_name(const char *name)
 {
 	pthread_once(&names_once, names_init);
 	name = strip_prefix(name);
-	for (uint64_t h = fnv1a_str(name) & (NAME_SLOTS - 1); name_slot[h];
-	     h = (h + 1) & (NAME_SLOTS - 1))
-		if (!strcmp(sym_names[name_slot[h] - 1].name, name))
-			return name_slot[h] - 1;
-	return -1;
+	return (int)hash_index_find(&names, fnv1a_str(name), name_is, NULL, name) - 1;
 }
 
 /* Converts a virtual address to its file offset through the PT_LOAD headers. */

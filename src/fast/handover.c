@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+/*
+ * handover.c - how libmemtrack-fast.so takes a process over from the
+ * uprobes (see fast_ring.h and fast.bpf.c): the top layer of the library.
+ *
+ * At load (and in a fork child, before fork returns) the library makes a
+ * ring (ring.h), sends it to memtrack over the socket named by
+ * MEMTRACK_FAST_SOCKET (link.h), waits for memtrack to accept it (memtrack
+ * says yes only for a process of its tree), and then announces with the
+ * marker prctl: from that syscall on, this process's outermost heap calls
+ * are recorded by the entry points (interpose.c) and the uprobes ignore
+ * them.  Any failure before the announcement leaves the process to the
+ * uprobes, which never stopped.
+ *
+ * Nothing here allocates or takes a lock.  THREAD NOTES: everything runs
+ * single-threaded with signals blocked: the constructor, and the atfork
+ * child handler (the child has one thread).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include "bpf_abi.h"
+#include "fast/fast_ring.h"
+#include "fast/interpose.h"
+#include "fast/link.h"
+#include "fast/ring.h"
+#include "fast/vfork.h"
+
+/* Forgets the ring and connection (a fork child inherits its parent's). */
+static void drop_session(void)
+{
+	ring_drop(); /* first: it stops reading the switch link_drop() unmaps */
+	link_drop();
+}
+
+/*
+ * Makes a ring, hands it to memtrack and announces.  Any failure leaves the
+ * process to the uprobes.
+ */
+static void start_session(void)
+{
+	const char *path = getenv(MT_FAST_SOCKET_ENV);
+	const volatile uint32_t *heap_switch = NULL;
+	int memfd;
+
+	if (!path || !*path || !interpose_owns_malloc())
+		return;
+	memfd = ring_create();
+	if (memfd < 0)
+		goto fail;
+	if (link_connect(path) || link_hello(memfd, &heap_switch))
+		goto fail;
+	close(memfd);
+	interpose_patch_exe();
+	/* the handover: fails with EINVAL, after fast.bpf.c has seen it */
+	prctl(MT_FAST_PRCTL, MT_FAST_VERSION, 0, 0, 0);
+	ring_start(heap_switch);
+	return;
+fail:
+	if (memfd >= 0)
+		close(memfd);
+	drop_session();
+}
+
+/*
+ * start_session() with every signal blocked: the program's handlers (and
+ * its timers) are already there in a fork child, and an interrupted
+ * connect, send or wait for the answer would leave the process to the
+ * uprobes for nothing.  Blocked signals wait until the handover is done.
+ */
+static void start_session_masked(void)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	start_session();
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* In a fork child, before fork returns: a ring of its own. */
+static void atfork_child(void)
+{
+	drop_session();
+	start_session_masked();
+}
+
+__attribute__((constructor(101))) static void fast_init(void)
+{
+	interpose_resolve();
+	vfork_resolve();
+	start_session_masked();
+	pthread_atfork(NULL, NULL, atfork_child);
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * interpose.h - what the hand-over (handover.c) asks of the allocator
+ * entry points (interpose.c), which record into the ring (ring.h).
+ *
+ * THREAD NOTES: interpose_resolve is idempotent and safe from any thread
+ * (an entry point calls it when it comes first); interpose_patch_exe and
+ * interpose_owns_malloc run single-threaded, in the hand-over.
+ */
+#ifndef MEMTRACK_FAST_INTERPOSE_H
+#define MEMTRACK_FAST_INTERPOSE_H
+
+#include <stdbool.h>
+#include "fast/fast_lib.h"
+
+/* Resolves the functions interposed (the next definitions); idempotent. */
+void interpose_resolve(void) HIDDEN;
+
+/*
+ * Redirects the executable's own operator delete forms to hooks of the
+ * library; call once memtrack accepted the process, before the marker.
+ */
+void interpose_patch_exe(void) HIDDEN;
+
+/* Whether this process's malloc is ours, then libc's (no other allocator linked). */
+bool interpose_owns_malloc(void) HIDDEN;
+
+#endif /* MEMTRACK_FAST_INTERPOSE_H */

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+/* link.c - libmemtrack-fast.so's socket to memtrack; see link.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include "bpf_abi.h"
+#include "fast/fast_ring.h"
+#include "fast/link.h"
+
+static struct {
+	int sock;	/* to memtrack, -1 if none (or no longer ours) */
+	dev_t sock_dev; /* what sock was when it was made (see sock_ours) */
+	ino_t sock_ino;
+	pid_t memtrack_pid; /* the socket's other end (SO_PEERCRED), 0: unknown */
+	void *switch_map;   /* memtrack's .data map, mapped by link_hello() */
+	size_t switch_bytes;
+} L = { .sock = -1 };
+
+/*
+ * Whether L.sock is still the socket made (see link.h).  A program that
+ * closes and reuses the number between this check and the use (another
+ * thread, in that window) is not caught.
+ */
+static bool sock_ours(void)
+{
+	struct stat st;
+
+	if (L.sock < 0)
+		return false;
+	if (!fstat(L.sock, &st) && st.st_dev == L.sock_dev && st.st_ino == L.sock_ino)
+		return true;
+	L.sock = -1;
+	return false;
+}
+
+void link_poke(void)
+{
+	ssize_t n;
+
+	if (!sock_ours())
+		return; /* memtrack drains on its own timer */
+	do
+		n = send(L.sock, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	/* a full socket buffer (EAGAIN): memtrack has a wakeup pending anyway */
+}
+
+/* Whether memtrack's process is gone (asked when the socket is lost). */
+static bool memtrack_exited(void)
+{
+	return L.memtrack_pid > 0 && kill(L.memtrack_pid, 0) && errno == ESRCH;
+}
+
+bool link_peer_gone(void)
+{
+	struct pollfd p = { .events = POLLRDHUP };
+	int n;
+
+	if (!sock_ours())
+		return memtrack_exited();
+	p.fd = L.sock;
+	do
+		n = poll(&p, 1, 0);
+	while (n < 0 && (errno == EINTR || errno == EAGAIN || errno == ENOMEM));
+	if (n == 1 && (p.revents & POLLNVAL)) { /* closed since sock_ours(): lost, not an end */
+		L.sock = -1;
+		return memtrack_exited();
+	}
+	return n == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/*
+ * memtrack's answer: 'y' (a process of its tree) within a few seconds,
+ * with the heap-recording switch, which is mapped here.
+ */
+static bool accepted(int sock, const volatile uint32_t **heap_switch)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	struct mt_fast_answer a;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &a, sizeof(a) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	void *map = MAP_FAILED;
+	int fd = -1;
+
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	if (poll(&p, 1, 5000) != 1 || recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != sizeof(a))
+		return false;
+	cm = CMSG_FIRSTHDR(&msg);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+	if (fd >= 0) {
+		map = mmap(NULL, a.map_bytes, PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+	}
+	if (a.verdict != 'y' || map == MAP_FAILED || a.switch_offset + 4 > a.map_bytes) {
+		if (map != MAP_FAILED)
+			munmap(map, a.map_bytes);
+		return false;
+	}
+	*heap_switch = (const volatile uint32_t *)((char *)map + a.switch_offset);
+	L.switch_map = map;
+	L.switch_bytes = a.map_bytes;
+	return true;
+}
+
+int link_hello(int memfd, const volatile uint32_t **heap_switch)
+{
+	struct mt_fast_hello hello = { MT_FAST_MAGIC, MT_FAST_VERSION, MT_FAST_RING_BYTES };
+
+	if (L.sock < 0 || fast_send_fd(L.sock, &hello, sizeof(hello), memfd, 0))
+		return -1;
+	return accepted(L.sock, heap_switch) ? 0 : -1;
+}
+
+/*
+ * Moves @sock to a high number (below the soft fd limit, at most 1024:
+ * the fd table stays small), out of the way of a program that takes the
+ * lowest free numbers or dup2()s onto its own small ones.  Returns the fd
+ * to use (@sock when there is no room up there).
+ */
+static int move_high(int sock)
+{
+	struct rlimit rl;
+	rlim_t top;
+	int high;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return sock;
+	top = rl.rlim_cur < 1024 ? rl.rlim_cur : 1024;
+	if (top < 32)
+		return sock;
+	high = fcntl(sock, F_DUPFD_CLOEXEC, (int)(top - 8));
+	if (high < 0)
+		return sock;
+	close(sock);
+	return high;
+}
+
+/* Notes what @sock is (sock_ours) and who listens on it. */
+static int note_sock(int sock)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct stat st;
+
+	if (fstat(sock, &st))
+		return -1;
+	L.sock_dev = st.st_dev;
+	L.sock_ino = st.st_ino;
+	/* 0 when memtrack is in a pid namespace we cannot see */
+	if (!getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		L.memtrack_pid = cred.pid;
+	return 0;
+}
+
+int link_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int sock;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -1;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return -1;
+	if (connect(sock, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(sock);
+		return -1;
+	}
+	sock = move_high(sock);
+	if (note_sock(sock)) { /* made here and not noted: surely ours */
+		close(sock);
+		return -1;
+	}
+	L.sock = sock;
+	return 0;
+}
+
+void link_drop(void)
+{
+	if (sock_ours()) /* a lost number is the program's now: left alone */
+		close(L.sock);
+	if (L.switch_map)
+		munmap(L.switch_map, L.switch_bytes);
+	L.switch_map = NULL;
+	L.sock = -1;
+	L.sock_dev = 0;
+	L.sock_ino = 0;
+	L.memtrack_pid = 0;
+}

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/* ring.c - the producer side of this process's ring; see ring.h. */
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include "bpf_abi.h"
+#include "fast/fast_ring.h"
+#include "fast/link.h"
+#include "fast/ring.h"
+
+volatile int fast_recording;
+volatile uint32_t fast_vfork_flag;
+
+/* Where a call is on until the answer maps memtrack's switch. */
+static const uint32_t always_on = 1;
+const volatile uint32_t *fast_heap_switch = &always_on;
+
+static struct {
+	void *ring;		    /* MT_FAST_RING_BYTES, shared with memtrack */
+	struct mt_fast_slot *slots; /* in ring */
+	struct mt_fast_hdr *hdr;    /* in ring */
+	pid_t pid;		    /* the process that made it */
+} R;
+
+static __thread pid_t tls_tid TLS_IE;
+
+/*
+ * Whether memtrack stopped reading the ring: it said so in the header
+ * (it unmaps or abandons it), or it hung up (link_peer_gone).
+ */
+static bool memtrack_gone(void)
+{
+	if (__atomic_load_n(&R.hdr->closed, __ATOMIC_ACQUIRE))
+		return true;
+	return link_peer_gone();
+}
+
+/*
+ * Waits until the slot is free for position lap (the consumer read its
+ * previous lap).  Returns false when memtrack is gone: recording stops.
+ */
+static bool wait_slot(struct mt_fast_slot *s, uint64_t lap)
+{
+	struct timespec nap = { 0, 20000 };
+
+	for (unsigned i = 1;; i++) {
+		if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == lap)
+			return true;
+		if (i < 256) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		if (i % 64 == 0) {
+			link_poke();
+			if (memtrack_gone()) {
+				fast_recording = 0;
+				return false;
+			}
+		}
+		nanosleep(&nap, NULL);
+	}
+}
+
+void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint64_t b, uint64_t c)
+{
+	struct mt_fast_slot *s;
+	struct timespec ts;
+	uint64_t pos, lap;
+
+	if (__builtin_expect(!*fast_heap_switch, 0))
+		return; /* recording switched off (control socket), as in alloc.bpf.c */
+	if (__builtin_expect(fast_vfork_flag, 0)) {
+		if (syscall(SYS_getpid) != R.pid)
+			return;	     /* a vfork child: the uprobes record it */
+		fast_vfork_flag = 0; /* its child has exec'd or exited since */
+	}
+	if (__builtin_expect(!tls_tid, 0))
+		tls_tid = syscall(SYS_gettid);
+	pos = __atomic_fetch_add(&R.hdr->head, 1, __ATOMIC_RELAXED);
+	s = &R.slots[pos & (MT_FAST_SLOTS - 1)];
+	lap = pos & ~(uint64_t)(MT_FAST_SLOTS - 1);
+	if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != lap && !wait_slot(s, lap))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	s->h.type = type;
+	s->h.fn = fn;
+	s->h.pid = R.pid;
+	s->h.tid = tls_tid;
+	s->h.nfields = nfields;
+	s->h.ts = ts.tv_sec * 1000000000ull + ts.tv_nsec;
+	/* as alloc.bpf.c's emit_heap: addr, size, third field, then stack 0 (the
+	 * library takes no stacks; --fast --stacks is refused) */
+	s->f[0] = a;
+	s->f[1] = b;
+	s->f[2] = nfields == REALLOC_NFIELDS ? c : 0;
+	s->f[3] = 0;
+	__atomic_store_n(&s->seq, lap + 1, __ATOMIC_RELEASE);
+	if (__builtin_expect(!(pos & (MT_FAST_WAKE_EVERY - 1)), 0))
+		link_poke();
+}
+
+int ring_create(void)
+{
+	int memfd = memfd_create("memtrack-fast", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *ring;
+
+	/* sealed at its size: memtrack maps no ring that could shrink under it */
+	if (memfd < 0 || ftruncate(memfd, MT_FAST_RING_BYTES) ||
+	    fcntl(memfd, F_ADD_SEALS, MT_FAST_SEALS))
+		goto fail;
+	ring = mmap(NULL, MT_FAST_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (ring == MAP_FAILED)
+		goto fail;
+	R.ring = ring;
+	R.hdr = ring;
+	R.slots = mt_fast_slots(ring);
+	R.hdr->magic = MT_FAST_MAGIC;
+	R.hdr->version = MT_FAST_VERSION;
+	R.hdr->slots = MT_FAST_SLOTS;
+	R.pid = syscall(SYS_getpid);
+	return memfd;
+fail:
+	if (memfd >= 0)
+		close(memfd);
+	return -1;
+}
+
+void ring_start(const volatile uint32_t *heap_switch)
+{
+	fast_heap_switch = heap_switch;
+	fast_recording = 1;
+}
+
+void ring_drop(void)
+{
+	fast_recording = 0;
+	fast_heap_switch = &always_on;
+	if (R.ring)
+		munmap(R.ring, MT_FAST_RING_BYTES);
+	R.ring = NULL;
+	R.slots = NULL;
+	R.hdr = NULL;
+	tls_tid = 0;
+	fast_vfork_flag = 0;
+}
