@@ -7,12 +7,11 @@
  * their links.  Both are small arrays searched linearly: a tree has few live
  * processes and few allocator files.
  *
- * Each (process, file) gets two uprobe-multi links: every entry site with
- * alloc_enter, every return site with alloc_exit, the enum mt_fn as the
- * site's cookie.  Perf-event uprobes would need one event per site, and the
- * kernel tears each one down under a global mutex with a grace period of its
- * own (~56 ms here): 20 sites cost over a second at exit.  A multi link pays
- * one grace period for all its sites.
+ * Each (process, file) gets two requests to the attachment mechanism
+ * (attach.h): every entry site with alloc_enter, every return site with
+ * alloc_exit, the enum mt_fn as the site's cookie.  This file is the site
+ * policy and the registry of the fds the mechanism hands back; it never
+ * creates a link itself.
  */
 
 #include <errno.h>
@@ -29,6 +28,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "bpf_abi.h"
+#include "record/attach.h"
 #include "record/probes.h"
 #include "record/reaper.h"
 #include "format/schema.h"
@@ -63,25 +63,24 @@ struct proc_links {
 	pid_t pid;
 	unsigned nfiles;
 	struct file_info *files[MAX_FILES_PER_PROC]; /* borrowed from probes->files */
-	int *links;				     /* owned link fds */
-	unsigned nlinks;
-	unsigned cap;
+	struct fd_list links;			     /* owned link fds */
 	struct proc_links *ilinks; /* --fast: links of interposed sites, owned (NULL: none) */
 	bool fast;		   /* announced the in-process path: no interposed sites */
 };
 
 struct probes {
-	int enter_fd;		     /* the program entry sites run (borrowed), -1: none yet */
-	int exit_fd;		     /* the program return sites run (borrowed) */
-	struct reaper *reaper;	     /* borrowed, may be NULL */
-	pthread_mutex_t lock;	     /* guards graveyard and stop */
-	pthread_cond_t wake;	     /* graveyard got links, or stop */
-	pthread_cond_t drained;	     /* a closer took a link */
-	struct proc_links graveyard; /* links of exited processes, for the closer */
-	bool stop;		     /* the closers end (probes__free closes the rest) */
-	unsigned nclosers;	     /* closer threads started */
-	pthread_t closer[CLOSERS];   /* each closes one graveyard link at a time */
-	struct file_info **files;    /* owned, with their elements */
+	const struct attach_ops *attach; /* the mechanism (attach.h) */
+	int enter_fd;			 /* the program entry sites run (borrowed), -1: none yet */
+	int exit_fd;			 /* the program return sites run (borrowed) */
+	struct reaper *reaper;		 /* borrowed, may be NULL */
+	pthread_mutex_t lock;		 /* guards graveyard and stop */
+	pthread_cond_t wake;		 /* graveyard got links, or stop */
+	pthread_cond_t drained;		 /* a closer took a link */
+	struct proc_links graveyard;	 /* links of exited processes, for the closer */
+	bool stop;			 /* the closers end (probes__free closes the rest) */
+	unsigned nclosers;		 /* closer threads started */
+	pthread_t closer[CLOSERS];	 /* each closes one graveyard link at a time */
+	struct file_info **files;	 /* owned, with their elements */
 	unsigned nfiles;
 	struct proc_links *procs; /* owned */
 	unsigned nprocs;
@@ -103,12 +102,13 @@ static uint64_t now_ns(void)
 
 static void *closer_main(void *arg);
 
-struct probes *probes__new(struct reaper *reaper)
+struct probes *probes__new(struct reaper *reaper, const struct attach_ops *attach)
 {
 	struct probes *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return NULL;
+	p->attach = attach;
 	p->enter_fd = p->exit_fd = -1;
 	p->reaper = reaper;
 	pthread_mutex_init(&p->lock, NULL);
@@ -182,48 +182,26 @@ static struct proc_links *proc_lookup(struct probes *p, pid_t pid, bool create)
 	return &p->procs[p->nprocs++];
 }
 
-static int push_link(struct proc_links *pl, int link)
-{
-	if (pl->nlinks == pl->cap) {
-		unsigned cap = pl->cap ? pl->cap * 2 : 8;
-		int *grown = realloc(pl->links, cap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		pl->links = grown;
-		pl->cap = cap;
-	}
-	pl->links[pl->nlinks++] = link;
-	return 0;
-}
-
 /*
- * Creates one uprobe-multi link of @prog on @n sites of @path for @pl's
- * process, owned by @pl from then on.  Returns 0 or -errno.
+ * Attaches @n sites of @path with @prog_fd for @into's process through the
+ * mechanism; the fds go into @into's list.  Returns 0 or -errno.
  */
-static int link_uprobe_multi(struct probes *p, struct proc_links *pl, int prog_fd, const char *path,
-			     const uint64_t *offsets, const uint64_t *cookies, unsigned n, bool ret)
+static int attach_sites(struct probes *p, struct proc_links *into, int prog_fd, const char *path,
+			const uint64_t *offsets, const uint64_t *cookies, unsigned n, bool ret)
 {
-	struct mt_uprobe_multi_attr attr;
-	int fd, err;
+	const struct attach_sites req = {
+		.pid = into->pid,
+		.path = path,
+		.prog_fd = prog_fd,
+		.offsets = offsets,
+		.cookies = cookies,
+		.n = n,
+		.ret = ret,
+	};
+	int err = p->attach->attach(&req, &into->links);
 
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = prog_fd;
-	attr.attach_type = MT_BPF_TRACE_UPROBE_MULTI;
-	attr.path = (uintptr_t)path;
-	attr.offsets = (uintptr_t)offsets;
-	attr.cookies = (uintptr_t)cookies;
-	attr.cnt = n;
-	attr.umflags = ret ? MT_BPF_F_UPROBE_MULTI_RETURN : 0;
-	attr.pid = pl->pid;
-	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-	if (fd < 0) {
-		p->stats.failures++;
-		return -errno;
-	}
-	err = push_link(pl, fd);
 	if (err) {
-		close(fd);
+		p->stats.failures++;
 		return err;
 	}
 	p->stats.links += n;
@@ -307,11 +285,11 @@ static int link_set(struct probes *p, struct proc_links *pl, struct proc_links *
 
 	into->pid = pl->pid;
 	if (set->n)
-		err = link_uprobe_multi(p, into, p->enter_fd, path, set->off, set->cookie, set->n,
-					false);
+		err = attach_sites(p, into, p->enter_fd, path, set->off, set->cookie, set->n,
+				   false);
 	if (!err && set->nr)
-		err = link_uprobe_multi(p, into, p->exit_fd, path, set->roff, set->rcookie, set->nr,
-					true);
+		err = attach_sites(p, into, p->exit_fd, path, set->roff, set->rcookie, set->nr,
+				   true);
 	return err;
 }
 
@@ -613,11 +591,11 @@ static void *closer_main(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->graveyard.nlinks && !p->stop)
+		while (!p->graveyard.links.n && !p->stop)
 			pthread_cond_wait(&p->wake, &p->lock);
 		if (p->stop)
 			break;
-		link = p->graveyard.links[--p->graveyard.nlinks];
+		link = p->graveyard.links.fds[--p->graveyard.links.n];
 		pthread_cond_signal(&p->drained);
 		pthread_mutex_unlock(&p->lock);
 		close(link);
@@ -633,23 +611,21 @@ static void *closer_main(void *arg)
  */
 static void bury(struct probes *p, struct proc_links *pl)
 {
-	unsigned i = reaper_hand(p->reaper, pl->links, pl->nlinks);
+	unsigned i = reaper_hand(p->reaper, pl->links.fds, pl->links.n);
 
-	if (i < pl->nlinks && !p->nclosers && !p->stop)
+	if (i < pl->links.n && !p->nclosers && !p->stop)
 		start_closers(p);
 	pthread_mutex_lock(&p->lock);
-	for (; i < pl->nlinks; i++)
-		if (push_link(&p->graveyard, pl->links[i]))
+	for (; i < pl->links.n; i++)
+		if (fd_list_push(&p->graveyard.links, pl->links.fds[i]))
 			break;
 	pthread_cond_broadcast(&p->wake);
-	while (p->nclosers && !p->stop && p->graveyard.nlinks > GRAVEYARD_MAX)
+	while (p->nclosers && !p->stop && p->graveyard.links.n > GRAVEYARD_MAX)
 		pthread_cond_wait(&p->drained, &p->lock);
 	pthread_mutex_unlock(&p->lock);
-	if (i < pl->nlinks) /* no room: pay the grace period now */
-		destroy_links_parallel(pl->links + i, pl->nlinks - i);
-	free(pl->links);
-	pl->links = NULL;
-	pl->nlinks = pl->cap = 0;
+	if (i < pl->links.n) /* no room: pay the grace period now */
+		destroy_links_parallel(pl->links.fds + i, pl->links.n - i);
+	fd_list_release(&pl->links);
 }
 
 /* Hands @pl's interposed-site links to the closers. */
@@ -718,15 +694,15 @@ void probes_forget(struct probes *p, pid_t pid, bool detach_now)
 	if (!pl)
 		return;
 	if (pl->ilinks && detach_now) {
-		destroy_links_parallel(pl->ilinks->links, pl->ilinks->nlinks);
-		free(pl->ilinks->links);
+		destroy_links_parallel(pl->ilinks->links.fds, pl->ilinks->links.n);
+		fd_list_release(&pl->ilinks->links);
 		free(pl->ilinks);
 		pl->ilinks = NULL;
 	}
 	bury_ilinks(p, pl);
 	if (detach_now) {
-		destroy_links_parallel(pl->links, pl->nlinks);
-		free(pl->links);
+		destroy_links_parallel(pl->links.fds, pl->links.n);
+		fd_list_release(&pl->links);
 	} else {
 		bury(p, pl);
 	}
@@ -753,8 +729,8 @@ void probes__free(struct probes *p)
 		bury(p, &p->procs[i]);
 	}
 	/* the rest together: their grace periods overlap */
-	destroy_links_parallel(p->graveyard.links, p->graveyard.nlinks);
-	free(p->graveyard.links);
+	destroy_links_parallel(p->graveyard.links.fds, p->graveyard.links.n);
+	fd_list_release(&p->graveyard.links);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->drained);

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 #include "compiler.h"
 
+struct attach_ops;
 struct probes;
 struct reaper;
 
@@ -35,11 +36,12 @@ struct probes_stats {
 };
 
 /*
- * Returns an empty registry, or NULL with errno set.  Links it lets go of
- * go to @reaper (borrowed; NULL: its own threads close them, paying the
- * grace periods).  Set the programs (probes__set_progs) before attaching.
+ * Returns an empty registry, or NULL with errno set.  Its links are made
+ * by @attach (attach.h, attach_select()).  Links it lets go of go to
+ * @reaper (borrowed; NULL: its own threads close them, paying the grace
+ * periods).  Set the programs (probes__set_progs) before attaching.
  */
-struct probes *probes__new(struct reaper *reaper);
+struct probes *probes__new(struct reaper *reaper, const struct attach_ops *attach);
 
 /*
  * Links made from now on run @enter_fd at entry sites and @exit_fd at
