@@ -46,6 +46,7 @@
 #include "record/probes.h"
 #include "record/heap_stub.h"
 #include "record/reaper.h"
+#include "record/retire.h"
 #include "record/spawn.h"
 #include "record/stacks.h"
 
@@ -73,6 +74,7 @@ struct track_run {
 	struct track_opts *o;
 	struct memtrack_bpf *skel;
 	struct reaper *reaper;		 /* NULL: memtrack makes its slow closes itself */
+	struct retire *retire;		 /* every slow close goes through it (retire.h) */
 	const struct attach_ops *attach; /* how uprobes are attached (attach.h) */
 	struct probes *probes;
 	struct heap_stub stub;	    /* stand-ins for the heap programs until loaded */
@@ -944,6 +946,7 @@ static int start_early(struct track_run *run, const sigset_t *mask, char *err, s
 	int ret;
 
 	run->reaper = reaper__new();
+	run->retire = retire__new(run->reaper);
 	run->attach = attach_select();
 	if (run->o->control) /* before the fork: the command finds it in its environment */
 		open_control(run);
@@ -960,7 +963,7 @@ static int start_early(struct track_run *run, const sigset_t *mask, char *err, s
 	}
 	if (!run->o->allocators)
 		return 0;
-	run->probes = probes__new(run->reaper, run->attach);
+	run->probes = run->retire ? probes__new(run->retire, run->attach) : NULL;
 	if (!run->probes) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -1107,7 +1110,7 @@ static void teardown(struct track_run *run)
 		loader_untrack_all(run->skel);
 	probes__free(run->probes);
 	stacks__free(run->stacks);
-	handed = reaper_hand_all(run->reaper);
+	handed = retire_end(run->retire);
 	t1 = mono_ns();
 	heap_stub_close(&run->stub);
 	loader_close(run->skel);
@@ -1208,6 +1211,7 @@ out:
 		close(run.out_fd);
 	if (run.out_dir >= 0)
 		close(run.out_dir);
+	retire__free(run.retire);
 	reaper__free(run.reaper); /* after memtrack's last close */
 	return ret;
 }

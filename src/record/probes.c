@@ -15,8 +15,6 @@
  */
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,28 +28,11 @@
 #include "bpf_abi.h"
 #include "record/attach.h"
 #include "record/probes.h"
-#include "record/reaper.h"
+#include "record/retire.h"
 #include "format/schema.h"
 #include "record/symbols.h"
 
 #define MAX_FILES_PER_PROC 16
-/*
- * Closer threads.  Each close of a uprobe-multi link blocks its thread for
- * an RCU-tasks-trace grace period (tens of ms, more on a busy machine);
- * concurrent closes share grace periods.  With enough of them, a link
- * leaves memtrack's fd table as soon as its process exits, so a killed
- * memtrack (whose fds the kernel then closes one grace period at a time)
- * holds little more than the links of live processes.
- */
-#define CLOSERS 16
-#define CLOSER_STACK (64u << 10)
-/*
- * Links waiting for a closer, at most.  Closing competes with attaching for
- * the kernel's uprobe locks, so a fork storm can make links faster than they
- * close: past this, the poller waits (the storm's parked processes with it),
- * and a killed memtrack leaves the kernel few links to close.
- */
-#define GRAVEYARD_MAX 64
 
 struct file_info {
 	dev_t dev;
@@ -72,14 +53,7 @@ struct probes {
 	const struct attach_ops *attach; /* the mechanism (attach.h) */
 	int enter_fd;			 /* the program entry sites run (borrowed), -1: none yet */
 	int exit_fd;			 /* the program return sites run (borrowed) */
-	struct reaper *reaper;		 /* borrowed, may be NULL */
-	pthread_mutex_t lock;		 /* guards graveyard and stop */
-	pthread_cond_t wake;		 /* graveyard got links, or stop */
-	pthread_cond_t drained;		 /* a closer took a link */
-	struct proc_links graveyard;	 /* links of exited processes, for the closer */
-	bool stop;			 /* the closers end (probes__free closes the rest) */
-	unsigned nclosers;		 /* closer threads started */
-	pthread_t closer[CLOSERS];	 /* each closes one graveyard link at a time */
+	struct retire *retire;		 /* where links go once let go of (borrowed) */
 	struct file_info **files;	 /* owned, with their elements */
 	unsigned nfiles;
 	struct proc_links *procs; /* owned */
@@ -100,9 +74,7 @@ static uint64_t now_ns(void)
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static void *closer_main(void *arg);
-
-struct probes *probes__new(struct reaper *reaper, const struct attach_ops *attach)
+struct probes *probes__new(struct retire *retire, const struct attach_ops *attach)
 {
 	struct probes *p = calloc(1, sizeof(*p));
 
@@ -110,32 +82,8 @@ struct probes *probes__new(struct reaper *reaper, const struct attach_ops *attac
 		return NULL;
 	p->attach = attach;
 	p->enter_fd = p->exit_fd = -1;
-	p->reaper = reaper;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->wake, NULL);
-	pthread_cond_init(&p->drained, NULL);
+	p->retire = retire;
 	return p;
-}
-
-/*
- * Starts the closer threads, on the first link the reaper cannot take
- * (it takes them all while it runs: nothing to start at every run's start).
- */
-static void start_closers(struct probes *p)
-{
-	pthread_attr_t attr;
-	sigset_t all, old;
-
-	/* signals are main's (STYLE.md §8); without closers, links close at the end */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, CLOSER_STACK);
-	while (p->nclosers < CLOSERS &&
-	       !pthread_create(&p->closer[p->nclosers], &attr, closer_main, p))
-		p->nclosers++;
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Returns the file's allocator sites, reading them on first sight. */
@@ -538,106 +486,27 @@ int probes_preattach(struct probes *p, pid_t pid)
 }
 
 /*
- * Closing a uprobe-multi link waits for an RCU-tasks-trace grace period
- * (tens of ms here).  Closing from many threads at once lets the kernel share
- * grace periods, so the whole teardown costs about one.
+ * Lets go of @pl's links: retired (retire.h), so the poller waits for no
+ * grace period; @now: closed before this returns.
  */
-#define DESTROY_THREADS 32
-
-struct destroy_share {
-	int *links;
-	unsigned n;
-};
-
-static void *destroy_links(void *arg)
+static void bury(struct probes *p, struct proc_links *pl, bool now)
 {
-	struct destroy_share *s = arg;
-
-	for (unsigned i = 0; i < s->n; i++)
-		close(s->links[i]);
-	return NULL;
-}
-
-static void destroy_links_parallel(int *links, unsigned n)
-{
-	struct destroy_share share[DESTROY_THREADS];
-	pthread_t tid[DESTROY_THREADS];
-	bool started[DESTROY_THREADS] = { false };
-	unsigned nthreads = n < DESTROY_THREADS ? n : DESTROY_THREADS, done = 0;
-
-	for (unsigned t = 0; t < nthreads; t++) {
-		unsigned cnt = (n - done) / (nthreads - t);
-
-		share[t].links = links + done;
-		share[t].n = cnt;
-		done += cnt;
-		started[t] = !pthread_create(&tid[t], NULL, destroy_links, &share[t]);
-		if (!started[t])
-			destroy_links(&share[t]);
-	}
-	for (unsigned t = 0; t < nthreads; t++)
-		if (started[t])
-			pthread_join(tid[t], NULL);
-}
-
-/*
- * Closer thread: closes graveyard links one at a time, off the poller
- * thread, as they come (see CLOSERS).  Ends when p->stop is set.
- */
-static void *closer_main(void *arg)
-{
-	struct probes *p = arg;
-	int link;
-
-	pthread_mutex_lock(&p->lock);
-	for (;;) {
-		while (!p->graveyard.links.n && !p->stop)
-			pthread_cond_wait(&p->wake, &p->lock);
-		if (p->stop)
-			break;
-		link = p->graveyard.links.fds[--p->graveyard.links.n];
-		pthread_cond_signal(&p->drained);
-		pthread_mutex_unlock(&p->lock);
-		close(link);
-		pthread_mutex_lock(&p->lock);
-	}
-	pthread_mutex_unlock(&p->lock);
-	return NULL;
-}
-
-/*
- * Hands @pl's links to the reaper, or what it cannot take to the closer
- * threads (no waiting on the poller thread either way).
- */
-static void bury(struct probes *p, struct proc_links *pl)
-{
-	unsigned i = reaper_hand(p->reaper, pl->links.fds, pl->links.n);
-
-	if (i < pl->links.n && !p->nclosers && !p->stop)
-		start_closers(p);
-	pthread_mutex_lock(&p->lock);
-	for (; i < pl->links.n; i++)
-		if (fd_list_push(&p->graveyard.links, pl->links.fds[i]))
-			break;
-	pthread_cond_broadcast(&p->wake);
-	while (p->nclosers && !p->stop && p->graveyard.links.n > GRAVEYARD_MAX)
-		pthread_cond_wait(&p->drained, &p->lock);
-	pthread_mutex_unlock(&p->lock);
-	if (i < pl->links.n) /* no room: pay the grace period now */
-		destroy_links_parallel(pl->links.fds + i, pl->links.n - i);
+	if (now)
+		retire_fds_now(pl->links.fds, pl->links.n);
+	else
+		retire_fds(p->retire, pl->links.fds, pl->links.n);
 	fd_list_release(&pl->links);
 }
 
-/* Hands @pl's interposed-site links to the closers. */
-static void bury_ilinks(struct probes *p, struct proc_links *pl)
+/* Lets go of @pl's interposed-site links (see bury). */
+static void bury_ilinks(struct probes *p, struct proc_links *pl, bool now)
 {
 	if (!pl->ilinks)
 		return;
-	bury(p, pl->ilinks);
+	bury(p, pl->ilinks, now);
 	free(pl->ilinks);
 	pl->ilinks = NULL;
 }
-
 void probes__set_progs(struct probes *p, int enter_fd, int exit_fd)
 {
 	p->enter_fd = enter_fd;
@@ -656,7 +525,7 @@ void probes_fast(struct probes *p, pid_t pid)
 	if (!pl)
 		return;
 	pl->fast = true;
-	bury_ilinks(p, pl);
+	bury_ilinks(p, pl, false);
 }
 
 bool probes_exe_allocates(struct probes *p, pid_t pid)
@@ -693,19 +562,8 @@ void probes_forget(struct probes *p, pid_t pid, bool detach_now)
 
 	if (!pl)
 		return;
-	if (pl->ilinks && detach_now) {
-		destroy_links_parallel(pl->ilinks->links.fds, pl->ilinks->links.n);
-		fd_list_release(&pl->ilinks->links);
-		free(pl->ilinks);
-		pl->ilinks = NULL;
-	}
-	bury_ilinks(p, pl);
-	if (detach_now) {
-		destroy_links_parallel(pl->links.fds, pl->links.n);
-		fd_list_release(&pl->links);
-	} else {
-		bury(p, pl);
-	}
+	bury_ilinks(p, pl, detach_now);
+	bury(p, pl, detach_now);
 	*pl = p->procs[--p->nprocs];
 }
 
@@ -718,22 +576,10 @@ void probes__free(struct probes *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->lock);
-	p->stop = true;
-	pthread_cond_broadcast(&p->wake);
-	pthread_mutex_unlock(&p->lock);
-	for (unsigned i = 0; i < p->nclosers; i++)
-		pthread_join(p->closer[i], NULL);
 	for (unsigned i = 0; i < p->nprocs; i++) {
-		bury_ilinks(p, &p->procs[i]);
-		bury(p, &p->procs[i]);
+		bury_ilinks(p, &p->procs[i], false);
+		bury(p, &p->procs[i], false);
 	}
-	/* the rest together: their grace periods overlap */
-	destroy_links_parallel(p->graveyard.links.fds, p->graveyard.links.n);
-	fd_list_release(&p->graveyard.links);
-	pthread_mutex_destroy(&p->lock);
-	pthread_cond_destroy(&p->wake);
-	pthread_cond_destroy(&p->drained);
 	for (unsigned i = 0; i < p->nfiles; i++)
 		free(p->files[i]);
 	free(p->procs);
