@@ -77,24 +77,24 @@ static const struct option track_options[] = {
 
 /* A size option's bounds and the message naming its fix. */
 struct size_opt {
-	int opt;
 	uint64_t min, max;
-	bool pow2;
 	const char *msg; /* with the option's argument for %s */
+	int opt;
+	bool pow2;
 };
 
 static const struct size_opt size_opts[] = {
-	{ OPT_UNWIND_ROWS, 1024, 64u << 20, false,
-	  "invalid --unwind-rows '%s'; give a row count from 1K to 64M, e.g. 4M" },
+	{ 1024, 64u << 20, "invalid --unwind-rows '%s'; give a row count from 1K to 64M, e.g. 4M",
+	  OPT_UNWIND_ROWS, false },
 	/* the kernel takes a map size in 32 bits: 2G at most */
-	{ OPT_RING, 4096, 1ull << 31, true,
-	  "invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M" },
-	{ OPT_BATCH, 4096, 64u << 20, false,
-	  "invalid --batch-size '%s'; give 4K to 64M, e.g. 256K" },
-	{ OPT_FLUSH, 1, 3600000, false,
-	  "invalid --flush-ms '%s'; give milliseconds between 1 and 3600000" },
-	{ OPT_WAKEUP, 0, UINT64_MAX, false,
-	  "invalid --wakeup-bytes '%s'; give a byte count, e.g. 1M" },
+	{ 4096, 1ull << 31, "invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M",
+	  OPT_RING, true },
+	{ 4096, 64u << 20, "invalid --batch-size '%s'; give 4K to 64M, e.g. 256K", OPT_BATCH,
+	  false },
+	{ 1, 3600000, "invalid --flush-ms '%s'; give milliseconds between 1 and 3600000", OPT_FLUSH,
+	  false },
+	{ 0, UINT64_MAX, "invalid --wakeup-bytes '%s'; give a byte count, e.g. 1M", OPT_WAKEUP,
+	  false },
 };
 
 /* Parses size option @c's @arg into the option it sets; returns 0 or 2 (reported). */
