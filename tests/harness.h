@@ -4,8 +4,9 @@
  *
  * A test is `static void test_x(void)` registered with RUN(test_x) in main().
  * Every check prints the expression and both values when it fails.  Each test
- * prints one line, "PASS name" or "FAIL name", which tests/run.sh counts; the
- * binary exits 1 when any test failed.
+ * prints one line, "PASS name", "FAIL name" or, when it called SKIP(reason)
+ * and failed no check, "SKIP name (reason)", which tests/run.sh counts (a skip
+ * is never a pass); the binary exits 1 when any test failed.
  */
 #ifndef MEMTRACK_HARNESS_H
 #define MEMTRACK_HARNESS_H
@@ -14,8 +15,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static int harness_failed_checks; /* failed checks in the current test */
-static int harness_failed_tests;  /* failed tests in this binary */
+static int harness_failed_checks;   /* failed checks in the current test */
+static int harness_failed_tests;    /* failed tests in this binary */
+static const char *harness_skipped; /* why the current test could not run, or NULL */
+
+/* The current test cannot run here: says why; the test returns after it. */
+#define SKIP(reason) (harness_skipped = (reason))
 
 #define CHECK(cond)                                                                                \
 	do {                                                                                       \
@@ -55,14 +60,26 @@ static int harness_failed_tests;  /* failed tests in this binary */
 		}                                                                                 \
 	} while (0)
 
-#define RUN(fn)                                                                  \
-	do {                                                                     \
-		harness_failed_checks = 0;                                       \
-		fn();                                                            \
-		printf("%s %s\n", harness_failed_checks ? "FAIL" : "PASS", #fn); \
-		fflush(stdout);                                                  \
-		if (harness_failed_checks)                                       \
-			harness_failed_tests++;                                  \
+#define RUN(fn)                                                                          \
+	do {                                                                             \
+		harness_failed_checks = 0;                                               \
+		harness_skipped = NULL;                                                  \
+		fn();                                                                    \
+		if (harness_skipped && !harness_failed_checks)                           \
+			printf("SKIP %s (%s)\n", #fn, harness_skipped);                  \
+		else                                                                     \
+			printf("%s %s\n", harness_failed_checks ? "FAIL" : "PASS", #fn); \
+		fflush(stdout);                                                          \
+		if (harness_failed_checks)                                               \
+			harness_failed_tests++;                                          \
+	} while (0)
+
+/* Names a test that cannot run here without running it: "SKIP name (reason)". */
+#define RUN_SKIPPED(fn, reason)                        \
+	do {                                           \
+		(void)(fn);                            \
+		printf("SKIP %s (%s)\n", #fn, reason); \
+		fflush(stdout);                        \
 	} while (0)
 
 #define HARNESS_EXIT() return harness_failed_tests ? 1 : 0

@@ -7,11 +7,13 @@
 # Each test prints "PASS name" or "FAIL name" (unit tests through harness.h,
 # integration tests through tests/integration/conftest.py), or "SKIP name
 # (reason)"; this script shows them as they come and counts them, and lists
-# the skipped ones before the last line (a skip is never a pass).  A binary that exits non-zero without a FAIL line
-# (a crash, say) counts as one more failure.  The last line is exactly
-#     N passed, M failed
-# with " (K integration tests SKIPPED: not root)" appended when they could not
-# run.  Exit status 0 iff M == 0.
+# the skipped ones before the last line (a skip is never a pass).  A binary
+# that exits non-zero without a FAIL line (a crash, say) counts as one more
+# failure.  The last line is exactly
+#     N passed, M failed, K skipped
+# where K counts the SKIP lines and, when not run as root, the integration
+# tests that could not run (a banner above says so).  Exit status 0 iff
+# M == 0: a skip does not fail the run, and is never counted as a pass.
 #
 # usage: tests/run.sh [--unit|--integration] [PYTEST ARGS...]
 #   --unit / --integration run one half only; the other arguments go to
@@ -34,7 +36,7 @@ esac
 
 passed=0
 failed=0
-skipped_note=""
+not_root=0
 log=$(mktemp "${TMPDIR:-/tmp}/memtrack-test.XXXXXX") || exit 2
 skips=$(mktemp "${TMPDIR:-/tmp}/memtrack-skips.XXXXXX") || exit 2
 trap 'rm -f "$log" "$skips"' EXIT
@@ -88,17 +90,18 @@ elif [ "$(id -u)" -ne 0 ]; then
 	echo
 	echo "!!! $k integration tests SKIPPED: they need root (BPF); run sudo make test !!!"
 	echo
-	skipped_note=" ($k integration tests SKIPPED: not root)"
+	not_root=$k
 else
 	echo "== integration: tests/integration ($MEMTRACK_BUILD)"
 	run_counted "pytest tests/integration" "${pytest[@]}" tests/integration "$@"
 fi
 
-# skipped tests are named, never counted as passed (the last line stays "N passed, M failed")
+# skipped tests are named and counted apart, never as passed
 k=$(grep -c '^SKIP ' "$skips")
 if [ "$k" -gt 0 ]; then
 	echo "$k skipped:"
 	sed 's/^SKIP /  /' "$skips"
 fi
-echo "$passed passed, $failed failed$skipped_note"
+[ "$not_root" -gt 0 ] && echo "$not_root integration tests skipped: not root"
+echo "$passed passed, $failed failed, $((k + not_root)) skipped"
 [ "$failed" -eq 0 ]

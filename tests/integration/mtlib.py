@@ -450,9 +450,10 @@ class ControlClient:
     """A raw client of the control socket (what docs/CONTROL.md's Python
     example does)."""
 
-    def __init__(self, path):
+    def __init__(self, path, timeout=10):
+        """@timeout: how long an answer() may take (socket.timeout after)."""
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(10)
+        self.s.settimeout(timeout)
         self.s.connect(str(path))
         self.f = self.s.makefile("rb")
 

@@ -11,6 +11,11 @@ import sys
 
 from mtlib import MEMTRACK, REPO, check_eq, check_true, require_eq, run
 
+sys.path.insert(0, str(REPO / "bench"))
+from memtrack_bench import shards  # noqa: E402  (found through the path above)
+from memtrack_bench.config import COSTS_PATH, CONFIG_PATH, Benchmark, Suite, Variant, load_config  # noqa: E402
+from memtrack_bench.walltime import median_stable, round_plan  # noqa: E402
+
 RUN_SH = str(REPO / "bench" / "run.sh")
 SLICE = ["--smoke", "--only", "ls,alloc"]
 
@@ -32,14 +37,12 @@ def test_bench_shards_disjoint_and_cover(tmp):
             check_eq(len(seen), len(set(seen)), "--mode %s: the %d shards are disjoint" % (mode, n))
             check_true(all(parts), "--mode %s: none of %d shards is empty" % (mode, n))
     # balanced by the committed costs: within 20% for 2 and 3 shards
-    sys.path.insert(0, str(REPO / "bench"))
-    import bench
-    _, _, benches, variants = bench.load_config(str(REPO / "bench" / "benchmarks.toml"))
-    costs = bench.load_costs(bench.COSTS_PATH)
+    config = load_config(CONFIG_PATH)
+    costs = shards.load_costs(COSTS_PATH)
     check_true(costs, "bench/costs.json has the rows' costs")
     for n in (2, 3):
-        _, load = bench.shard_units(bench.suite_units(["walltime", "memory"], benches, variants), costs,
-                                    variants, n)
+        units = shards.suite_units(["walltime", "memory"], config.benchmarks, config.variants)
+        _, load = shards.shard_units(units, costs, config.variants, n)
         check_true(max(load) <= 1.2 * min(load), "%d shards balanced within 20%%: %s" % (n, load))
     p = run([RUN_SH, "--list", "--shard", "4/3"])
     check_eq((p.rc, p.stderr.count("\n"), "--shard 4/3" in p.stderr), (1, 1, True),
@@ -123,33 +126,51 @@ def test_bench_merge_refuses_mismatch(tmp):
 def test_bench_rounds_rule(tmp):
     """Issue 23: rounds until the median is stable, between a minimum and a
     maximum; rows of heavy rounds without warm-up; a peer of small spread
-    once (bench.py's round_plan and median_stable, from bench/costs.json)."""
-    sys.path.insert(0, str(REPO / "bench"))
-    import bench
+    once (memtrack_bench.walltime's round_plan and median_stable, from
+    bench/costs.json)."""
+    check_eq(median_stable([1.0], 3), False, "one round is never stable")
+    check_eq(median_stable([1.0, 1.02], 3), True, "two rounds 2% apart: stable at 3%")
+    check_eq(median_stable([1.0, 1.2], 3), False, "two rounds 20% apart: not stable")
+    check_eq(median_stable([1.0, 1.2, 1.01], 3), False, "a third round moved the median by 9%")
+    check_eq(median_stable([1.0, 1.2, 1.01, 1.02], 3), True, "a fourth moved it by 0.5%")
 
-    check_eq(bench.median_stable([1.0], 3), False, "one round is never stable")
-    check_eq(bench.median_stable([1.0, 1.02], 3), True, "two rounds 2% apart: stable at 3%")
-    check_eq(bench.median_stable([1.0, 1.2], 3), False, "two rounds 20% apart: not stable")
-    check_eq(bench.median_stable([1.0, 1.2, 1.01], 3), False, "a third round moved the median by 9%")
-    check_eq(bench.median_stable([1.0, 1.2, 1.01, 1.02], 3), True, "a fourth moved it by 0.5%")
+    suite = Suite(warmup=1, runs=5, max_runs=10, peer_warmup=1, peer_runs=2, heavy_round_s=0.5,
+                  peer_once_spread_pct=5.0)
+    costs = {"walltime/w/cheap": {"round_s": 0.01, "spread_pct": 1.0},
+             "walltime/w/heavy": {"round_s": 3.0, "spread_pct": 1.0},
+             "walltime/w/calm": {"round_s": 3.0, "spread_pct": 4.0},
+             "walltime/w/noisy": {"round_s": 3.0, "spread_pct": 30.0}}
+    w = Benchmark(name="w", command="true")
 
-    class Ctx:
-        suite = {"warmup": 1, "runs": 5, "max_runs": 10, "peer_warmup": 1, "peer_runs": 2}
-        runs_override = None
-        heavy_round_s, peer_once_spread_pct = 0.5, 5.0
-        costs = {"walltime/w/cheap": {"round_s": 0.01, "spread_pct": 1.0},
-                 "walltime/w/heavy": {"round_s": 3.0, "spread_pct": 1.0},
-                 "walltime/w/calm": {"round_s": 3.0, "spread_pct": 4.0},
-                 "walltime/w/noisy": {"round_s": 3.0, "spread_pct": 30.0}}
-
-    w = {"name": "w"}
-
-    def plan(name, kind):
-        return bench.round_plan(Ctx, w, {"name": name, "kind": kind})
+    def plan(name, kind, runs_override=None):
+        return round_plan(suite, costs, runs_override, w, Variant(name=name, kind=kind, command="{workload}"))
     check_eq(plan("cheap", "memtrack"), (1, 5, 10), "a cheap row: warm-up, 5..10 rounds")
     check_eq(plan("heavy", "memtrack"), (0, 2, 10), "a heavy row: no warm-up, 2..10 rounds")
     check_eq(plan("unknown", "memtrack"), (1, 5, 10), "a row the costs do not know: the config's")
     check_eq(plan("calm", "peer"), (0, 1, 1), "a peer of 4% spread: once")
     check_eq(plan("noisy", "peer"), (0, 2, 10), "a heavy peer of 30% spread: 2..10 rounds")
-    Ctx.runs_override = 4
-    check_eq(plan("heavy", "memtrack"), (1, 4, 4), "--runs 4: exactly 4 rounds after a warm-up")
+    check_eq(plan("heavy", "memtrack", 4), (1, 4, 4), "--runs 4: exactly 4 rounds after a warm-up")
+    w3 = Benchmark(name="w", command="true", runs=3, peer_runs=1, max_runs=6)
+    check_eq(round_plan(suite, {}, None, w3, Variant(name="x", command="{workload}")), (1, 3, 6),
+             "a benchmark's own runs and max_runs override the suite's")
+    check_eq(round_plan(suite, {}, None, w3, Variant(name="x", kind="peer", command="{workload}")), (1, 1, 6),
+             "... and its peer_runs")
+
+
+def test_bench_config_is_checked(tmp):
+    """A benchmarks.toml key the typed configuration does not know, or a
+    value of the wrong type, is refused with one line naming it (a typo
+    would otherwise be ignored)."""
+    good = (REPO / "bench" / "benchmarks.toml").read_text()
+    for what, text, says in (("a misspelt [suite] key", good.replace("max_runs = 10", "max_rnus = 10"),
+                              "[suite]: unknown key(s) max_rnus"),
+                             ("a string for a number", good.replace("runs = 5", 'runs = "5"'),
+                              "[suite]: wrong type: runs = '5'"),
+                             ("a misspelt variant key", good.replace("optional = true", "optinal = true"),
+                              "variant 'massif': unknown key(s) optinal")):
+        path = tmp / "benchmarks.toml"
+        path.write_text(text)
+        p = run([RUN_SH, "--list", "--config", path])
+        check_eq((p.rc, p.stdout, p.stderr.count("\n")), (1, "", 1), "%s: refused, one line" % what)
+        check_true(p.stderr.startswith("bench: %s: " % path) and says in p.stderr,
+                   "%s: the line names it: %r" % (what, p.stderr))

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from mtlib import (MEMTRACK, Artifact, check_eq, check_true, fixture, finish, heap, kill_group,
-                   of_type, proj, require, require_eq, spawn_track, track, wait_until, window)
+                   of_type, parse_dump, proj, require, require_eq, run, spawn_track, track, wait_until,
+                   window)
 
 FAST = ["--fast"]
 
@@ -121,7 +122,8 @@ def test_forged_records_refused(tmp):
 
 def test_huge_head_does_not_hang(tmp):
     """head = 1 << 62, then exit: memtrack does not spin on it; it cuts the
-    ring off, counts the lie, and records the next program of the tree."""
+    ring off, counts the lie, and records the next program of the tree.
+    The promise timed: the whole run ends within 20 s (a spin never ends)."""
     t0 = time.monotonic()
     cmd = "%s head; %s" % (fixture("hostile_ring"), fixture("heap_pairs"))
     t = track(tmp, cmd, opts=FAST, timeout=30)
@@ -137,14 +139,22 @@ def test_huge_head_does_not_hang(tmp):
              [("malloc", 4099)] * 3 + [("free", None)] * 3, "heap_pairs' window")
 
 
+def live_refusals(path):
+    """The refused records on disk in the artifact memtrack is writing."""
+    return of_type(parse_dump(run([MEMTRACK, "dump", path]).stdout), "refused")
+
+
 def test_sigterm_works_with_a_lying_ring(tmp):
-    """SIGTERM ends memtrack promptly after a program lied about its head."""
+    """SIGTERM ends memtrack promptly after a program lied about its head:
+    within 10 s of the signal (the promise timed here), once memtrack has
+    refused the lie (its refused record on disk: --flush-ms 50 writes it
+    while the run goes on)."""
     cmd = "%s head; exec sleep 60" % fixture("hostile_ring")
-    p, art = spawn_track(tmp, cmd, opts=FAST)
+    p, art = spawn_track(tmp, cmd, opts=FAST + ["--flush-ms", "50"])
     try:
         wait_until(lambda: any(q.name == "sleep" for q in _children_named(p.pid)),
-                   "the sleep after hostile_ring", timeout=20)
-        time.sleep(0.3)  # memtrack has seen hostile_ring's end by now (it polls every 100 ms)
+                   "the sleep after hostile_ring", timeout=30)
+        wait_until(lambda: live_refusals(art.path), "hostile_ring's refused record on disk", timeout=30)
         p.send_signal(signal.SIGTERM)
         t0 = time.monotonic()
         r = finish(p, timeout=15)
@@ -240,7 +250,9 @@ def test_switch_is_read_only(tmp):
 def test_silent_connection_closed(tmp):
     """A connection that never says hello is closed after the deadline (2 s),
     with the process's own ring open or with no ring open at all (the
-    library not loaded)."""
+    library not loaded).  The deadline is the promise, so it is timed (by
+    the fixture): not before 1.5 s, and by 4 s (2 s of slack for a loaded
+    machine)."""
     for name, cmd in (("ring", [fixture("hostile_ring"), "silent"]),
                       ("no ring", ["env", "-u", "LD_PRELOAD", fixture("hostile_ring"), "silent"])):
         t = track(tmp, cmd, opts=FAST, timeout=30, name=name.replace(" ", "_") + ".mtrk")
@@ -262,7 +274,9 @@ def flood_size():
 def test_flood_from_the_tree_is_bounded(tmp):
     """19,000 connections without hello from a process of the tree: memtrack
     holds at most one (the rest are closed at once, that one at the
-    deadline), and a workload running meanwhile keeps every probe and ring."""
+    deadline), and a workload running meanwhile keeps every probe and ring.
+    The promise is timed (by the fixture): at most one held after 1 s, none
+    after 4 s (the 2 s deadline and 2 s of slack)."""
     n = flood_size()
     cmd = ("%s flood %d & sleep 0.5; %s 20; wait"
            % (fixture("hostile_ring"), n, fixture("fork_many")))

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from callsites import tracked
-from mtlib import MEMTRACK, ControlClient, check_eq, check_true, fixture, kv_lines, require_eq
+from mtlib import (MEMTRACK, ControlClient, Failure, check_eq, check_true, fixture, kv_lines, require_eq,
+                   wait_until)
 
 NOBODY = pwd.getpwnam("nobody")
 VICTIM_TEXT = "root's own file\n"
@@ -321,14 +322,35 @@ def test_sudo_setuid_binary_runs_as_invoker(pub):
 
 # --- the control socket's deadline -----------------------------------------
 
+def listening(pid, sock):
+    """Whether process @pid listens on the unix socket @sock: one of its fds
+    is a socket that /proc/net/unix says is listening (__SO_ACCEPTCON) on
+    a path of that name (memtrack binds it relative to its directory).  The
+    path exists from bind(), a connect() before listen() is refused, and a
+    probing connect would take the one client slot."""
+    try:
+        fds = {os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%d/fd" % pid)}
+    except OSError:
+        return False
+    with open("/proc/net/unix") as f:
+        next(f)
+        return any(len(w) >= 8 and int(w[3], 16) & 0x10000 and "socket:[%s]" % w[6] in fds
+                   and os.path.basename(w[7]) == sock.name for w in (line.split() for line in f))
+
+
 def start_with_control(tmp):
     sock = Path(tmp) / "c.sock"
     p = subprocess.Popen([MEMTRACK, "track", "-q", "-o", Path(tmp) / "out.mtrk", "--control", sock,
                           "--", "sleep", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
-    t0 = time.monotonic()
-    while not sock.exists() and time.monotonic() - t0 < 20:
-        time.sleep(0.02)
+    try:
+        wait_until(lambda: listening(p.pid, sock) or p.poll() is not None,
+                   "memtrack listening on %s" % sock, timeout=30)
+    except Failure:
+        os.killpg(p.pid, signal.SIGKILL)
+        raise Failure("memtrack made no control socket in 30 s: %s" % p.communicate()[1])
+    if p.poll() is not None:
+        raise Failure("memtrack exited %s before listening on %s: %s" % (p.returncode, sock, p.communicate()[1]))
     return p, sock
 
 
@@ -343,21 +365,25 @@ def stop(p):
 
 def test_control_silent_client_loses_the_slot(tmp):
     """A client that connects and never sends a complete line holds the one
-    client slot for 3 s, not for good: then another client is served."""
+    client slot for 3 s, not for good: then another client is served.  The
+    test waits for memtrack's word to the silent client (3 s at the
+    earliest; on a loaded machine later) instead of sleeping past it."""
     p, sock = start_with_control(tmp)
     try:
-        silent = ControlClient(sock)
+        t0 = time.monotonic()
+        silent = ControlClient(sock, timeout=30)
         early = ControlClient(sock)
         early.send(b"ping\n")
         check_eq(early.answer().startswith("error busy"), True, "a second client at once: busy")
         early.close()
-        time.sleep(3.5)
-        other = ControlClient(sock)
-        other.send(b"ping\n")
-        check_eq(other.answer(), "ok\n", "another client after 3.5 s")
         check_eq(silent.answer(), "error no complete line within 3 s; disconnecting\n",
                  "what the silent client was told")
+        took = time.monotonic() - t0
+        check_true(took >= 3.0, "the silent client kept the slot for 3 s (told after %.2f s)" % took)
         check_eq(silent.answer(), "", "then the silent client's connection is closed")
+        other = ControlClient(sock)
+        other.send(b"ping\n")
+        check_eq(other.answer(), "ok\n", "another client once the silent one was disconnected")
         other.close()
         silent.close()
     finally:
@@ -368,19 +394,23 @@ def test_control_silent_client_loses_the_slot(tmp):
 
 def test_control_answered_client_may_idle(tmp):
     """A client that has been answered may stay connected idle (a program
-    opens the socket early); a line it starts must end within 3 s."""
+    opens the socket early); a line it starts must end within 3 s.  (The
+    3.5 s idle is the scenario, not a wait for memtrack; the unfinished
+    line's answer is waited for, 3 s at the earliest.)"""
     p, sock = start_with_control(tmp)
     try:
-        c = ControlClient(sock)
+        c = ControlClient(sock, timeout=30)
         c.send(b"ping\n")
         check_eq(c.answer(), "ok\n", "first ping")
         time.sleep(3.5)
         c.send(b"ping\n")
         check_eq(c.answer(), "ok\n", "a ping after 3.5 s idle")
+        t0 = time.monotonic()
         c.send(b"pi")
-        time.sleep(3.5)
         check_eq(c.answer(), "error no complete line within 3 s; disconnecting\n",
-                 "a line left unfinished for 3.5 s")
+                 "a line left unfinished")
+        took = time.monotonic() - t0
+        check_true(took >= 3.0, "the unfinished line was given 3 s (answered after %.2f s)" % took)
         c.close()
     finally:
         stop(p)

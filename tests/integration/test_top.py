@@ -9,9 +9,11 @@ which must be report's exactly; the terminal view is driven in tmux
 import re
 import shutil
 import subprocess
+import threading
 import time
 
-from mtlib import MEMTRACK, Artifact, check_eq, check_true, kill_group, require, run
+from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, kill_group, proc_stats, require, run,
+                   wait_until)
 
 LOOP = "while [ ! -e STOP ]; do sleep 0.1; done"
 
@@ -43,6 +45,11 @@ class LiveTrack:
         return Artifact(self.out)
 
 
+def proc_state(pid):
+    """The state letter of process @pid (R, S, ...), or None when it is gone."""
+    return next((f[0] for p, _, f in proc_stats() if p == pid), None)
+
+
 def logfmt(line):
     return dict(kv.split("=", 1) for kv in line.split())
 
@@ -62,18 +69,31 @@ def test_plain_mode_follows_to_the_end(tmp):
     top = subprocess.Popen([MEMTRACK, "top", "--interval", "0.25", str(tmp / "run.mtrk")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
+    got = []  # top's lines as they come
+    reader = threading.Thread(target=lambda: got.extend(iter(top.stdout.readline, "")), daemon=True)
+    reader.start()
+
+    def grown(key):
+        vals = [int(logfmt(line)[key]) for line in got]
+        return len(vals) >= 2 and vals[-1] > vals[0]
     live = None
     try:
-        time.sleep(0.5)
+        # top waits for the file (asleep, between looks) before track makes it
+        wait_until(lambda: proc_state(top.pid) == "S", "top waiting for run.mtrk", timeout=30)
+        check_eq(got, [], "top printed nothing before the file existed")
         live = LiveTrack(tmp)
-        time.sleep(2.5)
+        wait_until(lambda: len(got) >= 4 and grown("events") and grown("processes"),
+                   "top's lines while track runs, with events and processes grown", timeout=60)
         art = live.stop()
-        out, err = top.communicate(timeout=30)
+        top.wait(timeout=30)
+        reader.join(timeout=30)
+        err = top.stderr.read()
     finally:
         kill_group(top)
         if live:
             live.kill()
     check_eq((top.returncode, err), (0, ""), "top's exit status and stderr")
+    out = "".join(got)
     lines = [logfmt(line) for line in out.splitlines()]
     require(len(lines) >= 5, "top printed a line per interval: %r" % out)
     during, last = lines[:-1], lines[-1]
@@ -150,6 +170,17 @@ def top_in_tmux(tmp, name):
                 "stty -a | grep -o -- '-*icanon\\b'; sleep 60" % (tmp, MEMTRACK))
 
 
+VIEW = (r"^heap   [\d.]+ \S*B live, peak", r"^RSS    [\d.]+ \S*B \(anon",
+        r"^processes \d+, [12] running", r"^ +PID  COMMAND +HEAP",
+        r"^ +\d+  sh ", r"^call sites holding the most heap:",
+        r"^recording   q quits")
+
+
+def whole_view(screen):
+    """@screen when it shows every line of VIEW, else None."""
+    return screen if all(re.search(want, screen, re.M) for want in VIEW) else None
+
+
 def test_view_redraws_then_quits_on_q_and_ctrl_c(tmp):
     live = LiveTrack(tmp, ["--stacks"])
     try:
@@ -158,16 +189,16 @@ def test_view_redraws_then_quits_on_q_and_ctrl_c(tmp):
             try:
                 t.wait_for(r"^memtrack top  run\.mtrk  sh -c while")
                 first = t.wait_for(r"^elapsed ([\d.]+) s   events (\d+)")
-                time.sleep(1.0)
-                second = t.wait_for(r"^elapsed ([\d.]+) s   events (\d+)")
-                check_true(float(second.group(1)) > float(first.group(1)),
-                           "%s: the view was redrawn (elapsed %s, then %s)"
-                           % (key, first.group(1), second.group(1)))
-                s = t.screen()
-                for want in (r"^heap   [\d.]+ \S*B live, peak", r"^RSS    [\d.]+ \S*B \(anon",
-                             r"^processes \d+, [12] running", r"^ +PID  COMMAND +HEAP",
-                             r"^ +\d+  sh ", r"^call sites holding the most heap:",
-                             r"^recording   q quits"):
+                # a redraw shows a later time: wait for one (every 0.3 s; later when loaded)
+                wait_until(lambda: float(t.wait_for(r"^elapsed ([\d.]+) s   events (\d+)").group(1))
+                           > float(first.group(1)), "%s: the view redrawn after elapsed %s"
+                           % (key, first.group(1)), timeout=30)
+                # a capture may catch a redraw half done: wait for a whole view
+                try:
+                    s = wait_until(lambda: whole_view(t.screen()), "%s: a whole view" % key, timeout=30)
+                except Failure:
+                    s = t.screen()
+                for want in VIEW:
                     check_true(re.search(want, s, re.M) is not None,
                                "%s: the view shows %r:\n%s" % (key, want, s))
                 t.keys(key)

@@ -1297,7 +1297,7 @@ static void test_bounded_memory(void)
 	pid_t tid;
 
 	if (!can_see_syscalls()) {
-		fprintf(stderr, "  no /proc/self/task/TID/syscall: test skipped\n");
+		SKIP("no /proc/self/task/TID/syscall");
 		free(ev);
 		free(ptrs);
 		return;
