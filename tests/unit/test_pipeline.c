@@ -1184,6 +1184,77 @@ out:
 	art_free(&a);
 }
 
+/*
+ * Any number of sources: each is fed what it holds stamped up to the time
+ * asked (here an injected record's), and both sources' records reach the
+ * artifact, sorted with the rest.
+ */
+struct held_source {
+	struct mt_rec recs[3];
+	unsigned n, next;
+	uint64_t last_until; /* the @until of the last feed */
+};
+
+static int held_feed(void *ctx, struct pipeline *p, uint64_t until)
+{
+	struct held_source *hs = ctx;
+	int fed = 0;
+
+	hs->last_until = until;
+	while (hs->next < hs->n && hs->recs[hs->next].h.ts <= until) {
+		int err = feed(p, &hs->recs[hs->next++]);
+
+		if (err)
+			return err;
+		fed++;
+	}
+	return fed;
+}
+
+static void test_two_sources(void)
+{
+	struct held_source a_src = { .n = 3 }, b_src = { .n = 3 };
+	struct mt_rec inj = mk_malloc(250, 0x9000, 8);
+	struct mt_event ev[8];
+	struct pipeline *p;
+	struct art a;
+
+	for (unsigned i = 0; i < 3; i++) {
+		a_src.recs[i] = mk_malloc(100 + 200 * i, 0x1000 + i, 8); /* 100 300 500 */
+		b_src.recs[i] = mk_malloc(200 + 200 * i, 0x2000 + i, 8); /* 200 400 600 */
+	}
+	if (art_open(&a)) {
+		CHECK(0);
+		return;
+	}
+	p = new_pipe(&a, 4096, 2, 1000, NULL);
+	CHECK(p != NULL);
+	if (!p)
+		goto out;
+	CHECK_EQ(pipeline__add_source(
+			 p, -1, &(struct pipeline_source){ .feed = held_feed, .ctx = &a_src }),
+		 0);
+	/* a second source is taken too (it was -EBUSY) */
+	CHECK_EQ(pipeline__add_source(
+			 p, -1, &(struct pipeline_source){ .feed = held_feed, .ctx = &b_src }),
+		 0);
+	CHECK_EQ(pipeline_inject(p, &inj, sizeof(inj)), 0);
+	CHECK_U64(a_src.last_until, 250);
+	CHECK_U64(b_src.last_until, 250);
+	CHECK_EQ(a_src.next, 1); /* 100 */
+	CHECK_EQ(b_src.next, 1); /* 200 */
+	CHECK_U64(stats(p).events, 3);
+	CHECK_EQ(pipeline__stop(p, FLUSH_DRAIN), 0);
+	CHECK_EQ(art_finish(&a, NULL), 0);
+	CHECK_EQ(read_events(a.path, ev, 8, NULL), 3);
+	CHECK_U64(ev[0].h.ts, 100);
+	CHECK_U64(ev[1].h.ts, 200);
+	CHECK_U64(ev[2].h.ts, 250);
+	pipeline__free(p);
+out:
+	art_free(&a);
+}
+
 /* A writer that fails (the pipe's reader is gone) is reported by stop. */
 static void test_writer_error_reported(void)
 {
@@ -1484,6 +1555,7 @@ int main(void)
 	RUN(test_ignores_malformed);
 	RUN(test_hook);
 	RUN(test_observer_records_follow);
+	RUN(test_two_sources);
 	RUN(test_writer_error_reported);
 	RUN(test_bounded_memory);
 	RUN(test_writers_keep_batch_order);
