@@ -236,7 +236,7 @@ static int run_memtrack(const unsigned char *buf, size_t len, uint64_t nev, cons
 
 	rss0 = maxrss_kb();
 	w = mt_writer__new(fd, &h, 0);
-	p = w ? pipeline__new(&o, w, NULL, NULL) : NULL;
+	p = w ? pipeline__new(&o, w, NULL) : NULL;
 	if (!p) {
 		err = -errno;
 		goto out;

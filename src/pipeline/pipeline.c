@@ -29,6 +29,19 @@ struct sort_key {
 
 struct pipeline;
 
+/* A fd the poller waits on, and what it calls when the fd is readable. */
+struct watched {
+	int fd;
+	pipeline_fd_fn fn;
+	void *ctx;
+};
+
+/* A record source besides the rings, and the fd it is woken by. */
+struct source {
+	int fd;
+	struct pipeline_source src;
+};
+
 /* One encoding thread: sorts, encodes and compresses whole batches. */
 struct worker {
 	struct pipeline *p;
@@ -41,9 +54,9 @@ struct worker {
 
 struct pipeline {
 	struct pipeline_opts opts;
-	struct mt_writer *writer; /* used by the worker holding the turn only */
-	pipeline_hook_fn hook;
-	void *hook_ctx;
+	struct mt_writer *writer;     /* used by the worker holding the turn only */
+	struct pipeline_observer obs; /* obs.observe NULL: none */
+	struct rec_out out;	      /* what the observer made, batched after its record */
 
 	struct queue *full;		 /* poller -> workers */
 	struct queue *empty;		 /* workers -> poller */
@@ -67,11 +80,10 @@ struct pipeline {
 	int stop_fd;		    /* eventfd: wakes the poller to stop */
 	_Atomic int stop_cause;	    /* -1 while running */
 	int poller_err;
-	int aux_fd; /* pipeline__watch_fd()'s fd, or -1 */
-	pipeline_fd_fn aux_fn;
-	void *aux_ctx;
-	int src_fd;			    /* pipeline__add_source()'s fd, or -1 */
-	struct pipeline_source src;	    /* src.feed NULL: none */
+	struct watched *watched; /* pipeline__watch_fd()'s, owned */
+	unsigned nwatched;
+	struct source *srcs; /* pipeline__add_source()'s, owned */
+	unsigned nsrcs;
 	uint64_t ring_ts;		    /* newest timestamp of an events record fed so far */
 	unsigned char *ctl_buf;		    /* control records read, not fed yet (owned) */
 	size_t ctl_used, ctl_head, ctl_cap; /* bytes held; next to feed; allocated */
@@ -284,7 +296,7 @@ static void free_workers(struct pipeline *p)
 }
 
 struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *w,
-			       pipeline_hook_fn hook, void *hook_ctx)
+			       const struct pipeline_observer *obs)
 {
 	struct pipeline *p = calloc(1, sizeof(*p));
 	int err = -ENOMEM;
@@ -304,13 +316,11 @@ struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *
 			d ? (uint8_t)(d->nfields - (mt_stack_field(t) >= 0)) : MT_MAX_FIELDS + 1;
 	}
 	p->writer = w;
-	p->hook = hook;
-	p->hook_ctx = hook_ctx;
+	if (obs)
+		p->obs = *obs;
 	p->stop_cause = -1;
 	p->stop_fd = -1;
 	p->epoll_fd = -1;
-	p->aux_fd = -1;
-	p->src_fd = -1;
 	pthread_mutex_init(&p->turn_lock, NULL);
 	pthread_cond_init(&p->turn_cond, NULL);
 	p->full = queue__new(p->opts.batches);
@@ -369,17 +379,35 @@ static bool rec_valid(const struct pipeline *p, const void *rec, size_t size)
 	       h->nfields <= MT_MAX_FIELDS;
 }
 
-int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
+int rec_out_put(struct rec_out *o, const void *rec, size_t size)
 {
-	const struct mt_rec_hdr *h = rec;
+	unsigned char *grown;
+
+	if (size < sizeof(struct mt_rec_hdr) || rec_size(rec) > size)
+		return -EINVAL;
+	size = rec_size(rec); /* a record struct may be larger than its record */
+	if (o->used + size > o->cap) {
+		size_t cap = o->cap ? 2 * o->cap : 4096;
+
+		while (cap < o->used + size)
+			cap *= 2;
+		grown = realloc(o->buf, cap);
+		if (!grown)
+			return -ENOMEM;
+		o->buf = grown;
+		o->cap = cap;
+	}
+	memcpy(o->buf + o->used, rec, size);
+	o->used += size;
+	return 0;
+}
+
+/* Batches one valid record of @size bytes (copied). */
+static int batch_record(struct pipeline *p, const void *rec, size_t size)
+{
 	uint64_t now = 0;
 	int err;
 
-	if (!rec_valid(p, rec, size))
-		return 0;     /* not a record of ours: ignore rather than stop the run */
-	size = rec_size(rec); /* the ring may pad: keep the record's own bytes */
-	if (p->hook && ((h->fn & MT_REC_PARKED) || h->type == MT_EXIT || h->type == MT_FAST))
-		p->hook(p->hook_ctx, h, (const __u64 *)(h + 1));
 	if (!p->cur->nrec)
 		now = mono_ns();
 	if (batch__append(p->cur, rec, size, now)) {
@@ -392,6 +420,45 @@ int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
 	batch__append(p->cur, rec, size, mono_ns());
 	p->st.events++;
 	return 0;
+}
+
+static bool observed(const struct pipeline *p, const struct mt_rec_hdr *h)
+{
+	return p->obs.observe &&
+	       ((h->fn & p->obs.fn_flags) ||
+		(h->type < 128 && (p->obs.types[h->type / 64] >> (h->type % 64) & 1)));
+}
+
+/* Batches what the observer put into p->out (each record checked), then empties it. */
+static int batch_out(struct pipeline *p)
+{
+	int err = 0;
+
+	for (size_t off = 0; off < p->out.used && !err;) {
+		const void *rec = p->out.buf + off;
+		size_t size = rec_size(rec); /* rec_out_put() stored whole records */
+
+		off += size;
+		if (rec_valid(p, rec, size))
+			err = batch_record(p, rec, size);
+	}
+	p->out.used = 0;
+	return err;
+}
+
+int pipeline_feed(struct pipeline *p, const void *rec, size_t size)
+{
+	const struct mt_rec_hdr *h = rec;
+	int err;
+
+	if (!rec_valid(p, rec, size))
+		return 0;     /* not a record of ours: ignore rather than stop the run */
+	size = rec_size(rec); /* the ring may pad: keep the record's own bytes */
+	if (!observed(p, h))
+		return batch_record(p, rec, size);
+	p->obs.observe(p->obs.ctx, h, (const __u64 *)(h + 1), &p->out);
+	err = batch_record(p, rec, size);
+	return err ? err : batch_out(p);
 }
 
 int pipeline_tick(struct pipeline *p, uint64_t now_ns)
@@ -409,20 +476,23 @@ int pipeline_flush(struct pipeline *p, enum flush_cause cause)
 
 int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx)
 {
-	if (p->aux_fd >= 0)
-		return -EBUSY;
-	p->aux_fd = fd;
-	p->aux_fn = fn;
-	p->aux_ctx = ctx;
+	struct watched *grown = realloc(p->watched, (p->nwatched + 1) * sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	p->watched = grown;
+	p->watched[p->nwatched++] = (struct watched){ fd, fn, ctx };
 	return 0;
 }
 
 int pipeline__add_source(struct pipeline *p, int fd, const struct pipeline_source *src)
 {
-	if (p->src_fd >= 0)
-		return -EBUSY;
-	p->src_fd = fd;
-	p->src = *src;
+	struct source *grown = realloc(p->srcs, (p->nsrcs + 1) * sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	p->srcs = grown;
+	p->srcs[p->nsrcs++] = (struct source){ fd, *src };
 	return 0;
 }
 
@@ -433,10 +503,24 @@ int pipeline__add_source(struct pipeline *p, int fd, const struct pipeline_sourc
  * every control record and source record stamped no later goes in.
  */
 
-/* The source's records stamped up to @until (no source: nothing). */
+/*
+ * The sources' records stamped up to @until (no source: nothing), one
+ * source after the other: each is in time order with the rings, and with
+ * the others up to the last @until (the newest ring record, at every ring
+ * record).  Returns the number fed or the first -errno.
+ */
 static int feed_source(struct pipeline *p, uint64_t until)
 {
-	return p->src.feed ? p->src.feed(p->src.ctx, p, until) : 0;
+	int total = 0;
+
+	for (unsigned i = 0; i < p->nsrcs; i++) {
+		int n = p->srcs[i].src.feed(p->srcs[i].src.ctx, p, until);
+
+		if (n < 0)
+			return n;
+		total += n;
+	}
+	return total;
 }
 
 /* The control records read so far stamped up to @until, after older source records. */
@@ -523,8 +607,9 @@ static int consume_rings(struct pipeline *p)
 		err = ring_buffer__consume(p->rb);
 	if (err >= 0)
 		err = feed_ctl(p, UINT64_MAX);
-	if (err >= 0 && p->src.service)
-		err = p->src.service(p->src.ctx, p);
+	for (unsigned i = 0; err >= 0 && i < p->nsrcs; i++)
+		if (p->srcs[i].src.service)
+			err = p->srcs[i].src.service(p->srcs[i].src.ctx, p);
 	if (err >= 0)
 		err = feed_source(p, began > p->ring_ts ? began : p->ring_ts);
 	return err < 0 ? err : 0;
@@ -572,8 +657,9 @@ static void *poller_main(void *arg)
 			break;
 		}
 		err = consume_rings(p);
-		if (err >= 0 && p->aux_fd >= 0 && fd_ready(ev, n, p->aux_fd))
-			p->aux_fn(p->aux_ctx);
+		for (unsigned i = 0; err >= 0 && i < p->nwatched; i++)
+			if (fd_ready(ev, n, p->watched[i].fd))
+				p->watched[i].fn(p->watched[i].ctx);
 		if (err >= 0)
 			err = pipeline_tick(p, mono_ns());
 		if (err < 0)
@@ -589,8 +675,9 @@ static void *poller_main(void *arg)
 						? FLUSH_SHUTDOWN
 						: (enum flush_cause)atomic_load(&p->stop_cause));
 	/* a failed pipeline reads nothing more: the source must stop its producers */
-	if (err < 0 && p->src.service)
-		p->src.service(p->src.ctx, NULL);
+	for (unsigned i = 0; err < 0 && i < p->nsrcs; i++)
+		if (p->srcs[i].src.service)
+			p->srcs[i].src.service(p->srcs[i].src.ctx, NULL);
 	p->poller_err = err < 0 ? err : 0;
 	return NULL;
 }
@@ -616,10 +703,10 @@ static int setup_poll(struct pipeline *p)
 		err = epoll_add(p->epoll_fd, ring_buffer__epoll_fd(p->ctl_rb));
 	if (!err)
 		err = epoll_add(p->epoll_fd, p->stop_fd);
-	if (!err && p->aux_fd >= 0)
-		err = epoll_add(p->epoll_fd, p->aux_fd);
-	if (!err && p->src_fd >= 0)
-		err = epoll_add(p->epoll_fd, p->src_fd);
+	for (unsigned i = 0; !err && i < p->nwatched; i++)
+		err = epoll_add(p->epoll_fd, p->watched[i].fd);
+	for (unsigned i = 0; !err && i < p->nsrcs; i++)
+		err = epoll_add(p->epoll_fd, p->srcs[i].fd);
 	return err;
 }
 
@@ -695,6 +782,9 @@ void pipeline__free(struct pipeline *p)
 	ring_buffer__free(p->rb);
 	ring_buffer__free(p->ctl_rb);
 	free(p->ctl_buf);
+	free(p->out.buf);
+	free(p->watched);
+	free(p->srcs);
 	if (p->stop_fd >= 0)
 		close(p->stop_fd);
 	if (p->epoll_fd >= 0)

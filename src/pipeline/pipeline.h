@@ -13,9 +13,15 @@
  * batches' order.  The poller never waits on zstd or the disk; it waits only
  * when every batch is in flight, which bounds memory.
  *
+ * The pipeline moves records and knows no rule of the recorder: an observer
+ * (struct pipeline_observer) sees the records it asks for and hands back
+ * records to add (struct rec_out), which the pipeline batches itself, so
+ * nothing re-enters it.
+ *
  * THREAD NOTES: pipeline_feed/_tick/_flush/_inject belong to one thread, the
  * poller (the thread pipeline__start_poller() creates, or a test's own thread
- * when no poller is started); the watched fd's callback runs there too.  The
+ * when no poller is started); the observer, the sources and the watched fds'
+ * callbacks run there too.  The
  * encoding threads own the mt_writer from pipeline__new() until
  * pipeline__stop() returns: each has its own mt_encoder, and only the one
  * whose batch is next (turn_lock, next_seq) calls mt_writer__put().
@@ -58,11 +64,32 @@ struct pipeline_opts {
 #define PIPELINE_DEFAULT_FLUSH_MS 500u
 
 /*
- * Called on the poller thread for every record whose task was parked
- * (MT_REC_PARKED) and for every EXIT and FAST record, before the record is
- * batched.
+ * Records an observer makes (rec_out_put()); the pipeline batches them right
+ * after the record observed, unobserved, and empties the list.
  */
-typedef void (*pipeline_hook_fn)(void *ctx, const struct mt_rec_hdr *h, const __u64 *f);
+struct rec_out {
+	unsigned char *buf; /* records, back to back (owned by the pipeline) */
+	size_t used, cap;
+};
+
+/*
+ * Appends a copy of the record @rec (a buffer of @size bytes; its own
+ * length is taken).  Returns 0, -EINVAL (no whole record) or -ENOMEM.
+ */
+MT_MUST_CHECK int rec_out_put(struct rec_out *o, const void *rec, size_t size);
+
+/*
+ * The one observer of the records: @observe(@ctx, h, f, out) runs on the
+ * poller thread before a record is batched, for every record of a type in
+ * @types (bit t of types[t / 64]) or whose h->fn has any bit of @fn_flags.
+ * It must not call into the pipeline: records it makes go into @out.
+ */
+struct pipeline_observer {
+	void (*observe)(void *ctx, const struct mt_rec_hdr *h, const __u64 *f, struct rec_out *out);
+	void *ctx;
+	uint64_t types[2];
+	__u16 fn_flags;
+};
 
 struct pipeline_stats {
 	uint64_t events;		/* records batched */
@@ -79,10 +106,11 @@ struct pipeline_stats {
 /*
  * Allocates every batch and starts the encoding threads, which take @w (still
  * owned by the caller, who must not touch it until pipeline__stop()).
- * Returns NULL with errno set.
+ * @obs (copied; NULL: none) observes the records.  Returns NULL with errno
+ * set.
  */
 struct pipeline *pipeline__new(const struct pipeline_opts *o, struct mt_writer *w,
-			       pipeline_hook_fn hook, void *hook_ctx);
+			       const struct pipeline_observer *obs);
 
 /* Poller side: batches one record (copied).  Returns 0 or the writer's -errno. */
 int pipeline_feed(struct pipeline *p, const void *rec, size_t size);
@@ -109,15 +137,16 @@ MT_MUST_CHECK int pipeline__start_poller(struct pipeline *p, int ring_fd, int ct
 int pipeline__stop(struct pipeline *p, enum flush_cause cause);
 
 /*
- * Called on the poller thread when the fd given to pipeline__watch_fd() is
- * readable, after the rings were read.  It may call pipeline_inject().
+ * Called on the poller thread when a fd given to pipeline__watch_fd() is
+ * readable, after the rings were read, from the poller's loop (nothing of
+ * the pipeline is under way): it may call pipeline_inject().
  */
 typedef void (*pipeline_fd_fn)(void *ctx);
 
 /*
  * Makes the poller also wait on @fd (borrowed; an epoll fd is fine) and call
- * @fn(@ctx) when it is readable.  One fd at most; call it before
- * pipeline__start_poller().  Returns 0, or -EBUSY when one is set already.
+ * @fn(@ctx) when it is readable.  Any number of fds; call it before
+ * pipeline__start_poller().  Returns 0 or -ENOMEM.
  */
 int pipeline__watch_fd(struct pipeline *p, int fd, pipeline_fd_fn fn, void *ctx);
 
@@ -145,8 +174,9 @@ struct pipeline_source {
 
 /*
  * Makes the poller also wait on @fd (borrowed; an epoll fd is fine) and
- * read @src (copied) with the rings.  One source at most; call it before
- * pipeline__start_poller().  Returns 0, or -EBUSY when one is set already.
+ * read @src (copied) with the rings.  Any number of sources, merged with
+ * each other too; call it before pipeline__start_poller().  Returns 0 or
+ * -ENOMEM.
  */
 int pipeline__add_source(struct pipeline *p, int fd, const struct pipeline_source *src);
 

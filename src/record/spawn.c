@@ -95,10 +95,12 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 		_exit(127);
 	close(wait_fd);
 	if (!err) {
+		char *const *envp = sp->envp ? sp->envp : environ;
+
 		if (shell)
-			execl("/bin/sh", "sh", "-c", argv[0], (char *)NULL);
+			execle("/bin/sh", "sh", "-c", argv[0], (char *)NULL, envp);
 		else
-			execvp(argv[0], argv);
+			execvpe(argv[0], argv, envp);
 		err = -errno;
 	}
 	if (write(sp->status_fd, &err, sizeof(err)) < 0)
@@ -195,4 +197,81 @@ void spawn_abort(struct spawn *sp)
 		waitpid(sp->pid, NULL, 0);
 	}
 	sp->pid = -1;
+}
+
+/* The index of @name in @e, or e->n. */
+static size_t env_find(const struct spawn_env *e, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < e->n; i++)
+		if (!strncmp(e->vars[i], name, len) && e->vars[i][len] == '=')
+			return i;
+	return e->n;
+}
+
+int spawn_env_init(struct spawn_env *e)
+{
+	size_t n = 0;
+
+	while (environ[n])
+		n++;
+	e->n = 0;
+	e->vars = calloc(n + 1, sizeof(*e->vars));
+	if (!e->vars)
+		return -ENOMEM;
+	for (; e->n < n; e->n++) {
+		e->vars[e->n] = strdup(environ[e->n]);
+		if (!e->vars[e->n]) {
+			spawn_env_free(e);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+int spawn_env_set(struct spawn_env *e, const char *name, const char *value)
+{
+	size_t i = env_find(e, name);
+	char *var = NULL, **grown;
+
+	if (value && asprintf(&var, "%s=%s", name, value) < 0)
+		return -ENOMEM;
+	if (i == e->n && var) {
+		grown = realloc(e->vars, (e->n + 2) * sizeof(*grown));
+		if (!grown) {
+			free(var);
+			return -ENOMEM;
+		}
+		e->vars = grown;
+		e->vars[e->n++] = var;
+		e->vars[e->n] = NULL;
+		return 0;
+	}
+	if (i == e->n) /* removing a name that is not there */
+		return 0;
+	free(e->vars[i]);
+	if (var) {
+		e->vars[i] = var;
+		return 0;
+	}
+	memmove(e->vars + i, e->vars + i + 1, (e->n - i) * sizeof(*e->vars));
+	e->n--;
+	return 0;
+}
+
+const char *spawn_env_get(const struct spawn_env *e, const char *name)
+{
+	size_t i = env_find(e, name);
+
+	return i < e->n ? e->vars[i] + strlen(name) + 1 : NULL;
+}
+
+void spawn_env_free(struct spawn_env *e)
+{
+	for (size_t i = 0; e->vars && i < e->n; i++)
+		free(e->vars[i]);
+	free(e->vars);
+	e->vars = NULL;
+	e->n = 0;
 }

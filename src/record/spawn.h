@@ -23,7 +23,29 @@ struct spawn {
 	unsigned long nofile;	  /* soft RLIMIT_NOFILE the command gets (memtrack
 				 * raised its own), set by the caller; 0: leave it */
 	unsigned long nofile_max; /* and its hard one (root raises that too) */
+	char **envp;		  /* the command's environment (borrowed), NULL: memtrack's */
 };
+
+/*
+ * The command's environment, built explicitly: memtrack's own, with names
+ * set or removed, and memtrack's untouched (no setenv).
+ */
+struct spawn_env {
+	char **vars; /* NULL-terminated, owned with its strings */
+	size_t n;    /* entries before the NULL */
+};
+
+/* Copies memtrack's environment into @e.  Returns 0 or -ENOMEM (@e empty). */
+MT_MUST_CHECK int spawn_env_init(struct spawn_env *e);
+
+/* Sets @name to @value, or removes it (@value NULL).  Returns 0 or -ENOMEM. */
+MT_MUST_CHECK int spawn_env_set(struct spawn_env *e, const char *name, const char *value);
+
+/* @name's value in @e, or NULL. */
+const char *spawn_env_get(const struct spawn_env *e, const char *name);
+
+/* Frees @e's strings and array (an empty one is fine). */
+void spawn_env_free(struct spawn_env *e);
 
 /*
  * Resolves @argv[0] like a shell would (PATH search unless it has a '/').
@@ -33,7 +55,8 @@ struct spawn {
 MT_MUST_CHECK int spawn_resolve(const char *file, char *path, size_t len);
 
 /*
- * Forks the child; it is parked until spawn_release().  @argv is the command;
+ * Forks the child; it is parked until spawn_release().  @argv is the command,
+ * run with sp->envp;
  * when @shell is true, argv[0] is run through /bin/sh -c.  @drop_to_sudo_user
  * makes the child run as SUDO_UID/SUDO_GID with that user's groups, and
  * with PR_SET_NO_NEW_PRIVS (an exec never raises privileges again).

@@ -42,8 +42,8 @@ struct proc_maps {
 };
 
 struct stacks {
-	struct memtrack_bpf *skel;  /* borrowed */
-	struct pipeline *pipe;	    /* borrowed */
+	struct memtrack_bpf *skel; /* borrowed */
+	struct rec_out *out;	   /* stacks_sync()'s records go here (borrowed, during the call) */
 	struct mt_unwind_row *rows; /* mmap of unwind_rows */
 	size_t rows_len;	    /* bytes mmaped */
 	uint32_t rows_used, rows_cap;
@@ -65,7 +65,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-struct stacks *stacks__new(struct memtrack_bpf *skel, struct pipeline *pipe)
+struct stacks *stacks__new(struct memtrack_bpf *skel)
 {
 	struct stacks *s = calloc(1, sizeof(*s));
 	struct bpf_map *map = skel->maps.unwind_rows;
@@ -73,7 +73,6 @@ struct stacks *stacks__new(struct memtrack_bpf *skel, struct pipeline *pipe)
 	if (!s)
 		return NULL;
 	s->skel = skel;
-	s->pipe = pipe;
 	s->rows_cap = bpf_map__max_entries(map);
 	s->rows_len = (size_t)s->rows_cap * sizeof(struct mt_unwind_row);
 	s->rows_len = (s->rows_len + 4095) & ~(size_t)4095;
@@ -113,7 +112,7 @@ static int emit_object(struct stacks *s, const struct object *o, const char *pat
 		memcpy(r.build_id, o->t->build_id, o->t->build_id_len);
 	}
 	snprintf(r.path, sizeof(r.path), "%s", path);
-	return pipeline_feed(s->pipe, &r, sizeof(r));
+	return rec_out_put(s->out, &r, sizeof(r));
 }
 
 /*
@@ -230,7 +229,7 @@ static int emit_mapping(struct stacks *s, pid_t pid, const struct mt_umap *m, ui
 	r.f[MAPPING_OFFSET] = offset;
 	r.f[MAPPING_OBJECT] = m->object;
 	r.f[MAPPING_BIAS] = m->bias;
-	return pipeline_feed(s->pipe, &r, sizeof(r.h) + MAPPING_NFIELDS * sizeof(__u64));
+	return rec_out_put(s->out, &r, sizeof(r.h) + MAPPING_NFIELDS * sizeof(__u64));
 }
 
 /*
@@ -310,7 +309,7 @@ static int read_maps(struct stacks *s, pid_t pid, uint64_t ts, struct proc_maps 
 	return err;
 }
 
-int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts)
+int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts, struct rec_out *out)
 {
 	uint64_t t0 = now_ns(), *offsets = NULL;
 	struct proc_maps *pm, *cur = NULL;
@@ -319,6 +318,7 @@ int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts)
 	int err;
 
 	s->st.syncs++;
+	s->out = out;
 	pm = proc_get(s, pid, true);
 	cur = calloc(1, sizeof(*cur));
 	um = calloc(1, sizeof(*um));
@@ -347,6 +347,7 @@ out:
 	free(offsets);
 	free(um);
 	free(cur);
+	s->out = NULL;
 	s->st.sync_ns += now_ns() - t0;
 	return err;
 }

@@ -6,14 +6,14 @@
  * name the frames of STACK records (docs/FORMAT.md §8.2).
  *
  * A process is parked (SIGSTOP) at exec, at fork and at each executable
- * file mmap until the poller has run its hook (cmd_track.c): stacks_sync()
+ * file mmap until the poller has run the recorder (recorder.h): stacks_sync()
  * runs there, before the process executes code in the new object, so no
  * stack misses an object.  An object's rows are built once per run (cache
  * by device and inode) and live in the BPF array until memtrack ends.
  *
  * THREAD NOTES: the poller thread only (after stacks__new() on main).
  * Ownership: stacks__new() returns a registry freed by stacks__free(); it
- * borrows @skel and @pipe.
+ * borrows @skel.
  */
 #ifndef MEMTRACK_STACKS_H
 #define MEMTRACK_STACKS_H
@@ -24,7 +24,7 @@
 #include "compiler.h"
 
 struct memtrack_bpf;
-struct pipeline;
+struct rec_out;
 struct stacks;
 
 struct stacks_stats {
@@ -41,16 +41,17 @@ struct stacks_stats {
 };
 
 /* Returns a registry, or NULL with errno set (the rows array cannot be mmaped). */
-struct stacks *stacks__new(struct memtrack_bpf *skel, struct pipeline *pipe);
+struct stacks *stacks__new(struct memtrack_bpf *skel);
 
 /*
  * Poller thread, for a parked process @pid: builds the rows of each object
- * it maps that is new to the run, writes OBJECT records for them and
+ * it maps that is new to the run, puts OBJECT records for them and
  * MAPPING records for the process's new executable mappings (timestamped
- * @ts, right after the record that parked it), and gives the kernel its
- * mapping table.  Returns 0 or -errno (-ESRCH: the process is gone).
+ * @ts, right after the record that parked it) into @out (the pipeline
+ * batches them), and gives the kernel its mapping table.  Returns 0 or
+ * -errno (-ESRCH: the process is gone).
  */
-MT_MUST_CHECK int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts);
+MT_MUST_CHECK int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts, struct rec_out *out);
 
 /* Forgets @pid's mappings (it exec'd or exited). */
 void stacks_forget(struct stacks *s, pid_t pid);

@@ -319,14 +319,14 @@ static struct pipeline_stats stats(const struct pipeline *p)
 }
 
 static struct pipeline *new_pipe(struct art *a, size_t batch_bytes, unsigned batches,
-				 unsigned flush_ms, pipeline_hook_fn hook, void *ctx)
+				 unsigned flush_ms, const struct pipeline_observer *obs)
 {
 	struct pipeline_opts o = {
 		.batch_bytes = batch_bytes,
 		.batches = batches,
 		.flush_ms = flush_ms,
 	};
-	struct pipeline *p = pipeline__new(&o, a->w, hook, ctx);
+	struct pipeline *p = pipeline__new(&o, a->w, obs);
 
 	if (!p)
 		perror("pipeline__new");
@@ -358,7 +358,7 @@ static void full_batch_case(size_t batch_bytes)
 		CHECK(0);
 		goto out_mem;
 	}
-	p = new_pipe(&a, batch_bytes, 3, 1000, NULL, NULL);
+	p = new_pipe(&a, batch_bytes, 3, 1000, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -434,7 +434,7 @@ static void test_full_batch_mixed_sizes(void)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, B, 2, 1000, NULL, NULL);
+	p = new_pipe(&a, B, 2, 1000, NULL);
 	CHECK(p != NULL);
 	for (unsigned i = 0; p && i < 2000; i++) {
 		struct mt_rec r =
@@ -484,7 +484,7 @@ static void test_timeout(void)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 64 << 10, 2, T, NULL, NULL);
+	p = new_pipe(&a, 64 << 10, 2, T, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -568,7 +568,7 @@ static void test_tick_before_birth(void)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 4096, 2, 50, NULL, NULL);
+	p = new_pipe(&a, 4096, 2, 50, NULL);
 	CHECK(p != NULL);
 	if (p) {
 		t0 = mono_ns();
@@ -593,7 +593,7 @@ static void test_timeout_zero(void)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 4096, 2, 0, NULL, NULL);
+	p = new_pipe(&a, 4096, 2, 0, NULL);
 	CHECK(p != NULL);
 	if (p) {
 		CHECK_EQ(feed(p, &r), 0);
@@ -621,7 +621,7 @@ static void stop_cause_case(enum flush_cause cause)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 4096, 2, 1000, NULL, NULL);
+	p = new_pipe(&a, 4096, 2, 1000, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -668,7 +668,7 @@ static void test_stop_after_flush_counts_nothing(void)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 4096, 2, 1000, NULL, NULL);
+	p = new_pipe(&a, 4096, 2, 1000, NULL);
 	CHECK(p != NULL);
 	if (p) {
 		CHECK_EQ(feed(p, &r), 0);
@@ -700,7 +700,7 @@ static void test_empty_pipeline(void)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 4096, 2, 1000, NULL, NULL);
+	p = new_pipe(&a, 4096, 2, 1000, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -760,7 +760,7 @@ static void test_sorted_within_batch(void)
 		free(ev);
 		return;
 	}
-	p = new_pipe(&a, (size_t)R * 40, 2, 1000, NULL, NULL);
+	p = new_pipe(&a, (size_t)R * 40, 2, 1000, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -887,7 +887,7 @@ static void test_roundtrip_every_type(void)
 		return;
 	}
 	/* small batches: records cross frames, and EXEC (288 bytes) fits */
-	p = new_pipe(&a, 600, 3, 1000, NULL, NULL);
+	p = new_pipe(&a, 600, 3, 1000, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -926,7 +926,7 @@ static void test_inject_control_records(void)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 4096, 2, 1000, NULL, NULL);
+	p = new_pipe(&a, 4096, 2, 1000, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -965,7 +965,7 @@ static void test_roundtrip_many(void)
 		CHECK(0);
 		goto out_mem;
 	}
-	p = new_pipe(&a, 4096, 3, 10, NULL, NULL);
+	p = new_pipe(&a, 4096, 3, 10, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -1013,7 +1013,7 @@ static void test_ignores_malformed(void)
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 256, 2, 1000, NULL, NULL);
+	p = new_pipe(&a, 256, 2, 1000, NULL);
 	CHECK(p != NULL);
 	if (p) {
 		CHECK_EQ(pipeline_feed(p, &r, sizeof(struct mt_rec_hdr) - 1), 0); /* short */
@@ -1037,7 +1037,7 @@ struct hook_log {
 	uint64_t events_before[16];
 };
 
-static void hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
+static void hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f, struct rec_out *out)
 {
 	struct hook_log *l = ctx;
 
@@ -1052,6 +1052,7 @@ static void hook(void *ctx, const struct mt_rec_hdr *h, const __u64 *f)
 
 static void test_hook(void)
 {
+	struct pipeline_observer obs = { .observe = hook };
 	struct hook_log log;
 	struct pipeline *p;
 	struct art a;
@@ -1075,11 +1076,15 @@ static void test_hook(void)
 	unsigned want = 0;
 
 	memset(&log, 0, sizeof(log));
+	obs.ctx = &log;
 	if (art_open(&a)) {
 		CHECK(0);
 		return;
 	}
-	p = new_pipe(&a, 4096, 2, 1000, hook, &log);
+	/* what the recorder asks for: parked records, and every EXIT */
+	obs.fn_flags = MT_REC_PARKED;
+	obs.types[MT_EXIT / 64] = 1ull << (MT_EXIT % 64);
+	p = new_pipe(&a, 4096, 2, 1000, &obs);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -1115,6 +1120,141 @@ out:
 	art_free(&a);
 }
 
+/*
+ * An observer's records (rec_out) are batched right after the record it
+ * observed, and are not observed themselves: the pipeline is never
+ * re-entered, and a made record that would be observed cannot loop.
+ */
+struct maker_log {
+	unsigned calls;
+	int put_err;
+};
+
+static void maker(void *ctx, const struct mt_rec_hdr *h, const __u64 *f, struct rec_out *out)
+{
+	struct maker_log *l = ctx;
+	/* an EXIT record (observed type) with the observed record's pid + 100 */
+	struct mt_rec r = mk(MT_EXIT, 0, h->pid + 100, h->pid + 100, h->ts + 1, 2,
+			     (uint64_t[MT_MAX_FIELDS]){ f[0], 0 });
+
+	l->calls++;
+	if (!l->put_err)
+		l->put_err = rec_out_put(out, &r, sizeof(r));
+	if (!l->put_err) /* a buffer that holds no whole record is refused */
+		l->put_err = rec_out_put(out, &r, sizeof(r.h) - 1) == -EINVAL ? 0 : -1;
+}
+
+static void test_observer_records_follow(void)
+{
+	struct maker_log log = { 0 };
+	struct pipeline_observer obs = { .observe = maker, .ctx = &log };
+	struct mt_event ev[8];
+	struct mt_rec r[3];
+	struct pipeline *p;
+	struct art a;
+
+	obs.types[MT_EXIT / 64] = 1ull << (MT_EXIT % 64);
+	if (art_open(&a)) {
+		CHECK(0);
+		return;
+	}
+	p = new_pipe(&a, 4096, 2, 1000, &obs);
+	CHECK(p != NULL);
+	if (!p)
+		goto out;
+	r[0] = mk_malloc(10, 0x1000, 8);
+	r[1] = mk(MT_EXIT, 0, 7, 7, 20, 2, (uint64_t[MT_MAX_FIELDS]){ 3, 0 });
+	r[2] = mk_malloc(30, 0x2000, 8);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(feed(p, &r[i]), 0);
+	CHECK_EQ(log.calls, 1); /* the made EXIT was not observed */
+	CHECK_EQ(log.put_err, 0);
+	CHECK_EQ(pipeline__stop(p, FLUSH_DRAIN), 0);
+	CHECK_U64(stats(p).events, 4);
+	CHECK_EQ(art_finish(&a, NULL), 0);
+	CHECK_EQ(read_events(a.path, ev, 8, NULL), 4);
+	CHECK_U64(ev[1].h.type, MT_EXIT);
+	CHECK_U64(ev[1].h.pid, 7);
+	CHECK_U64(ev[2].h.type, MT_EXIT);
+	CHECK_U64(ev[2].h.pid, 107);
+	CHECK_U64(ev[2].h.ts, 21);
+	CHECK_U64(ev[2].f[0], 3);
+	pipeline__free(p);
+out:
+	art_free(&a);
+}
+
+/*
+ * Any number of sources: each is fed what it holds stamped up to the time
+ * asked (here an injected record's), and both sources' records reach the
+ * artifact, sorted with the rest.
+ */
+struct held_source {
+	struct mt_rec recs[3];
+	unsigned n, next;
+	uint64_t last_until; /* the @until of the last feed */
+};
+
+static int held_feed(void *ctx, struct pipeline *p, uint64_t until)
+{
+	struct held_source *hs = ctx;
+	int fed = 0;
+
+	hs->last_until = until;
+	while (hs->next < hs->n && hs->recs[hs->next].h.ts <= until) {
+		int err = feed(p, &hs->recs[hs->next++]);
+
+		if (err)
+			return err;
+		fed++;
+	}
+	return fed;
+}
+
+static void test_two_sources(void)
+{
+	struct held_source a_src = { .n = 3 }, b_src = { .n = 3 };
+	struct mt_rec inj = mk_malloc(250, 0x9000, 8);
+	struct mt_event ev[8];
+	struct pipeline *p;
+	struct art a;
+
+	for (unsigned i = 0; i < 3; i++) {
+		a_src.recs[i] = mk_malloc(100 + 200 * i, 0x1000 + i, 8); /* 100 300 500 */
+		b_src.recs[i] = mk_malloc(200 + 200 * i, 0x2000 + i, 8); /* 200 400 600 */
+	}
+	if (art_open(&a)) {
+		CHECK(0);
+		return;
+	}
+	p = new_pipe(&a, 4096, 2, 1000, NULL);
+	CHECK(p != NULL);
+	if (!p)
+		goto out;
+	CHECK_EQ(pipeline__add_source(
+			 p, -1, &(struct pipeline_source){ .feed = held_feed, .ctx = &a_src }),
+		 0);
+	/* a second source is taken too (it was -EBUSY) */
+	CHECK_EQ(pipeline__add_source(
+			 p, -1, &(struct pipeline_source){ .feed = held_feed, .ctx = &b_src }),
+		 0);
+	CHECK_EQ(pipeline_inject(p, &inj, sizeof(inj)), 0);
+	CHECK_U64(a_src.last_until, 250);
+	CHECK_U64(b_src.last_until, 250);
+	CHECK_EQ(a_src.next, 1); /* 100 */
+	CHECK_EQ(b_src.next, 1); /* 200 */
+	CHECK_U64(stats(p).events, 3);
+	CHECK_EQ(pipeline__stop(p, FLUSH_DRAIN), 0);
+	CHECK_EQ(art_finish(&a, NULL), 0);
+	CHECK_EQ(read_events(a.path, ev, 8, NULL), 3);
+	CHECK_U64(ev[0].h.ts, 100);
+	CHECK_U64(ev[1].h.ts, 200);
+	CHECK_U64(ev[2].h.ts, 250);
+	pipeline__free(p);
+out:
+	art_free(&a);
+}
+
 /* A writer that fails (the pipe's reader is gone) is reported by stop. */
 static void test_writer_error_reported(void)
 {
@@ -1133,7 +1273,7 @@ static void test_writer_error_reported(void)
 	w = mt_writer__new(fds[1], &h, 0); /* the header fits in the pipe */
 	CHECK(w != NULL);
 	close(fds[0]);
-	p = w ? pipeline__new(&o, w, NULL, NULL) : NULL;
+	p = w ? pipeline__new(&o, w, NULL) : NULL;
 	CHECK(p != NULL);
 	if (p) {
 		for (unsigned i = 0; i < 25; i++) {
@@ -1248,7 +1388,7 @@ static void test_bounded_memory(void)
 	art_header(&h);
 	w = mt_writer__new(fds[1], &h, 0);
 	CHECK(w != NULL);
-	b.p = w ? pipeline__new(&o, w, NULL, NULL) : NULL;
+	b.p = w ? pipeline__new(&o, w, NULL) : NULL;
 	CHECK(b.p != NULL);
 	if (!b.p || b.out_fd < 0)
 		goto out;
@@ -1351,7 +1491,7 @@ static void writers_case(unsigned writers, size_t batch_bytes, unsigned N)
 		CHECK(0);
 		goto out_mem;
 	}
-	p = pipeline__new(&o, a.w, NULL, NULL);
+	p = pipeline__new(&o, a.w, NULL);
 	CHECK(p != NULL);
 	if (!p)
 		goto out;
@@ -1414,6 +1554,8 @@ int main(void)
 	RUN(test_roundtrip_many);
 	RUN(test_ignores_malformed);
 	RUN(test_hook);
+	RUN(test_observer_records_follow);
+	RUN(test_two_sources);
 	RUN(test_writer_error_reported);
 	RUN(test_bounded_memory);
 	RUN(test_writers_keep_batch_order);

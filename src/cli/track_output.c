@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+/*
+ * track_output.c - the artifact's name and place for `memtrack track`; see
+ * track_output.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli/cli.h"
+#include "cli/track_output.h"
+#include "util/as_user.h"
+
+/* Names the artifact memtrack.<command>.<pid>.mtrk when there is no -o. */
+const char *track_default_output(const char *cmd)
+{
+	static char def[512];
+	const char *base = strrchr(cmd, '/');
+
+	base = base ? base + 1 : cmd;
+	snprintf(def, sizeof(def), "memtrack.%.*s.%d.mtrk", (int)strcspn(base, " \t|&;<>"), base,
+		 getpid());
+	return def;
+}
+
+/*
+ * Creates the artifact as a temporary file next to the -o path (so it is
+ * checked writable before the command runs); place_output() renames it into
+ * place once the command runs.  Under sudo every step is the invoking
+ * user's own (as_user.h): the directory is opened, the file created and
+ * renamed by that user, so memtrack writes nowhere they could not have and
+ * the artifact is theirs without a chown.  All steps work under the
+ * directory's fd, and memtrack only ever removes or replaces what it
+ * created in this run: an existing -o that is not a regular file (a device
+ * node, a symbolic link, a FIFO, a directory) is refused.  Returns 0, 1
+ * (failure) or 2 (usage error), already reported.
+ */
+int track_open_output(struct track_out *run, const char *out)
+{
+	mode_t mask;
+	int fd;
+
+	run->dir = as_user_open_dir(out, &run->base);
+	if (run->dir == -EINVAL || run->dir == -ENAMETOOLONG) {
+		die_msg("invalid output path '%s'; give a file name with -o", out);
+		return 2;
+	}
+	if (run->dir < 0) {
+		die_msg("cannot write '%s': %s; choose a writable path with -o", out,
+			strerror(-run->dir));
+		return 1;
+	}
+	if (output_refused(run->dir, run->base, out, "-o"))
+		return 2;
+	if (snprintf(run->tmp_path, sizeof(run->tmp_path), "%.*s.%s.XXXXXX", (int)(run->base - out),
+		     out, run->base) >= (int)sizeof(run->tmp_path)) {
+		die_msg("invalid output path '%s'; give a file name with -o", out);
+		return 2;
+	}
+	run->tmp_base = run->tmp_path + (run->base - out);
+	fd = as_user_mkstempat(run->dir, run->tmp_base, 0);
+	if (fd < 0) {
+		run->tmp_path[0] = 0;
+		die_msg("cannot write '%s': %s; choose a writable path with -o", out,
+			strerror(-fd));
+		return 1;
+	}
+	run->fd = fd;
+	if (fstat(fd, &run->tmp_st))
+		run->tmp_st.st_ino = 0; /* cannot happen on a file just made: then never removed */
+	mask = umask(0);		/* no thread exists yet */
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask)) {
+		/* stays 0600: readable by its owner, which is enough */
+	}
+	return 0;
+}
+
+/* Moves the artifact to the -o path (as the invoking user).  Returns 0 or -errno. */
+int track_place_output(struct track_out *run)
+{
+	int err = as_user_renameat(run->dir, run->tmp_base, run->base);
+
+	if (err)
+		return err;
+	run->placed = true;
+	return 0;
+}
+
+/*
+ * Removes the artifact of a run that recorded nothing, if the temporary
+ * name still is the file memtrack made (the directory's owner may have
+ * replaced it).
+ */
+void track_discard_output(struct track_out *run)
+{
+	struct stat st;
+
+	if (!run->placed && run->tmp_path[0] &&
+	    !fstatat(run->dir, run->tmp_base, &st, AT_SYMLINK_NOFOLLOW) &&
+	    st.st_ino == run->tmp_st.st_ino && st.st_dev == run->tmp_st.st_dev)
+		as_user_unlinkat(run->dir, run->tmp_base);
+	run->tmp_path[0] = 0;
+}

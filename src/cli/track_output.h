@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * track_output.h - the artifact's name and place for `memtrack track`: a
+ * temporary file next to the -o path, created before the command runs,
+ * renamed into place once it runs, removed if it never did.  Every step is
+ * the invoking user's under sudo (as_user.h).
+ *
+ * THREAD NOTES: main only.
+ */
+#ifndef MEMTRACK_TRACK_OUTPUT_H
+#define MEMTRACK_TRACK_OUTPUT_H
+
+#include <stdbool.h>
+#include <sys/stat.h>
+
+/* The output: a temporary file next to -o until the command runs. */
+struct track_out {
+	int fd;		     /* the temporary file, -1 once the session owns it */
+	int dir;	     /* the directory of the -o path (O_PATH), -1 before */
+	const char *base;    /* the -o path's last component */
+	char tmp_path[4096]; /* the artifact until it is renamed to the -o path */
+	char *tmp_base;	     /* tmp_path's last component (in tmp_path) */
+	struct stat tmp_st;  /* the temporary file as created: only that one is removed */
+	bool placed;	     /* renamed: the artifact is at the -o path */
+};
+
+/* Names the artifact memtrack.<command>.<pid>.mtrk (a static buffer) when there is no -o. */
+const char *track_default_output(const char *cmd);
+
+/*
+ * Creates the temporary file for the artifact @out into @run (fd and dir,
+ * which the caller closes).  Returns 0, 1 (failure) or 2 (usage error),
+ * already reported.
+ */
+int track_open_output(struct track_out *run, const char *out);
+
+/* Moves the artifact to the -o path (as the invoking user).  Returns 0 or -errno. */
+int track_place_output(struct track_out *run);
+
+/* Removes the artifact of a run that recorded nothing (see track_output.c). */
+void track_discard_output(struct track_out *run);
+
+#endif /* MEMTRACK_TRACK_OUTPUT_H */

@@ -1,0 +1,840 @@
+// SPDX-License-Identifier: MIT
+/*
+ * session.c - one recording from start to end; see session.h.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "bpf_abi.h"
+#include "fast/fast_ring.h"
+#include "util/as_user.h"
+#include "record/attach.h"
+#include "record/control.h"
+#include "record/heap_stub.h"
+#include "record/heap_switch.h"
+#include "record/loader.h"
+#include "record/reaper.h"
+#include "record/recorder.h"
+#include "record/retire.h"
+#include "record/session.h"
+#include "record/spawn.h"
+#include "memtrack.skel.h"
+
+struct session {
+	struct session_opts o;
+	struct reaper *reaper;		 /* NULL: memtrack makes its slow closes itself */
+	struct retire *retire;		 /* every slow close goes through it (retire.h) */
+	const struct attach_ops *attach; /* how uprobes are attached (attach.h) */
+	struct probes *probes;		 /* NULL with --no-allocators */
+	struct heap_stub stub;		 /* stand-ins for the heap programs until loaded */
+	pthread_t preattach_thread;	 /* attaches the root's libc during the load */
+	bool preattaching;		 /* preattach_thread runs (joined by finish_early) */
+	int preattach_err;		 /* its probes_preattach() result, if < 0 */
+	struct memtrack_bpf *skel;
+	struct stacks *stacks;	   /* NULL without --stacks */
+	struct recorder *recorder; /* NULL with --no-allocators */
+	struct pipeline *pipe;
+	struct control *ctl;		 /* NULL without --control (or when it failed) */
+	struct fast_drain *fast;	 /* --fast: the in-process rings, else NULL */
+	struct heap_switch *heap_switch; /* with --control or --fast, once loaded */
+	struct mt_writer *writer;
+	struct mt_header hdr;
+	int out_fd; /* the artifact, -1 before session_start() */
+	struct spawn child;
+	struct spawn_env env; /* the command's environment */
+	sigset_t old_mask;    /* memtrack's mask before the handlers: the command's */
+	struct session_stats st;
+};
+
+/* Formats one line and hands it to the CLI's notice(). */
+static void __attribute__((format(printf, 2, 3)))
+notice(const struct session *s, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->o.notice(s->o.notice_ctx, msg);
+}
+
+/* --- before anything runs ------------------------------------------------ */
+
+/*
+ * CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) are needed; say so before
+ * anything runs.  Reads the effective set from /proc/self/status.
+ */
+static bool has_bpf_caps(void)
+{
+	const unsigned long long sys_admin = 1ull << 21, perfmon = 1ull << 38, bpf = 1ull << 39;
+	unsigned long long eff = 0;
+	char line[256];
+	FILE *f;
+
+	if (geteuid() == 0)
+		return true;
+	f = fopen("/proc/self/status", "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff & sys_admin) || ((eff & perfmon) && (eff & bpf));
+}
+
+/*
+ * The BPF side sees global pids, and memtrack resumes, reads /proc of and
+ * waits for the tree's processes by pid: inside a PID namespace of its own
+ * those are other numbers.  PROC_PID_INIT_INO (include/linux/proc_ns.h) is
+ * the initial namespace's inode number.
+ */
+static bool in_initial_pid_ns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) || st.st_ino == 0xEFFFFFFCu;
+}
+
+enum session_host session_check_host(void)
+{
+	if (!has_bpf_caps())
+		return SESSION_HOST_NO_CAPS;
+	return in_initial_pid_ns() ? SESSION_HOST_OK : SESSION_HOST_PID_NS;
+}
+
+/*
+ * Finds libmemtrack-fast.so: next to the memtrack binary (the build tree),
+ * else in the install's lib/memtrack.  Returns 0 or -ENOENT.
+ */
+static int fast_lib_path(char *buf, size_t len)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n > 0) {
+		exe[n] = 0;
+		slash = strrchr(exe, '/');
+		if (slash &&
+		    (size_t)snprintf(buf, len, "%.*s/libmemtrack-fast.so", (int)(slash - exe),
+				     exe) < len &&
+		    !access(buf, R_OK))
+			return 0;
+		if (slash && (slash = memrchr(exe, '/', slash - exe)) &&
+		    (size_t)snprintf(buf, len, "%.*s/lib/memtrack/libmemtrack-fast.so",
+				     (int)(slash - exe), exe) < len &&
+		    !access(buf, R_OK))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+bool session_fast_available(void)
+{
+	char lib[4096];
+
+	return !fast_lib_path(lib, sizeof(lib));
+}
+
+struct session *session__new(const struct session_opts *o)
+{
+	struct session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->o = *o;
+	s->out_fd = -1;
+	s->child = (struct spawn){ .pid = -1, .release_fd = -1, .status_fd = -1 };
+	s->stub = (struct heap_stub){ -1, -1, -1 };
+	s->st.t_start = mono_ns();
+	return s;
+}
+
+/* The fd limit memtrack raises its own to, as root, when its hard one is lower. */
+#define FD_LIMIT_WANT 65536
+
+/*
+ * Every probed process holds a few link fds while it lives, every
+ * in-process one a connection: raise the fd limit.  Root raises the hard
+ * one too (CAP_SYS_RESOURCE): under `ulimit -n 64` (soft and hard) a tree
+ * of 22 processes needs more than 64; without the capability, the soft
+ * limit goes up to the hard one.  The command gets its own limits back
+ * (spawn.c).
+ */
+static void raise_fd_limit(struct spawn *child)
+{
+	struct rlimit rl, old;
+
+	if (getrlimit(RLIMIT_NOFILE, &old))
+		return;
+	child->nofile = old.rlim_cur;
+	child->nofile_max = old.rlim_max;
+	rl.rlim_cur = rl.rlim_max = old.rlim_max < FD_LIMIT_WANT ? FD_LIMIT_WANT : old.rlim_max;
+	if (rl.rlim_max == old.rlim_max || setrlimit(RLIMIT_NOFILE, &rl)) {
+		rl.rlim_cur = rl.rlim_max = old.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* A signal to forward (SIGINT, SIGTERM, SIGHUP); SIGCHLD only wakes pselect. */
+static volatile sig_atomic_t pending_signal;
+
+static void on_signal(int sig)
+{
+	if (sig != SIGCHLD)
+		pending_signal = sig;
+}
+
+static void install_signals(sigset_t *old)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigset_t block;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
+	/* blocked except inside sigsuspend-like waits, so none is lost */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &block, old);
+}
+
+static void join_argv(char *dst, size_t len, char **argv)
+{
+	size_t used = 0;
+
+	dst[0] = 0;
+	for (int i = 0; argv[i] && used + 1 < len; i++)
+		used += snprintf(dst + used, len - used, "%s%s", i ? " " : "", argv[i]);
+}
+
+static void fill_header(struct mt_header *h, const struct session_opts *o)
+{
+	struct timespec mono, real;
+	struct utsname u;
+
+	memset(h, 0, sizeof(*h));
+	h->format_version = MT_FORMAT_VERSION;
+	snprintf(h->memtrack_version, sizeof(h->memtrack_version), "%s", MT_VERSION);
+	h->page_size = sysconf(_SC_PAGESIZE);
+	h->clock_id = CLOCK_MONOTONIC;
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	h->start_ns = mono.tv_sec * 1000000000ull + mono.tv_nsec;
+	h->wall_offset_ns = (real.tv_sec * 1000000000ll + real.tv_nsec) - (int64_t)h->start_ns;
+	if (!uname(&u))
+		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", u.release);
+	join_argv(h->command, sizeof(h->command), o->argv);
+	h->flags = (o->allocators ? MT_HDR_ALLOCATORS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
+		   (o->start_disabled ? MT_HDR_START_DISABLED : 0) |
+		   (o->stacks ? MT_HDR_STACKS : 0);
+}
+
+/* --- the control socket and the in-process drain -------------------------- */
+
+/* Poller thread: a control socket problem that does not stop the session. */
+static void control_notice(void *ctx, const char *msg)
+{
+	const struct session *s = ctx;
+
+	s->o.notice(s->o.notice_ctx, msg);
+}
+
+/*
+ * The command's MEMTRACK_CONTROL: the path made absolute when it fits a
+ * socket address, so a command that changes directory still finds it.
+ */
+static int export_control_path(struct session *s, const char *path)
+{
+	char abs[108], cwd[4096];
+
+	if (path[0] != '/' && getcwd(cwd, sizeof(cwd)) &&
+	    (size_t)snprintf(abs, sizeof(abs), "%s/%s", cwd, path) < sizeof(abs))
+		path = abs;
+	return spawn_env_set(&s->env, "MEMTRACK_CONTROL", path);
+}
+
+/*
+ * Creates the control socket.  A socket that cannot be made is reported and
+ * the session goes on without one, heap recording on (even under
+ * --start-disabled: nothing could enable it).  Returns 0 or -ENOMEM.
+ */
+static int open_control(struct session *s)
+{
+	struct control_opts co = {
+		.path = s->o.control,
+		.notice = control_notice, /* the switch comes once loaded: control__set_switch */
+		.notice_ctx = s,
+	};
+	char err[512];
+
+	s->ctl = control__new(&co, err, sizeof(err));
+	if (!s->ctl) {
+		notice(s, "%s (the command runs without control, heap recording on)", err);
+		s->o.start_disabled = false; /* read when the BPF side is configured */
+		/* no other session's socket either */
+		return spawn_env_set(&s->env, "MEMTRACK_CONTROL", NULL);
+	}
+	return export_control_path(s, s->o.control);
+}
+
+/* Hooks the control socket to the poller. */
+static int start_control(struct session *s)
+{
+	control__set_pipeline(s->ctl, s->pipe);
+	if (s->o.start_disabled)
+		(void)control_record(s->ctl, MT_DISABLE, getpid());
+	return pipeline__watch_fd(s->pipe, control__fd(s->ctl), control_handle, s->ctl);
+}
+
+/* Poller thread: a process whose executable allocates itself stays on the uprobes. */
+static bool fast_admit(void *ctx, pid_t pid)
+{
+	const struct session *s = ctx;
+
+	return !probes_exe_allocates(s->probes, pid);
+}
+
+/*
+ * --fast: opens the socket the library hands its rings to, and puts the
+ * library first in the command's LD_PRELOAD (the command sees it there,
+ * and MEMTRACK_FAST_SOCKET: exec'd programs keep the path through them).
+ * Returns 0 or -errno with a message in @err.
+ */
+static int open_fast(struct session *s, char *err, size_t errlen)
+{
+	const char *old = spawn_env_get(&s->env, "LD_PRELOAD");
+	char lib[4096], *preload;
+	uid_t uid;
+	gid_t gid;
+	int ret;
+
+	if (fast_lib_path(lib, sizeof(lib))) {
+		snprintf(
+			err, errlen,
+			"--fast needs libmemtrack-fast.so next to the memtrack binary or in lib/memtrack of its install; run make (or make install), or drop --fast");
+		return -ENOENT;
+	}
+	if (!sudo_invoker(&uid, &gid)) { /* the command's user: the socket is theirs */
+		uid = geteuid();
+		gid = getegid();
+	}
+	s->fast = fast_drain__new(fast_admit, s, uid, gid, s->reaper);
+	if (!s->fast) {
+		ret = -errno;
+		snprintf(
+			err, errlen,
+			"cannot create the --fast socket: %s; set TMPDIR to a writable directory or drop --fast",
+			strerror(-ret));
+		return ret;
+	}
+	if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)
+		return -ENOMEM;
+	ret = spawn_env_set(&s->env, "LD_PRELOAD", preload);
+	free(preload);
+	return ret ? ret : spawn_env_set(&s->env, MT_FAST_SOCKET_ENV, fast_drain__path(s->fast));
+}
+
+/* --fast, once the BPF side is loaded: the drain learns the tree and joins the pipeline. */
+static int start_fast(struct session *s)
+{
+	fast_drain__set_tracked(s->fast, bpf_map__fd(s->skel->maps.tracked));
+	/* the heap switch (control socket), on a sealed page the libraries map read-only */
+	fast_drain__set_switch(s->fast, heap_switch__page_fd(s->heap_switch), 0,
+			       HEAP_SWITCH_PAGE_BYTES);
+	return pipeline__add_source(s->pipe, fast_drain__fd(s->fast),
+				    &(struct pipeline_source){ .feed = fast_drain_feed,
+							       .service = fast_drain_service,
+							       .ctx = s->fast });
+}
+
+/* --- start ------------------------------------------------------------------ */
+
+static void *preattach_main(void *arg)
+{
+	struct session *s = arg;
+	int ret = probes_preattach(s->probes, s->child.pid);
+
+	s->preattach_err = ret < 0 ? ret : 0;
+	return NULL;
+}
+
+/*
+ * The registry of the allocator probes, and the root's libc attached
+ * through the heap stubs on a thread of its own, so that link's grace
+ * period (~10 ms) passes during the BPF load (heap_stub.h).
+ */
+static int start_probes(struct session *s)
+{
+	sigset_t all, old;
+
+	s->probes = probes__new(s->retire, s->attach);
+	if (!s->probes)
+		return -ENOMEM;
+	probes__set_fast(s->probes, s->o.fast);
+	if (heap_stub_load(&s->stub, s->attach->prog_attach_type))
+		return 0; /* libc is attached after the exec instead */
+	probes__set_progs(s->probes, s->stub.enter_fd, s->stub.exit_fd);
+	sigfillset(&all); /* signals are main's */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	s->preattaching = !pthread_create(&s->preattach_thread, NULL, preattach_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return 0;
+}
+
+/*
+ * Before the BPF side loads (~20 ms of CPU): forks the reaper (before any
+ * thread), opens the control and --fast sockets (their paths go into the
+ * command's environment), forks the command parked before its exec, and
+ * starts the probes.  Returns 0 or -errno with a message in @err.
+ */
+static int start_early(struct session *s, char *err, size_t errlen)
+{
+	int ret;
+
+	s->reaper = reaper__new();
+	s->retire = retire__new(s->reaper);
+	s->attach = attach_select();
+	ret = s->retire ? spawn_env_init(&s->env) : -ENOMEM;
+	if (!ret && s->o.control) /* before the fork: the command finds it in its environment */
+		ret = open_control(s);
+	if (!ret && s->o.fast)
+		ret = open_fast(s, err, errlen);
+	if (ret) {
+		if (!err[0])
+			snprintf(err, errlen, "out of memory");
+		return ret;
+	}
+	s->child.envp = s->env.vars;
+	ret = spawn_parked(&s->child, s->o.argv, s->o.shell,
+			   sudo_invoker(&(uid_t){ 0 }, &(gid_t){ 0 }), &s->old_mask);
+	if (ret) {
+		snprintf(err, errlen, "cannot start the command: %s", strerror(-ret));
+		return ret;
+	}
+	ret = s->o.allocators ? start_probes(s) : 0;
+	if (ret)
+		snprintf(err, errlen, "out of memory");
+	return ret;
+}
+
+/*
+ * Once the BPF side is loaded: the stubs run alloc_enter and alloc_exit
+ * from now on, and later links use them directly.  Should the stubs not be
+ * armed, the root's early links are dropped (its sync after exec attaches
+ * libc again).
+ */
+static void finish_early(struct session *s)
+{
+	if (s->preattaching)
+		pthread_join(s->preattach_thread, NULL);
+	s->preattaching = false;
+	if (!s->probes)
+		return;
+	if (s->skel) {
+		int enter = bpf_program__fd(s->skel->progs.alloc_enter);
+		int exit = bpf_program__fd(s->skel->progs.alloc_exit);
+
+		if (s->stub.map_fd >= 0 && heap_stub_arm(&s->stub, enter, exit))
+			probes_forget(s->probes, s->child.pid, true);
+		probes__set_progs(s->probes, enter, exit);
+	}
+	if (s->preattach_err && s->o.verbose)
+		notice(s, "libc not attached before exec (%s); it is after",
+		       strerror(-s->preattach_err));
+	s->preattach_err = 0;
+}
+
+/* Words a loader_open() failure as one line naming the fix; returns @buf. */
+static const char *loader_reason(enum loader_step step, int err, char *buf, size_t len)
+{
+	switch (step) {
+	case LOADER_BTF:
+		snprintf(
+			buf, len,
+			"this kernel has no BTF (/sys/kernel/btf/vmlinux); memtrack needs a kernel built with CONFIG_DEBUG_INFO_BTF=y");
+		break;
+	case LOADER_OPEN:
+		snprintf(buf, len, "cannot open the BPF object: %s", strerror(-err));
+		break;
+	case LOADER_LOAD:
+		if (err == -ENOMEM)
+			snprintf(
+				buf, len,
+				"not enough memory for memtrack's BPF maps; choose a smaller --ring-size");
+		else if (err == -EPERM)
+			snprintf(
+				buf, len,
+				"not allowed to load BPF programs (%s); run as root or grant CAP_BPF and CAP_PERFMON",
+				strerror(-err));
+		else
+			snprintf(
+				buf, len,
+				"the kernel rejected memtrack's BPF programs (%s); rerun with -v to see the verifier's log",
+				strerror(-err));
+		break;
+	case LOADER_ATTACH:
+		snprintf(
+			buf, len,
+			"cannot attach memtrack's tracepoints (%s); this kernel needs BTF raw tracepoints (tp_btf, Linux 5.5+)",
+			strerror(-err));
+		break;
+	}
+	return buf;
+}
+
+/* Loads the BPF side and registers the root.  Returns 0 or -errno with @err. */
+static int load_bpf(struct session *s, char *err, size_t errlen)
+{
+	struct loader_opts lo = {
+		.ring_bytes = s->o.ring_bytes,
+		.wakeup_bytes = s->o.wakeup_bytes,
+		.allocators = s->o.allocators,
+		.uprobe_attach_type = s->attach->prog_attach_type,
+		.physical = s->o.physical,
+		.verbose = s->o.verbose,
+		.heap_disabled = s->o.start_disabled,
+		.stacks = s->o.stacks,
+		.unwind_rows = s->o.unwind_rows ? s->o.unwind_rows : MT_UNWIND_ROWS_DEFAULT,
+		.fast = s->o.fast,
+	};
+	enum loader_step step;
+	int ret;
+
+	ret = loader_open(&lo, &s->skel, &step);
+	if (lo.physical_err)
+		notice(s, "--physical is not available on this kernel (%s); recording without it",
+		       loader_reason(lo.physical_step, lo.physical_err, err, errlen));
+	err[0] = 0;
+	if (ret) {
+		loader_reason(step, ret, err, errlen);
+		return ret;
+	}
+	s->o.physical = lo.physical;
+	finish_early(s);
+	if (loader_track_root(s->skel, s->child.pid)) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot start the command: %s", strerror(-ret));
+		return ret;
+	}
+	if (s->ctl || s->fast) {
+		s->heap_switch = heap_switch__new(loader_heap_switch(s->skel));
+		if (!s->heap_switch) {
+			ret = -errno;
+			snprintf(err, errlen, "cannot make the heap switch's page: %s",
+				 strerror(-ret));
+			return ret;
+		}
+	}
+	if (s->ctl)
+		control__set_switch(s->ctl, s->heap_switch);
+	return 0;
+}
+
+/* The unwinder's registry and the recorder, the pipeline's observer. */
+static int start_recorder(struct session *s, struct pipeline_observer *obs, char *err,
+			  size_t errlen)
+{
+	int ret;
+
+	if (s->o.stacks) {
+		s->stacks = stacks__new(s->skel);
+		if (!s->stacks) {
+			ret = -errno;
+			snprintf(err, errlen, "cannot map the kernel's unwind table: %s",
+				 strerror(-ret));
+			return ret;
+		}
+	}
+	if (!s->probes) /* --no-allocators: nothing is ever parked */
+		return 0;
+	s->recorder = recorder__new(s->skel, s->probes, s->stacks);
+	if (!s->recorder) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	recorder_observer(s->recorder, obs);
+	return 0;
+}
+
+/*
+ * The writer, the recorder and the pipeline with its sources and watched
+ * fds, then the poller.  Returns 0 or -errno with @err.
+ */
+static int start_pipeline(struct session *s, char *err, size_t errlen)
+{
+	struct pipeline_observer obs = { 0 };
+	int ret;
+
+	fill_header(&s->hdr, &s->o);
+	s->writer = mt_writer__new(s->out_fd, &s->hdr, 0);
+	if (!s->writer) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot write the artifact header to '%s': %s", s->o.output,
+			 strerror(-ret));
+		return ret;
+	}
+	ret = start_recorder(s, &obs, err, errlen);
+	if (ret)
+		return ret;
+	s->pipe = pipeline__new(&s->o.pipe, s->writer, obs.observe ? &obs : NULL);
+	ret = s->pipe ? 0 : -errno;
+	if (!ret && s->ctl)
+		ret = start_control(s);
+	if (!ret && s->fast) {
+		ret = start_fast(s);
+		if (ret) {
+			snprintf(err, errlen, "cannot start the --fast drain: %s", strerror(-ret));
+			return ret;
+		}
+	}
+	if (!ret)
+		ret = pipeline__start_poller(s->pipe, bpf_map__fd(s->skel->maps.events),
+					     bpf_map__fd(s->skel->maps.ctl_events));
+	if (ret) /* pthread_create's code, or libbpf's: errno may be stale */
+		snprintf(err, errlen, "cannot start the event pipeline: %s%s", strerror(-ret),
+			 ret == -EMFILE ? "; raise the fd limit (ulimit -Hn, at least 128)" : "");
+	return ret;
+}
+
+int session_start(struct session *s, int out_fd, char *err, size_t errlen)
+{
+	int ret;
+
+	err[0] = 0;
+	s->out_fd = out_fd;
+	raise_fd_limit(&s->child);
+	install_signals(&s->old_mask);
+	ret = start_early(s, err, errlen);
+	if (!ret)
+		ret = load_bpf(s, err, errlen);
+	if (!ret)
+		ret = start_pipeline(s, err, errlen);
+	s->st.t_loaded = mono_ns();
+	return ret;
+}
+
+void session_abort(struct session *s)
+{
+	if (!s)
+		return;
+	finish_early(s);
+	spawn_abort(&s->child); /* before its exec: nothing ran */
+}
+
+int session_release(struct session *s)
+{
+	int err = spawn_release(&s->child);
+
+	if (err) /* the child exits with 127 */
+		waitpid(s->child.pid, NULL, 0);
+	return err;
+}
+
+/* --- run and end -------------------------------------------------------------- */
+
+void session_wait(struct session *s)
+{
+	struct timespec tick = { 0, 20 * 1000000L };
+	bool root_done = false;
+
+	for (;;) {
+		int sig = pending_signal;
+
+		pending_signal = 0;
+		if (sig) {
+			s->st.signalled = true;
+			if (!root_done)
+				kill(s->child.pid, sig);
+		}
+		if (!root_done && waitpid(s->child.pid, &s->st.status, WNOHANG) == s->child.pid)
+			root_done = true;
+		if (root_done && (s->st.signalled || !loader_tree_alive(s->skel)))
+			return;
+		sigset_t wait_set = s->old_mask;
+		pselect(0, NULL, NULL, NULL, &tick, &wait_set);
+	}
+}
+
+/* What the trailer says besides the drops, from the stopped pipeline's modules. */
+static void fill_trailer(struct session *s, struct mt_trailer *t)
+{
+	if (s->fast) {
+		/*
+		 * Slots a killed thread reserved and never wrote: calls it was
+		 * inside, that never returned to the program (a block it never
+		 * got, a free not yet done), so no loss of the recording: named,
+		 * not dropped, and the exit status stays the command's.
+		 */
+		fast_drain__stats(s->fast, &s->st.fast_st);
+		t->killed_in_call = s->st.fast_st.lost;
+	}
+	if (s->probes) {
+		probes__stats(s->probes, &s->st.probes);
+		t->unprobed = s->st.probes.lost;
+		s->st.unprobed_errno = s->st.probes.last_error;
+	}
+	t->exit_code = WIFEXITED(s->st.status) ? WEXITSTATUS(s->st.status) : -1;
+	t->exit_signal = WIFSIGNALED(s->st.status) ? WTERMSIG(s->st.status) : 0;
+	t->duration_ns = mono_ns() - s->hdr.start_ns;
+}
+
+static uint64_t total_drops(const struct mt_trailer *t)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < MT_DROP_SLOTS; i++)
+		n += t->dropped[i];
+	return n;
+}
+
+/* -v: the statistics of the run, one notice a line. */
+static void print_stats(const struct session *s, const struct mt_trailer *t)
+{
+	const struct session_stats *st = &s->st;
+	const struct pipeline_stats *ps = &st->pipe;
+	const struct probes_stats *pr = &st->probes;
+
+	notice(s,
+	       "pipeline: %llu events, %llu batches (full %llu, timeout %llu, drain %llu, shutdown %llu), "
+	       "max queue %llu, poller waits %llu, dropped %llu, encode %.1f ms, %llu frames, %llu raw bytes, %llu file bytes",
+	       (unsigned long long)ps->events, (unsigned long long)ps->batches,
+	       (unsigned long long)ps->flushes[FLUSH_FULL],
+	       (unsigned long long)ps->flushes[FLUSH_TIMEOUT],
+	       (unsigned long long)ps->flushes[FLUSH_DRAIN],
+	       (unsigned long long)ps->flushes[FLUSH_SHUTDOWN], (unsigned long long)ps->max_queue,
+	       (unsigned long long)ps->poller_waits, (unsigned long long)total_drops(t),
+	       ps->encode_ns / 1e6, (unsigned long long)ps->frames,
+	       (unsigned long long)ps->raw_bytes, (unsigned long long)ps->file_bytes);
+	if (s->fast) {
+		const struct fast_drain_stats *fs = &st->fast_st;
+
+		notice(s,
+		       "fast: %llu processes recorded in-process (%llu refused), %llu records, %llu cut short by a kill, %llu rings open at most, %llu forged records refused (%llu rings cut off)",
+		       (unsigned long long)fs->rings, (unsigned long long)fs->refused,
+		       (unsigned long long)fs->records, (unsigned long long)fs->lost,
+		       (unsigned long long)fs->max_open, (unsigned long long)fs->bad_records,
+		       (unsigned long long)fs->cut);
+	}
+	notice(s, "time: load+attach %.1f ms, run %.1f ms, drain+finish %.1f ms",
+	       (st->t_loaded - st->t_start) / 1e6, (st->t_exited - st->t_loaded) / 1e6,
+	       (st->t_finished - st->t_exited) / 1e6);
+	notice(s,
+	       "probes: %llu syncs, %llu uprobes attached, %llu failures, %llu processes unprobed, %.1f ms attaching",
+	       (unsigned long long)pr->syncs, (unsigned long long)pr->links,
+	       (unsigned long long)pr->failures, (unsigned long long)pr->lost, pr->sync_ns / 1e6);
+	if (s->stacks) {
+		const struct stacks_stats *ss = &st->stacks;
+
+		notice(s,
+		       "stacks: %llu objects, %llu unwind rows of %llu (%llu KiB table), %llu without CFI, %llu without room, %.1f ms building tables, %llu syncs %.1f ms",
+		       (unsigned long long)ss->objects, (unsigned long long)ss->rows,
+		       (unsigned long long)ss->rows_cap, (unsigned long long)ss->table_bytes >> 10,
+		       (unsigned long long)ss->no_cfi, (unsigned long long)ss->no_room,
+		       ss->build_ns / 1e6, (unsigned long long)ss->syncs, ss->sync_ns / 1e6);
+	}
+}
+
+int session_finish(struct session *s, struct mt_trailer *t)
+{
+	struct recorder_failures rf = { 0 };
+	int err, drops_err;
+
+	s->st.t_exited = mono_ns();
+	/* what the poller has not resumed by now runs on untracked */
+	loader_stop_parking(s->skel);
+	err = pipeline__stop(s->pipe, s->st.signalled ? FLUSH_SHUTDOWN : FLUSH_DRAIN);
+	pipeline__stats(s->pipe, &s->st.pipe);
+	s->st.events = s->st.pipe.events;
+	drops_err = loader_read_drops(s->skel, t->dropped);
+	if (drops_err)
+		notice(s,
+		       "cannot read the kernel's drop counters: %s; the artifact may undercount lost events",
+		       strerror(-drops_err));
+	if (s->recorder)
+		recorder__failures(s->recorder, &rf);
+	if (rf.procs)
+		notice(s,
+		       "could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
+		       rf.procs, rf.first_pid, strerror(-rf.first_err));
+	fill_trailer(s, t);
+	if (s->stacks)
+		stacks__stats(s->stacks, &s->st.stacks);
+	if (!err)
+		err = mt_writer__finish(s->writer, t);
+	s->st.t_finished = mono_ns();
+	if (s->o.verbose)
+		print_stats(s, t);
+	return err;
+}
+
+void session_stats(const struct session *s, struct session_stats *st)
+{
+	*st = s->st;
+	st->fast = s->fast != NULL;
+	st->stacks_on = s->stacks != NULL;
+}
+
+/*
+ * Unloads the BPF side.  First the tracked set is emptied, so nothing is
+ * recorded or parked any more (a process of a tree memtrack stopped waiting
+ * for, after a signal, is sent SIGCONT in case it was parked); then every
+ * fd goes to the reaper, which bears the kernel's grace periods once
+ * memtrack has exited (retire_end()): the closes here are reference drops.
+ */
+static void teardown(struct session *s)
+{
+	uint64_t t0 = mono_ns(), t1;
+	unsigned handed;
+
+	loader_stop_parking(s->skel);
+	if (s->skel)
+		loader_untrack_all(s->skel);
+	probes__free(s->probes);
+	stacks__free(s->stacks);
+	handed = retire_end(s->retire);
+	t1 = mono_ns();
+	heap_stub_close(&s->stub);
+	loader_close(s->skel);
+	if (s->o.verbose)
+		notice(s, "teardown: probes %.1f ms, bpf %.1f ms (%u fds left to the reaper)",
+		       (t1 - t0) / 1e6, (mono_ns() - t1) / 1e6, handed);
+}
+
+void session__free(struct session *s)
+{
+	if (!s)
+		return;
+	pipeline__free(s->pipe);
+	recorder__free(s->recorder);	   /* after the poller, which runs it */
+	control__free(s->ctl);		   /* after the poller, which serves it */
+	fast_drain__free(s->fast);	   /* after the poller, which drains it */
+	heap_switch__free(s->heap_switch); /* after the control socket and drain */
+	mt_writer__free(s->writer);
+	teardown(s);
+	if (s->out_fd >= 0)
+		close(s->out_fd);
+	spawn_env_free(&s->env);
+	retire__free(s->retire);
+	reaper__free(s->reaper); /* after memtrack's last close */
+	free(s);
+}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session.h - one recording, from start to end: the command spawned
+ * parked, the BPF side, the allocator probes, the pipeline to the artifact,
+ * the in-process drain (--fast), the control socket, and the end (drain,
+ * trailer, teardown).  The CLI (cli/cmd_track.c) keeps the options, the
+ * output's name and place, and the exit status.
+ *
+ * The order: session__new(), session_start() (the reaper forked, the
+ * control socket and --fast socket opened, the command forked parked with
+ * its environment built explicitly, the root's libc attached during the BPF
+ * load, the pipeline started), session_release() (the command execs),
+ * session_wait() (signals forwarded), session_finish() (drained, trailer
+ * written), session__free().  After a failed session_start(),
+ * session_abort() kills the parked command.
+ *
+ * THREAD NOTES: main calls everything here and handles every signal
+ * (session_start() installs the handlers; the mask memtrack started with
+ * is the command's).  Threads the session starts: the pipeline's poller
+ * (which runs the recorder, recorder.h, the control socket and the --fast
+ * drain) and encoding threads, the preattach thread (during the load only),
+ * the retire closers (retire.h, on first need); and one process, the
+ * reaper.  notice() is called on main, and on the poller for the control
+ * socket's notices.
+ */
+#ifndef MEMTRACK_SESSION_H
+#define MEMTRACK_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "format/artifact.h"
+#include "pipeline/pipeline.h"
+#include "record/fast_drain.h"
+#include "record/probes.h"
+#include "record/stacks.h"
+#include "compiler.h"
+
+struct session;
+
+struct session_opts {
+	char **argv;	      /* the command (borrowed) */
+	const char *output;   /* the artifact's name, for messages (borrowed) */
+	bool shell;	      /* run argv[0] through /bin/sh -c */
+	bool allocators;      /* attach heap probes */
+	bool physical;	      /* --physical: count the tree's physical pages */
+	bool verbose;	      /* -v: libbpf output, and statistics through notice() */
+	bool start_disabled;  /* heap recording off until `enable` (needs control) */
+	bool stacks;	      /* a call stack for each allocation and mmap */
+	bool fast;	      /* heap calls recorded in-process where possible */
+	const char *control;  /* the control socket's path, or NULL */
+	uint32_t unwind_rows; /* --stacks: rows of the unwind table */
+	uint64_t ring_bytes;
+	uint64_t wakeup_bytes;
+	struct pipeline_opts pipe;
+	/* one line for the user, without "memtrack: " or "\n" (the CLI's words) */
+	void (*notice)(void *ctx, const char *msg);
+	void *notice_ctx;
+};
+
+struct session_stats {
+	int status;	    /* the root's wait status */
+	bool signalled;	    /* memtrack got SIGINT/SIGTERM/SIGHUP */
+	uint64_t events;    /* records that reached the artifact */
+	int unprobed_errno; /* why the last process went unprobed, 0 if none did */
+	bool fast;	    /* the --fast drain ran: fast is set */
+	bool stacks_on;	    /* --stacks: stacks is set */
+	struct pipeline_stats pipe;
+	struct probes_stats probes;
+	struct fast_drain_stats fast_st;
+	struct stacks_stats stacks;
+	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases (mono_ns) */
+};
+
+/* What session_check_host() found wrong, for the CLI to word. */
+enum session_host {
+	SESSION_HOST_OK,
+	SESSION_HOST_NO_CAPS, /* neither root nor CAP_BPF and CAP_PERFMON */
+	SESSION_HOST_PID_NS,  /* inside a PID namespace of its own */
+};
+
+/* Whether memtrack can record here at all (before anything runs). */
+enum session_host session_check_host(void);
+
+/* Whether libmemtrack-fast.so is installed where --fast finds it. */
+bool session_fast_available(void);
+
+/* Returns a session of @o (copied; argv and control borrowed), or NULL with errno set. */
+struct session *session__new(const struct session_opts *o);
+
+/*
+ * Starts the recording into @out_fd (the artifact, owned by the session
+ * from now on): everything up to the command parked before its exec, with
+ * the pipeline running.  Returns 0, or -errno with a one-line message in
+ * @err (then call session_abort()).
+ */
+MT_MUST_CHECK int session_start(struct session *s, int out_fd, char *err, size_t errlen);
+
+/* Kills the command, parked before its exec, after a failed session_start(). */
+void session_abort(struct session *s);
+
+/*
+ * Lets the command exec.  Returns 0, or the exec's -errno (the child is
+ * then reaped: nothing ran).
+ */
+MT_MUST_CHECK int session_release(struct session *s);
+
+/*
+ * Waits for the root to exit, forwarding SIGINT, SIGTERM and SIGHUP to it;
+ * then, unless memtrack itself was signalled, for the rest of the tree.
+ */
+void session_wait(struct session *s);
+
+/*
+ * Drains the pipeline and writes the trailer into @t (exit status, drops,
+ * unprobed processes ...).  Returns 0 or -errno (the artifact's error).
+ */
+int session_finish(struct session *s, struct mt_trailer *t);
+
+void session_stats(const struct session *s, struct session_stats *st);
+
+/*
+ * Ends the session: unloads the BPF side, leaves every fd to the reaper,
+ * frees everything (NULL is fine).  Nothing of the tree is parked or
+ * probed afterwards.
+ */
+void session__free(struct session *s);
+
+#endif /* MEMTRACK_SESSION_H */
