@@ -491,16 +491,19 @@ def live_reapers():
     return [pid for pid, name, f in proc_stats() if name == "memtrack-reaper" and f[0] != "Z"]
 
 
-def wait_for_reapers(timeout=30.0):
+def wait_for_reapers(timeout=30.0, besides=()):
     """Waits (at most timeout s) until earlier runs' reapers are done closing
     their links: each uprobe detach takes the kernel's uprobe locks, which a
     fork or a burst of uprobe hits then waits behind, so a test that times
     forks or counts drops starts on a machine that is not still tearing down
-    the previous tests.  Returns the reapers still alive (none, normally)."""
+    the previous tests.  Reapers in `besides` (pids alive before the run
+    waited for started: another memtrack's on the machine) are not waited
+    for.  Returns the reapers still alive (none, normally)."""
+    besides = set(besides)
     deadline = time.monotonic() + timeout
-    left = live_reapers()
+    left = [r for r in live_reapers() if r not in besides]
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = live_reapers()
+        left = [r for r in live_reapers() if r not in besides]
     return left
 
