@@ -82,7 +82,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all demo test unit-test integration-test bench bench-pipeline bench-ctl clean install deps \
+.PHONY: all demo test unit-test integration-test test-kernels bench bench-pipeline bench-ctl clean install deps \
 	check check-werror format format-check tidy cppcheck shellcheck asan-test tsan-test fuzz
 
 all: $(OUT)/.deps $(OUT)/memtrack $(OUT)/libmemtrack-ctl.a $(OUT)/memtrack-ctl.pc $(OUT)/libmemtrack-fast.so
@@ -254,6 +254,12 @@ unit-test: $(UNIT_BINS)
 
 integration-test: all $(FIXTURE_BINS)
 	$(Q)tests/run.sh --integration
+
+# A subset of the integration tests (every feature at least once) under
+# Debian 12's kernels, 6.1 and the backports' 6.12, booted under qemu with
+# this checkout shared read-only (tests/kernels/run.sh); KERNELS="6.1" picks.
+test-kernels: all $(FIXTURE_BINS)
+	$(Q)OUT=$(OUT) tests/kernels/run.sh $(KERNELS)
 
 # bench_report: `memtrack report` on a 50-million-event artifact, one CPU.
 # bench_pipeline -m memtrack -w 2: the pipeline's capacity with a second
