@@ -112,6 +112,15 @@ struct {
 	__type(value, struct session_state);
 } session SEC(".maps");
 
+/* Fork children waiting for their first return to user space (proc.bpf.c). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, struct fork_pending);
+} fork_pending SEC(".maps");
+
 /*
  * Call stacks (--stacks; unwind.bpf.h walks them).  Userspace sizes the
  * maps before load (1 entry each without --stacks) and writes the rows

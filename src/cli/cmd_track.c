@@ -39,6 +39,7 @@
 #include "fast/fast_ring.h"
 #include "record/heap_switch.h"
 #include "cli/help.h"
+#include "record/kernel_features.h"
 #include "record/loader.h"
 #include "memtrack.skel.h"
 #include "pipeline/pipeline.h"
@@ -78,6 +79,7 @@ struct track_run {
 	bool preattaching;	    /* preattach_thread runs (joined by finish_early) */
 	int preattach_err;	    /* its probes_preattach() result, if < 0 */
 	struct stacks *stacks;	    /* NULL without --stacks */
+	struct kernel_features kf;  /* what the kernel offers, the mechanisms chosen */
 	struct pipeline *pipe;
 	struct control *ctl;		 /* NULL without --control (or when it failed) */
 	struct fast_drain *fast;	 /* --fast: the in-process rings, else NULL */
@@ -784,6 +786,38 @@ static void start_control(struct track_run *run)
 		control_record(run->ctl, MT_DISABLE, getpid());
 }
 
+/*
+ * What the running kernel offers (record/kernel_features.h): below the
+ * floor, or where a facility has no mechanism that gives the same records,
+ * one line and 1; -v prints the mechanism chosen per facility.  Returns 0
+ * to go on.
+ */
+static int check_kernel(struct track_run *run)
+{
+	const struct kernel_features *kf = &run->kf;
+	char buf[256];
+
+	(void)kernel_features_probe(&run->kf); /* no BTF: below_floor says so */
+	if (kernel_features_below_floor(kf, buf, sizeof(buf))) {
+		die_msg("%s", buf);
+		return 1;
+	}
+	if (run->o->verbose) {
+		fprintf(stderr, "memtrack: kernel %s%s:", kf->release,
+			kf->forced ? " (fallbacks forced)" : "");
+		for (int f = 0; f < KF_NFACILITIES; f++)
+			fprintf(stderr, " %s=%s", kernel_features_facility(f),
+				kernel_features_mech(kf, f));
+		fputc('\n', stderr);
+	}
+	if (run->o->allocators && kf->mech[KF_UPROBES] != KF_BEST) {
+		die_msg("this kernel (Linux %s) has no uprobe-multi links (Linux 6.6), which the heap probes need; record without them with --no-allocators",
+			kf->release);
+		return 1;
+	}
+	return 0;
+}
+
 /* Words a loader_open() failure as one line naming the fix; returns @buf. */
 static const char *loader_reason(enum loader_step step, int err, char *buf, size_t len)
 {
@@ -1000,6 +1034,20 @@ static void finish_early(struct track_run *run)
 }
 
 /*
+ * Where the BPF side cannot resume parked processes at memtrack's death
+ * (KF_RELEASE's fallback), the reaper does it once memtrack is gone.
+ * Without a reaper nothing would, and a child of a killed memtrack would
+ * stay stopped: the run is refused.  Returns 0 or -errno.
+ */
+static int hand_parked_to_reaper(struct track_run *run)
+{
+	int parked, session, err;
+
+	err = loader_parked_fds(run->skel, &parked, &session);
+	return err ? err : reaper_resume_at_end(run->reaper, parked, session);
+}
+
+/*
  * Loads the BPF side and creates the writer, the probe registry and the
  * pipeline.  Returns 0, or -errno with a one-line message in @err (what was
  * created is freed by the caller's cleanup).
@@ -1017,11 +1065,21 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.unwind_rows = run->o->unwind_rows ? (uint32_t)run->o->unwind_rows
 						   : MT_UNWIND_ROWS_DEFAULT,
 		.fast = run->o->fast,
+		.kf = &run->kf,
 	};
 	enum loader_step step;
 	int ret;
 
 	ret = loader_open(&lo, &run->skel, &step);
+	if (!ret && run->kf.mech[KF_RELEASE] != KF_BEST && lo.allocators) {
+		ret = hand_parked_to_reaper(run);
+		if (ret) {
+			snprintf(err, errlen,
+				 "cannot start the reaper that resumes parked processes on this kernel (%s); free some processes or memory and retry",
+				 strerror(-ret));
+			return ret;
+		}
+	}
 	if (lo.physical_err)
 		die_msg("--physical is not available on this kernel (%s); recording without it",
 			loader_reason(lo.physical_step, lo.physical_err, err, errlen));
@@ -1139,6 +1197,8 @@ int cmd_track(int argc, char **argv)
 		die_msg("memtrack cannot run inside a PID namespace (its BPF side sees the host's pids); run it outside and put the namespace inside the command: memtrack track -- unshare -fp --mount-proc CMD");
 		return 1;
 	}
+	if (check_kernel(&run))
+		return 1;
 	ret = o.shell ? 0 : spawn_resolve(o.argv[0], path, sizeof(path));
 	if (ret == -ENOENT) {
 		die_msg("command not found: %s; check the name or give its full path", o.argv[0]);
