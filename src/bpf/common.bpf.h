@@ -24,6 +24,7 @@ extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters 
 extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */
 extern const volatile __u32 memtrack_tgid; /* memtrack itself: its exit resumes what is parked */
 extern const volatile __u32 fast_path;	   /* --fast given */
+extern const volatile __u32 exit_has_group_dead; /* sched_process_exit passes group_dead */
 
 /*
  * Weak: a kernel without them (bpf_send_signal_task is 6.13, the other two

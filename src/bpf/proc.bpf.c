@@ -273,12 +273,19 @@ static __always_inline void parking_stop(void)
 		__sync_fetch_and_or(&s->parking_off, 1);
 }
 
-/* The EXIT record of a tracked process, and its entries' removal. */
+/*
+ * The EXIT record of a tracked process, and its entries' removal.  The
+ * tracked entry goes first and only its remover records: where the kernel
+ * does not say which thread is the last (see exit_group_dead), two may
+ * think they are.
+ */
 static __always_inline void exit_record(struct task_struct *p, __u32 tgid)
 {
 	struct mt_rec *r;
 	int code;
 
+	if (bpf_map_delete_elem(&tracked, &tgid))
+		return;
 	/* a child killed before its first return to user space: its fork record first */
 	fork_flush(tgid, false);
 	code = p->exit_code;
@@ -290,7 +297,6 @@ static __always_inline void exit_record(struct task_struct *p, __u32 tgid)
 		r->f[EXIT_SIGNAL] = code & 0x7f;
 		rec_submit(r, true);
 	}
-	bpf_map_delete_elem(&tracked, &tgid);
 	bpf_map_delete_elem(&parked, &tgid);
 	mm_forget(tgid);
 }
@@ -302,9 +308,26 @@ static __always_inline void exit_record(struct task_struct *p, __u32 tgid)
  * none waits for a SIGCONT that will never come (bpf_task_from_pid, 6.2,
  * and bpf_send_signal_task, 6.13).
  */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
+/*
+ * Whether the exiting @p is its process's last thread.  Newer kernels pass
+ * group_dead as the tracepoint's second argument (this host's 6.18; not 6.12;
+ * the loader sets exit_has_group_dead);
+ * before, do_exit() has counted the thread out of signal->live by then.
+ * ctx[1] is read only where it exists: the verifier rejects the load
+ * otherwise, and skips the branch the constant rules out.
+ */
+static __always_inline bool exit_group_dead(__u64 *ctx, struct task_struct *p)
 {
+	if (exit_has_group_dead)
+		return (bool)ctx[1];
+	return BPF_CORE_READ(p, signal, live.counter) == 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int handle_exit(__u64 *ctx)
+{
+	struct task_struct *p = (void *)ctx[0];
+	bool group_dead = exit_group_dead(ctx, p);
 	__u32 tgid = p->tgid;
 
 	if (tgid == memtrack_tgid && group_dead) {
@@ -323,8 +346,10 @@ int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
  * (record/reaper.c), which holds the `parked` map for that.
  */
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(handle_exit_nokfunc, struct task_struct *p, bool group_dead)
+int handle_exit_nokfunc(__u64 *ctx)
 {
+	struct task_struct *p = (void *)ctx[0];
+	bool group_dead = exit_group_dead(ctx, p);
 	__u32 tgid = p->tgid;
 
 	if (tgid == memtrack_tgid && group_dead) {

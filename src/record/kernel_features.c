@@ -18,6 +18,7 @@ static const char *const names[KF_NFACILITIES][3] = {
 	[KF_RELEASE] = { "release", "bpf", "reaper" },
 	[KF_UPROBES] = { "uprobes", "uprobe-multi", "perf-event" },
 	[KF_RSS] = { "rss", "percpu_counter", "atomic" },
+	[KF_EXIT] = { "exit", "group_dead", "signal-live" },
 };
 
 const char *kernel_features_facility(enum kf_facility f)
@@ -92,6 +93,19 @@ static bool member_is_array(const struct btf *btf, const char *type, const char 
 	return t && member_is_array_in(btf, t, member, 4);
 }
 
+/* The number of arguments of tracepoint @typedef_name (its BTF func proto, less the ctx). */
+static int tracepoint_args(const struct btf *btf, const char *typedef_name)
+{
+	int id = btf__find_by_name_kind(btf, typedef_name, BTF_KIND_TYPEDEF);
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+
+	if (t) /* typedef -> pointer -> func proto */
+		t = btf__type_by_id(btf, t->type);
+	if (t && btf_is_ptr(t))
+		t = btf__type_by_id(btf, t->type);
+	return t && btf_is_func_proto(t) ? (int)btf_vlen(t) - 1 : -1;
+}
+
 /* The mechanisms: the best one the kernel has, each fallback when forced. */
 static void choose(struct kernel_features *kf)
 {
@@ -104,6 +118,7 @@ static void choose(struct kernel_features *kf)
 	kf->mech[KF_UPROBES] = kf->uprobe_multi ? KF_BEST : KF_FALLBACK;
 	/* the layout is the kernel's: nothing to force */
 	kf->mech[KF_RSS] = kf->rss_percpu ? KF_BEST : KF_FALLBACK;
+	kf->mech[KF_EXIT] = kf->exit_group_dead && !f ? KF_BEST : KF_FALLBACK;
 }
 
 int kernel_features_probe(struct kernel_features *kf)
@@ -127,6 +142,7 @@ int kernel_features_probe(struct kernel_features *kf)
 	kf->task_from_pid = has_func(btf, "bpf_task_from_pid") && has_func(btf, "bpf_task_release");
 	kf->uprobe_multi = has_enumerator(btf, "bpf_attach_type", "BPF_TRACE_UPROBE_MULTI");
 	kf->rss_percpu = member_is_array(btf, "mm_struct", "rss_stat");
+	kf->exit_group_dead = tracepoint_args(btf, "btf_trace_sched_process_exit") >= 2;
 	btf__free(btf);
 	choose(kf);
 	return 0;

@@ -29,6 +29,7 @@ enum kf_facility {
 	KF_RELEASE, /* resuming parked processes when memtrack is killed */
 	KF_UPROBES, /* per-process allocator uprobes */
 	KF_RSS,	    /* reading mm_struct's RSS counters */
+	KF_EXIT,    /* telling a process's last thread at sched_process_exit */
 	KF_NFACILITIES
 };
 
@@ -43,6 +44,7 @@ struct kernel_features {
 	bool task_from_pid;	/* kfuncs bpf_task_from_pid/bpf_task_release (6.2) */
 	bool uprobe_multi;	/* BPF_TRACE_UPROBE_MULTI links (6.6) */
 	bool rss_percpu;	/* mm_struct.rss_stat is percpu_counter[] (6.2) */
+	bool exit_group_dead;	/* sched_process_exit passes group_dead */
 	bool forced;		/* MEMTRACK_FORCE_FALLBACKS=1 */
 	enum kf_mech mech[KF_NFACILITIES];
 };

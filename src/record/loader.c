@@ -239,6 +239,7 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	set_alloc_autoload(skel, o->allocators);
 	set_physical_autoload(skel, o->physical);
 	set_mechanism_autoload(skel, o->kf);
+	skel->rodata->exit_has_group_dead = o->kf->mech[KF_EXIT] == KF_BEST;
 	skel->rodata->fast_path = o->fast && o->allocators;
 	set_fast_autoload(skel, o->fast && o->allocators);
 	if (o->physical) {
