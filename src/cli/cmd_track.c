@@ -32,6 +32,7 @@
 #include <bpf/libbpf.h>
 #include "format/artifact.h"
 #include "record/as_user.h"
+#include "record/attach.h"
 #include "bpf_abi.h"
 #include "cli/cli.h"
 #include "record/control.h"
@@ -46,6 +47,7 @@
 #include "record/probes.h"
 #include "record/heap_stub.h"
 #include "record/reaper.h"
+#include "record/retire.h"
 #include "record/spawn.h"
 #include "record/stacks.h"
 
@@ -72,7 +74,9 @@ struct track_opts {
 struct track_run {
 	struct track_opts *o;
 	struct memtrack_bpf *skel;
-	struct reaper *reaper; /* NULL: memtrack makes its slow closes itself */
+	struct reaper *reaper;		 /* NULL: memtrack makes its slow closes itself */
+	struct retire *retire;		 /* every slow close goes through it (retire.h) */
+	const struct attach_ops *attach; /* how uprobes are attached (attach.h) */
 	struct probes *probes;
 	struct heap_stub stub;	    /* stand-ins for the heap programs until loaded */
 	pthread_t preattach_thread; /* attaches the root's libc during the load */
@@ -976,6 +980,8 @@ static int start_early(struct track_run *run, const sigset_t *mask, char *err, s
 	int ret;
 
 	run->reaper = reaper__new();
+	run->retire = retire__new(run->reaper);
+	run->attach = attach_select();
 	if (run->o->control) /* before the fork: the command finds it in its environment */
 		open_control(run);
 	if (run->o->fast) {
@@ -991,13 +997,13 @@ static int start_early(struct track_run *run, const sigset_t *mask, char *err, s
 	}
 	if (!run->o->allocators)
 		return 0;
-	run->probes = probes__new(run->reaper);
+	run->probes = run->retire ? probes__new(run->retire, run->attach) : NULL;
 	if (!run->probes) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	probes__set_fast(run->probes, run->o->fast);
-	if (heap_stub_load(&run->stub))
+	if (heap_stub_load(&run->stub, run->attach->prog_attach_type))
 		return 0; /* libc is attached after the exec instead */
 	probes__set_progs(run->probes, run->stub.enter_fd, run->stub.exit_fd);
 	sigfillset(&all); /* signals are main's */
@@ -1058,6 +1064,7 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		.ring_bytes = run->o->ring_bytes,
 		.wakeup_bytes = run->o->wakeup_bytes,
 		.allocators = run->o->allocators,
+		.uprobe_attach_type = run->attach->prog_attach_type,
 		.physical = run->o->physical,
 		.verbose = run->o->verbose,
 		.heap_disabled = run->o->start_disabled,
@@ -1161,7 +1168,7 @@ static void teardown(struct track_run *run)
 		loader_untrack_all(run->skel);
 	probes__free(run->probes);
 	stacks__free(run->stacks);
-	handed = reaper_hand_all(run->reaper);
+	handed = retire_end(run->retire);
 	t1 = mono_ns();
 	heap_stub_close(&run->stub);
 	loader_close(run->skel);
@@ -1264,6 +1271,7 @@ out:
 		close(run.out_fd);
 	if (run.out_dir >= 0)
 		close(run.out_dir);
+	retire__free(run.retire);
 	reaper__free(run.reaper); /* after memtrack's last close */
 	return ret;
 }

@@ -10,11 +10,10 @@
 #include <unistd.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
-#include "bpf_abi.h"
 #include "record/heap_stub.h"
 
 /* r1 = ctx (as called); r2 = the array; r3 = @slot; tail call; return 0 */
-static int load_stub(int map_fd, int slot, const char *name)
+static int load_stub(int map_fd, int slot, const char *name, unsigned attach_type)
 {
 	struct bpf_insn insns[] = {
 		{ .code = BPF_LD | BPF_DW | BPF_IMM,
@@ -29,7 +28,7 @@ static int load_stub(int map_fd, int slot, const char *name)
 	};
 	struct bpf_prog_load_opts opts = {
 		.sz = sizeof(opts),
-		.expected_attach_type = (enum bpf_attach_type)MT_BPF_TRACE_UPROBE_MULTI,
+		.expected_attach_type = (enum bpf_attach_type)attach_type,
 	};
 	int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, name, "GPL", insns,
 			       sizeof(insns) / sizeof(insns[0]), &opts);
@@ -37,7 +36,7 @@ static int load_stub(int map_fd, int slot, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-int heap_stub_load(struct heap_stub *s)
+int heap_stub_load(struct heap_stub *s, unsigned attach_type)
 {
 	int err;
 
@@ -48,8 +47,8 @@ int heap_stub_load(struct heap_stub *s)
 		err = -errno;
 		goto out_close;
 	}
-	s->enter_fd = load_stub(s->map_fd, 0, "mt_stub_enter");
-	s->exit_fd = load_stub(s->map_fd, 1, "mt_stub_exit");
+	s->enter_fd = load_stub(s->map_fd, 0, "mt_stub_enter", attach_type);
+	s->exit_fd = load_stub(s->map_fd, 1, "mt_stub_exit", attach_type);
 	err = s->enter_fd < 0 ? s->enter_fd : s->exit_fd < 0 ? s->exit_fd : 0;
 	if (!err)
 		return 0;

@@ -26,8 +26,11 @@ struct heap_stub {
 	int exit_fd;  /* the stub for return sites */
 };
 
-/* Loads the array and both stubs into *@s (all -1 on failure).  Returns 0 or -errno. */
-MT_MUST_CHECK int heap_stub_load(struct heap_stub *s);
+/*
+ * Loads the array and both stubs into *@s (all -1 on failure), for links
+ * of @attach_type (struct attach_ops.prog_attach_type).  Returns 0 or -errno.
+ */
+MT_MUST_CHECK int heap_stub_load(struct heap_stub *s, unsigned attach_type);
 
 /* Makes the stubs run the programs @enter_fd and @exit_fd.  Returns 0 or -errno. */
 MT_MUST_CHECK int heap_stub_arm(const struct heap_stub *s, int enter_fd, int exit_fd);

@@ -34,14 +34,14 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
-static void set_alloc_autoload(struct memtrack_bpf *skel, bool on)
+static void set_alloc_autoload(struct memtrack_bpf *skel, bool on, unsigned attach_type)
 {
 	struct bpf_program *progs[] = { skel->progs.alloc_enter, skel->progs.alloc_exit };
 
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
 		bpf_program__set_autoload(progs[i], on);
-		/* attached through uprobe-multi links (probes.c), which libbpf 1.1 does not know */
-		bpf_program__set_expected_attach_type(progs[i], MT_BPF_TRACE_UPROBE_MULTI);
+		/* attached by the mechanism of attach.h, which libbpf 1.1 may not know */
+		bpf_program__set_expected_attach_type(progs[i], (enum bpf_attach_type)attach_type);
 	}
 }
 
@@ -236,7 +236,7 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	bpf_map__set_max_entries(skel->maps.unwind_index, o->stacks ? o->unwind_rows / 4 : 1);
 	bpf_map__set_max_entries(skel->maps.proc_maps, o->stacks ? MT_MAX_MMS : 1);
 	bpf_map__set_max_entries(skel->maps.stacks_seen, o->stacks ? MT_STACKS_SEEN : 1);
-	set_alloc_autoload(skel, o->allocators);
+	set_alloc_autoload(skel, o->allocators, o->uprobe_attach_type);
 	set_physical_autoload(skel, o->physical);
 	set_mechanism_autoload(skel, o->kf);
 	skel->rodata->exit_has_group_dead = o->kf->mech[KF_EXIT] == KF_BEST;

@@ -24,15 +24,16 @@ enum loader_step {
 };
 
 struct loader_opts {
-	uint64_t ring_bytes;   /* ring buffer size, a power of two >= page size */
-	uint64_t wakeup_bytes; /* wake the poller at this much unread data */
-	bool allocators;       /* load the allocator uprobes */
-	bool physical;	       /* count the tree's physical pages (may be turned off) */
-	bool verbose;	       /* let libbpf's debug output through */
-	bool heap_disabled;    /* start with heap recording off (--start-disabled) */
-	bool stacks;	       /* unwind call stacks (--stacks) */
-	uint32_t unwind_rows;  /* --stacks: rows of the unwind table (MT_UNWIND_ROWS_DEFAULT) */
-	bool fast;	       /* --fast: load the in-process heap path's programs */
+	uint64_t ring_bytes;	     /* ring buffer size, a power of two >= page size */
+	uint64_t wakeup_bytes;	     /* wake the poller at this much unread data */
+	bool allocators;	     /* load the allocator uprobes */
+	unsigned uprobe_attach_type; /* their expected_attach_type (struct attach_ops) */
+	bool physical;		     /* count the tree's physical pages (may be turned off) */
+	bool verbose;		     /* let libbpf's debug output through */
+	bool heap_disabled;	     /* start with heap recording off (--start-disabled) */
+	bool stacks;		     /* unwind call stacks (--stacks) */
+	uint32_t unwind_rows; /* --stacks: rows of the unwind table (MT_UNWIND_ROWS_DEFAULT) */
+	bool fast;	      /* --fast: load the in-process heap path's programs */
 	const struct kernel_features *kf; /* the mechanisms to load (borrowed) */
 	/* out: why physical was turned off (-errno and step), 0 if it was not */
 	int physical_err;

@@ -7,17 +7,14 @@
  * their links.  Both are small arrays searched linearly: a tree has few live
  * processes and few allocator files.
  *
- * Each (process, file) gets two uprobe-multi links: every entry site with
- * alloc_enter, every return site with alloc_exit, the enum mt_fn as the
- * site's cookie.  Perf-event uprobes would need one event per site, and the
- * kernel tears each one down under a global mutex with a grace period of its
- * own (~56 ms here): 20 sites cost over a second at exit.  A multi link pays
- * one grace period for all its sites.
+ * Each (process, file) gets two requests to the attachment mechanism
+ * (attach.h): every entry site with alloc_enter, every return site with
+ * alloc_exit, the enum mt_fn as the site's cookie.  This file is the site
+ * policy and the registry of the fds the mechanism hands back; it never
+ * creates a link itself.
  */
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,29 +26,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "bpf_abi.h"
+#include "record/attach.h"
 #include "record/probes.h"
-#include "record/reaper.h"
+#include "record/retire.h"
 #include "format/schema.h"
 #include "record/symbols.h"
 
 #define MAX_FILES_PER_PROC 16
-/*
- * Closer threads.  Each close of a uprobe-multi link blocks its thread for
- * an RCU-tasks-trace grace period (tens of ms, more on a busy machine);
- * concurrent closes share grace periods.  With enough of them, a link
- * leaves memtrack's fd table as soon as its process exits, so a killed
- * memtrack (whose fds the kernel then closes one grace period at a time)
- * holds little more than the links of live processes.
- */
-#define CLOSERS 16
-#define CLOSER_STACK (64u << 10)
-/*
- * Links waiting for a closer, at most.  Closing competes with attaching for
- * the kernel's uprobe locks, so a fork storm can make links faster than they
- * close: past this, the poller waits (the storm's parked processes with it),
- * and a killed memtrack leaves the kernel few links to close.
- */
-#define GRAVEYARD_MAX 64
 
 struct file_info {
 	dev_t dev;
@@ -63,25 +44,17 @@ struct proc_links {
 	pid_t pid;
 	unsigned nfiles;
 	struct file_info *files[MAX_FILES_PER_PROC]; /* borrowed from probes->files */
-	int *links;				     /* owned link fds */
-	unsigned nlinks;
-	unsigned cap;
+	struct fd_list links;			     /* owned link fds */
 	struct proc_links *ilinks; /* --fast: links of interposed sites, owned (NULL: none) */
 	bool fast;		   /* announced the in-process path: no interposed sites */
 };
 
 struct probes {
-	int enter_fd;		     /* the program entry sites run (borrowed), -1: none yet */
-	int exit_fd;		     /* the program return sites run (borrowed) */
-	struct reaper *reaper;	     /* borrowed, may be NULL */
-	pthread_mutex_t lock;	     /* guards graveyard and stop */
-	pthread_cond_t wake;	     /* graveyard got links, or stop */
-	pthread_cond_t drained;	     /* a closer took a link */
-	struct proc_links graveyard; /* links of exited processes, for the closer */
-	bool stop;		     /* the closers end (probes__free closes the rest) */
-	unsigned nclosers;	     /* closer threads started */
-	pthread_t closer[CLOSERS];   /* each closes one graveyard link at a time */
-	struct file_info **files;    /* owned, with their elements */
+	const struct attach_ops *attach; /* the mechanism (attach.h) */
+	int enter_fd;			 /* the program entry sites run (borrowed), -1: none yet */
+	int exit_fd;			 /* the program return sites run (borrowed) */
+	struct retire *retire;		 /* where links go once let go of (borrowed) */
+	struct file_info **files;	 /* owned, with their elements */
 	unsigned nfiles;
 	struct proc_links *procs; /* owned */
 	unsigned nprocs;
@@ -101,41 +74,16 @@ static uint64_t now_ns(void)
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static void *closer_main(void *arg);
-
-struct probes *probes__new(struct reaper *reaper)
+struct probes *probes__new(struct retire *retire, const struct attach_ops *attach)
 {
 	struct probes *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return NULL;
+	p->attach = attach;
 	p->enter_fd = p->exit_fd = -1;
-	p->reaper = reaper;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->wake, NULL);
-	pthread_cond_init(&p->drained, NULL);
+	p->retire = retire;
 	return p;
-}
-
-/*
- * Starts the closer threads, on the first link the reaper cannot take
- * (it takes them all while it runs: nothing to start at every run's start).
- */
-static void start_closers(struct probes *p)
-{
-	pthread_attr_t attr;
-	sigset_t all, old;
-
-	/* signals are main's (STYLE.md §8); without closers, links close at the end */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, CLOSER_STACK);
-	while (p->nclosers < CLOSERS &&
-	       !pthread_create(&p->closer[p->nclosers], &attr, closer_main, p))
-		p->nclosers++;
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Returns the file's allocator sites, reading them on first sight. */
@@ -182,48 +130,26 @@ static struct proc_links *proc_lookup(struct probes *p, pid_t pid, bool create)
 	return &p->procs[p->nprocs++];
 }
 
-static int push_link(struct proc_links *pl, int link)
-{
-	if (pl->nlinks == pl->cap) {
-		unsigned cap = pl->cap ? pl->cap * 2 : 8;
-		int *grown = realloc(pl->links, cap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		pl->links = grown;
-		pl->cap = cap;
-	}
-	pl->links[pl->nlinks++] = link;
-	return 0;
-}
-
 /*
- * Creates one uprobe-multi link of @prog on @n sites of @path for @pl's
- * process, owned by @pl from then on.  Returns 0 or -errno.
+ * Attaches @n sites of @path with @prog_fd for @into's process through the
+ * mechanism; the fds go into @into's list.  Returns 0 or -errno.
  */
-static int link_uprobe_multi(struct probes *p, struct proc_links *pl, int prog_fd, const char *path,
-			     const uint64_t *offsets, const uint64_t *cookies, unsigned n, bool ret)
+static int attach_sites(struct probes *p, struct proc_links *into, int prog_fd, const char *path,
+			const uint64_t *offsets, const uint64_t *cookies, unsigned n, bool ret)
 {
-	struct mt_uprobe_multi_attr attr;
-	int fd, err;
+	const struct attach_sites req = {
+		.pid = into->pid,
+		.path = path,
+		.prog_fd = prog_fd,
+		.offsets = offsets,
+		.cookies = cookies,
+		.n = n,
+		.ret = ret,
+	};
+	int err = p->attach->attach(&req, &into->links);
 
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = prog_fd;
-	attr.attach_type = MT_BPF_TRACE_UPROBE_MULTI;
-	attr.path = (uintptr_t)path;
-	attr.offsets = (uintptr_t)offsets;
-	attr.cookies = (uintptr_t)cookies;
-	attr.cnt = n;
-	attr.umflags = ret ? MT_BPF_F_UPROBE_MULTI_RETURN : 0;
-	attr.pid = pl->pid;
-	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-	if (fd < 0) {
-		p->stats.failures++;
-		return -errno;
-	}
-	err = push_link(pl, fd);
 	if (err) {
-		close(fd);
+		p->stats.failures++;
 		return err;
 	}
 	p->stats.links += n;
@@ -307,11 +233,11 @@ static int link_set(struct probes *p, struct proc_links *pl, struct proc_links *
 
 	into->pid = pl->pid;
 	if (set->n)
-		err = link_uprobe_multi(p, into, p->enter_fd, path, set->off, set->cookie, set->n,
-					false);
+		err = attach_sites(p, into, p->enter_fd, path, set->off, set->cookie, set->n,
+				   false);
 	if (!err && set->nr)
-		err = link_uprobe_multi(p, into, p->exit_fd, path, set->roff, set->rcookie, set->nr,
-					true);
+		err = attach_sites(p, into, p->exit_fd, path, set->roff, set->rcookie, set->nr,
+				   true);
 	return err;
 }
 
@@ -560,108 +486,27 @@ int probes_preattach(struct probes *p, pid_t pid)
 }
 
 /*
- * Closing a uprobe-multi link waits for an RCU-tasks-trace grace period
- * (tens of ms here).  Closing from many threads at once lets the kernel share
- * grace periods, so the whole teardown costs about one.
+ * Lets go of @pl's links: retired (retire.h), so the poller waits for no
+ * grace period; @now: closed before this returns.
  */
-#define DESTROY_THREADS 32
-
-struct destroy_share {
-	int *links;
-	unsigned n;
-};
-
-static void *destroy_links(void *arg)
+static void bury(struct probes *p, struct proc_links *pl, bool now)
 {
-	struct destroy_share *s = arg;
-
-	for (unsigned i = 0; i < s->n; i++)
-		close(s->links[i]);
-	return NULL;
+	if (now)
+		retire_fds_now(pl->links.fds, pl->links.n);
+	else
+		retire_fds(p->retire, pl->links.fds, pl->links.n);
+	fd_list_release(&pl->links);
 }
 
-static void destroy_links_parallel(int *links, unsigned n)
-{
-	struct destroy_share share[DESTROY_THREADS];
-	pthread_t tid[DESTROY_THREADS];
-	bool started[DESTROY_THREADS] = { false };
-	unsigned nthreads = n < DESTROY_THREADS ? n : DESTROY_THREADS, done = 0;
-
-	for (unsigned t = 0; t < nthreads; t++) {
-		unsigned cnt = (n - done) / (nthreads - t);
-
-		share[t].links = links + done;
-		share[t].n = cnt;
-		done += cnt;
-		started[t] = !pthread_create(&tid[t], NULL, destroy_links, &share[t]);
-		if (!started[t])
-			destroy_links(&share[t]);
-	}
-	for (unsigned t = 0; t < nthreads; t++)
-		if (started[t])
-			pthread_join(tid[t], NULL);
-}
-
-/*
- * Closer thread: closes graveyard links one at a time, off the poller
- * thread, as they come (see CLOSERS).  Ends when p->stop is set.
- */
-static void *closer_main(void *arg)
-{
-	struct probes *p = arg;
-	int link;
-
-	pthread_mutex_lock(&p->lock);
-	for (;;) {
-		while (!p->graveyard.nlinks && !p->stop)
-			pthread_cond_wait(&p->wake, &p->lock);
-		if (p->stop)
-			break;
-		link = p->graveyard.links[--p->graveyard.nlinks];
-		pthread_cond_signal(&p->drained);
-		pthread_mutex_unlock(&p->lock);
-		close(link);
-		pthread_mutex_lock(&p->lock);
-	}
-	pthread_mutex_unlock(&p->lock);
-	return NULL;
-}
-
-/*
- * Hands @pl's links to the reaper, or what it cannot take to the closer
- * threads (no waiting on the poller thread either way).
- */
-static void bury(struct probes *p, struct proc_links *pl)
-{
-	unsigned i = reaper_hand(p->reaper, pl->links, pl->nlinks);
-
-	if (i < pl->nlinks && !p->nclosers && !p->stop)
-		start_closers(p);
-	pthread_mutex_lock(&p->lock);
-	for (; i < pl->nlinks; i++)
-		if (push_link(&p->graveyard, pl->links[i]))
-			break;
-	pthread_cond_broadcast(&p->wake);
-	while (p->nclosers && !p->stop && p->graveyard.nlinks > GRAVEYARD_MAX)
-		pthread_cond_wait(&p->drained, &p->lock);
-	pthread_mutex_unlock(&p->lock);
-	if (i < pl->nlinks) /* no room: pay the grace period now */
-		destroy_links_parallel(pl->links + i, pl->nlinks - i);
-	free(pl->links);
-	pl->links = NULL;
-	pl->nlinks = pl->cap = 0;
-}
-
-/* Hands @pl's interposed-site links to the closers. */
-static void bury_ilinks(struct probes *p, struct proc_links *pl)
+/* Lets go of @pl's interposed-site links (see bury). */
+static void bury_ilinks(struct probes *p, struct proc_links *pl, bool now)
 {
 	if (!pl->ilinks)
 		return;
-	bury(p, pl->ilinks);
+	bury(p, pl->ilinks, now);
 	free(pl->ilinks);
 	pl->ilinks = NULL;
 }
-
 void probes__set_progs(struct probes *p, int enter_fd, int exit_fd)
 {
 	p->enter_fd = enter_fd;
@@ -680,7 +525,7 @@ void probes_fast(struct probes *p, pid_t pid)
 	if (!pl)
 		return;
 	pl->fast = true;
-	bury_ilinks(p, pl);
+	bury_ilinks(p, pl, false);
 }
 
 bool probes_exe_allocates(struct probes *p, pid_t pid)
@@ -717,19 +562,8 @@ void probes_forget(struct probes *p, pid_t pid, bool detach_now)
 
 	if (!pl)
 		return;
-	if (pl->ilinks && detach_now) {
-		destroy_links_parallel(pl->ilinks->links, pl->ilinks->nlinks);
-		free(pl->ilinks->links);
-		free(pl->ilinks);
-		pl->ilinks = NULL;
-	}
-	bury_ilinks(p, pl);
-	if (detach_now) {
-		destroy_links_parallel(pl->links, pl->nlinks);
-		free(pl->links);
-	} else {
-		bury(p, pl);
-	}
+	bury_ilinks(p, pl, detach_now);
+	bury(p, pl, detach_now);
 	*pl = p->procs[--p->nprocs];
 }
 
@@ -742,22 +576,10 @@ void probes__free(struct probes *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->lock);
-	p->stop = true;
-	pthread_cond_broadcast(&p->wake);
-	pthread_mutex_unlock(&p->lock);
-	for (unsigned i = 0; i < p->nclosers; i++)
-		pthread_join(p->closer[i], NULL);
 	for (unsigned i = 0; i < p->nprocs; i++) {
-		bury_ilinks(p, &p->procs[i]);
-		bury(p, &p->procs[i]);
+		bury_ilinks(p, &p->procs[i], false);
+		bury(p, &p->procs[i], false);
 	}
-	/* the rest together: their grace periods overlap */
-	destroy_links_parallel(p->graveyard.links, p->graveyard.nlinks);
-	free(p->graveyard.links);
-	pthread_mutex_destroy(&p->lock);
-	pthread_cond_destroy(&p->wake);
-	pthread_cond_destroy(&p->drained);
 	for (unsigned i = 0; i < p->nfiles; i++)
 		free(p->files[i]);
 	free(p->procs);

@@ -11,8 +11,8 @@
  * pipeline runs; main calls probes__new() before and probes__free() after,
  * and probes_preattach() while the tree is its root alone, parked before
  * its exec (nothing the poller could sync).
- * The first link the reaper cannot take starts threads of this module
- * that close such links; probes__free() joins them.
+ * Links it lets go of are retired (retire.h): no call here waits for a
+ * grace period, but probes_forget(..., true).
  */
 #ifndef MEMTRACK_PROBES_H
 #define MEMTRACK_PROBES_H
@@ -22,8 +22,9 @@
 #include <sys/types.h>
 #include "compiler.h"
 
+struct attach_ops;
 struct probes;
-struct reaper;
+struct retire;
 
 struct probes_stats {
 	uint64_t syncs;	   /* probes_sync() calls */
@@ -35,11 +36,12 @@ struct probes_stats {
 };
 
 /*
- * Returns an empty registry, or NULL with errno set.  Links it lets go of
- * go to @reaper (borrowed; NULL: its own threads close them, paying the
- * grace periods).  Set the programs (probes__set_progs) before attaching.
+ * Returns an empty registry, or NULL with errno set.  Its links are made
+ * by @attach (attach.h, attach_select()) and retired through @retire
+ * (borrowed; it outlives the registry).  Set the programs
+ * (probes__set_progs) before attaching.
  */
-struct probes *probes__new(struct reaper *reaper);
+struct probes *probes__new(struct retire *retire, const struct attach_ops *attach);
 
 /*
  * Links made from now on run @enter_fd at entry sites and @exit_fd at
@@ -68,11 +70,10 @@ MT_MUST_CHECK int probes_preattach(struct probes *p, pid_t pid);
 
 /*
  * Forgets everything attached for @pid.  Links of an exited process are
- * inert; threads of this module close them as they come (closing one
- * waits for an RCU grace period; concurrent closes share one);
- * @detach_now closes them here, for a process that lives on (an exec by a
- * non-leader thread: the kernel still runs links bound to the old leader for
- * the thread group).
+ * inert: they are retired (retire_fds(), no waiting for their grace
+ * periods); @detach_now closes them here, for a process that lives on (an
+ * exec by a non-leader thread: the kernel still runs links bound to the
+ * old leader for the thread group).
  */
 void probes_forget(struct probes *p, pid_t pid, bool detach_now);
 
@@ -105,7 +106,7 @@ bool probes_is_fast(const struct probes *p, pid_t pid);
 
 void probes__stats(const struct probes *p, struct probes_stats *st);
 
-/* Detaches every probe and frees the registry (NULL is fine). */
+/* Retires every link and frees the registry (NULL is fine). */
 void probes__free(struct probes *p);
 
 #endif /* MEMTRACK_PROBES_H */
