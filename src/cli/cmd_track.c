@@ -814,8 +814,9 @@ static int check_kernel(struct track_run *run)
 				kernel_features_mech(kf, f));
 		fputc('\n', stderr);
 	}
-	if (run->o->allocators && kf->mech[KF_UPROBES] != KF_BEST) {
-		die_msg("this kernel (Linux %s) has no uprobe-multi links (Linux 6.6), which the heap probes need; record without them with --no-allocators",
+	run->attach = kf->mech[KF_UPROBES] == KF_BEST ? &attach_uprobe_multi : &attach_perf_uprobe;
+	if (run->o->allocators && !run->attach->available()) {
+		die_msg("this kernel (Linux %s) has neither uprobe-multi links (Linux 6.6) nor the uprobe perf PMU, which the heap probes need; record without them with --no-allocators",
 			kf->release);
 		return 1;
 	}
@@ -981,7 +982,6 @@ static int start_early(struct track_run *run, const sigset_t *mask, char *err, s
 
 	run->reaper = reaper__new();
 	run->retire = retire__new(run->reaper);
-	run->attach = attach_select();
 	if (run->o->control) /* before the fork: the command finds it in its environment */
 		open_control(run);
 	if (run->o->fast) {

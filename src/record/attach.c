@@ -8,6 +8,7 @@
 /* In order of preference: a mechanism for older kernels goes after the first. */
 static const struct attach_ops *const mechanisms[] = {
 	&attach_uprobe_multi,
+	&attach_perf_uprobe,
 };
 
 const struct attach_ops *attach_select(void)

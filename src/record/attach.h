@@ -59,6 +59,8 @@ struct attach_ops {
 
 /* uprobe-multi links (attach_multi.c). */
 extern const struct attach_ops attach_uprobe_multi;
+/* per-process perf-event uprobes with cookies, one fd per site (attach_perf.c) */
+extern const struct attach_ops attach_perf_uprobe;
 
 /*
  * The mechanism to use on this kernel: the first available one of

@@ -114,8 +114,7 @@ static void choose(struct kernel_features *kf)
 	kf->mech[KF_PARK] = kf->send_signal_task && !f ? KF_BEST : KF_FALLBACK;
 	kf->mech[KF_RELEASE] = kf->send_signal_task && kf->task_from_pid && !f ? KF_BEST
 									 : KF_FALLBACK;
-	/* not forced: the perf-event fallback is not built yet (issue 26) */
-	kf->mech[KF_UPROBES] = kf->uprobe_multi ? KF_BEST : KF_FALLBACK;
+	kf->mech[KF_UPROBES] = kf->uprobe_multi && !f ? KF_BEST : KF_FALLBACK;
 	/* the layout is the kernel's: nothing to force */
 	kf->mech[KF_RSS] = kf->rss_percpu ? KF_BEST : KF_FALLBACK;
 	kf->mech[KF_EXIT] = kf->exit_group_dead && !f ? KF_BEST : KF_FALLBACK;

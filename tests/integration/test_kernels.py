@@ -2,8 +2,8 @@
 """Older kernels' mechanisms, on this host (issue 26).
 
 Where a kernel lacks what memtrack prefers (bpf_send_signal_task: 6.13;
-sched_process_exit's group_dead; ...), record/kernel_features.c picks a
-fallback that must give the same records.  MEMTRACK_FORCE_FALLBACKS=1 makes
+uprobe-multi links: 6.6; sched_process_exit's group_dead), record/
+kernel_features.c picks a fallback that must give the same records.  MEMTRACK_FORCE_FALLBACKS=1 makes
 memtrack take every fallback here, so each one runs on this kernel too:
 each program below is recorded with the fallbacks and without, and the
 heap records of every process and the process tree must be the same (the
@@ -45,7 +45,7 @@ def run_forced(tmp, cmd, name, forced):
 PROGRAMS = [
     [fixture("heap_pairs")], [fixture("fork_seq"), "3"], [fixture("vfork_alloc")],
     [fixture("spawn_alloc")], [fixture("forkexec"), fixture("heap_pairs"), "0"],
-    [fixture("threads")],
+    [fixture("threads")], [fixture("dlopen_thread")], [fixture("cxx_ops")],
 ]
 
 
@@ -71,7 +71,7 @@ def test_verbose_names_the_mechanisms(tmp):
     check_eq(len(line), 1, "-v lines naming the kernel's mechanisms")
     release = os.uname().release
     check_eq(line[0], "memtrack: kernel %s (fallbacks forced): park=first-return "
-             "release=reaper uprobes=uprobe-multi rss=percpu_counter exit=signal-live"
+             "release=reaper uprobes=perf-event rss=percpu_counter exit=signal-live"
              % release, "the -v line")
 
 
