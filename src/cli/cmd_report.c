@@ -150,6 +150,31 @@ static void print_opt_u64(const char *key, bool recorded, uint64_t value)
 		printf(",\"%s\":null", key);
 }
 
+/*
+ * ,"kernel":{"release":...,"park":"first-return",...}: the kernel the run
+ * was made on and the mechanism of each facility (MT_KERNEL_FACILITIES);
+ * null for a file without the record.
+ */
+static void print_kernel_json(const struct analysis *a)
+{
+#define KF_X_NAMES(N, name, best, fallback) { name, best, fallback },
+	static const char *const names[][3] = { MT_KERNEL_FACILITIES(KF_X_NAMES) };
+#undef KF_X_NAMES
+
+	if (!a->has_kernel) {
+		printf(",\"kernel\":null");
+		return;
+	}
+	printf(",\"kernel\":{\"release\":");
+	json_print_string(stdout, a->kernel_release);
+	for (unsigned i = 0; i < KERNEL_NFIELDS; i++) {
+		unsigned m = a->kernel_mech[i];
+
+		printf(",\"%s\":\"%s\"", names[i][0], m <= 1 ? names[i][1 + m] : "unknown");
+	}
+	printf("}");
+}
+
 static int print_json(struct report *r)
 {
 	const struct analysis *a = &r->a;
@@ -188,6 +213,7 @@ static int print_json(struct report *r)
 	       (unsigned long long)a->leaked_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
+	print_kernel_json(a);
 	printf(",\"markers\":[");
 	for (unsigned i = 0; i < a->nmarks; i++) {
 		printf("%s{\"name\":", i ? "," : "");

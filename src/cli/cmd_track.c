@@ -1041,7 +1041,7 @@ static void finish_early(struct track_run *run)
 
 /*
  * Where the BPF side cannot resume parked processes at memtrack's death
- * (KF_RELEASE's fallback), the reaper does it once memtrack is gone.
+ * (KF_RESUME's fallback), the reaper does it once memtrack is gone.
  * Without a reaper nothing would, and a child of a killed memtrack would
  * stay stopped: the run is refused.  Returns 0 or -errno.
  */
@@ -1078,7 +1078,7 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 	int ret;
 
 	ret = loader_open(&lo, &run->skel, &step);
-	if (!ret && run->kf.mech[KF_RELEASE] != KF_BEST && lo.allocators) {
+	if (!ret && run->kf.mech[KF_RESUME] != KF_BEST && lo.allocators) {
 		ret = hand_parked_to_reaper(run);
 		if (ret) {
 			snprintf(err, errlen,
@@ -1121,6 +1121,18 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		return ret;
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
+	if (run->pipe) {
+		struct mt_rec_kernel kr;
+		size_t size = kernel_features_record(&run->kf, &kr);
+
+		kr.h.ts = mono_ns();
+		ret = pipeline_inject(run->pipe, &kr, size);
+		if (ret) {
+			snprintf(err, errlen, "cannot write to '%s': %s", run->o->output,
+				 strerror(-ret));
+			return ret;
+		}
+	}
 	if (run->pipe && run->o->stacks) {
 		run->stacks = stacks__new(run->skel, run->pipe);
 		if (!run->stacks) {

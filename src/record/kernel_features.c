@@ -13,13 +13,10 @@
 #include "record/kernel_features.h"
 
 /* Per facility: its name, then the names of its mechanisms (KF_BEST, KF_FALLBACK). */
-static const char *const names[KF_NFACILITIES][3] = {
-	[KF_PARK] = { "park", "bpf_send_signal_task", "first-return" },
-	[KF_RELEASE] = { "release", "bpf", "reaper" },
-	[KF_UPROBES] = { "uprobes", "uprobe-multi", "perf-event" },
-	[KF_RSS] = { "rss", "percpu_counter", "atomic" },
-	[KF_EXIT] = { "exit", "group_dead", "signal-live" },
-};
+#define KF_X_NAMES(N, name, best, fallback) [KF_##N] = { name, best, fallback },
+static const char *const names[KF_NFACILITIES][3] = { MT_KERNEL_FACILITIES(KF_X_NAMES) };
+#undef KF_X_NAMES
+_Static_assert((int)KF_NFACILITIES == (int)KERNEL_NFIELDS, "one KERNEL field per facility");
 
 const char *kernel_features_facility(enum kf_facility f)
 {
@@ -112,7 +109,7 @@ static void choose(struct kernel_features *kf)
 	bool f = kf->forced;
 
 	kf->mech[KF_PARK] = kf->send_signal_task && !f ? KF_BEST : KF_FALLBACK;
-	kf->mech[KF_RELEASE] = kf->send_signal_task && kf->task_from_pid && !f ? KF_BEST
+	kf->mech[KF_RESUME] = kf->send_signal_task && kf->task_from_pid && !f ? KF_BEST
 									 : KF_FALLBACK;
 	kf->mech[KF_UPROBES] = kf->uprobe_multi && !f ? KF_BEST : KF_FALLBACK;
 	/* the layout is the kernel's: nothing to force */
@@ -145,6 +142,18 @@ int kernel_features_probe(struct kernel_features *kf)
 	btf__free(btf);
 	choose(kf);
 	return 0;
+}
+
+size_t kernel_features_record(const struct kernel_features *kf, struct mt_rec_kernel *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->h.type = MT_KERNEL;
+	/* about the run, not a process (as an object's) */
+	r->h.nfields = KERNEL_NFIELDS;
+	for (int f = 0; f < KF_NFACILITIES; f++)
+		r->f[f] = kf->mech[f];
+	snprintf(r->release, sizeof(r->release), "%s", kf->release);
+	return sizeof(*r);
 }
 
 const char *kernel_features_below_floor(const struct kernel_features *kf, char *buf, size_t len)

@@ -22,16 +22,20 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <linux/types.h>
 #include "compiler.h"
+#include "event.h"
 
-enum kf_facility {
-	KF_PARK,    /* stopping a new process before it runs (fork) */
-	KF_RELEASE, /* resuming parked processes when memtrack is killed */
-	KF_UPROBES, /* per-process allocator uprobes */
-	KF_RSS,	    /* reading mm_struct's RSS counters */
-	KF_EXIT,    /* telling a process's last thread at sched_process_exit */
-	KF_NFACILITIES
-};
+/*
+ * The facilities (MT_KERNEL_FACILITIES in event.h, the KERNEL record's
+ * fields): KF_PARK stops a new process before it runs, KF_RESUME resumes
+ * the parked ones when memtrack is killed, KF_UPROBES attaches the
+ * allocator probes, KF_RSS reads mm_struct's counters, KF_EXIT tells a
+ * process's last thread at sched_process_exit.
+ */
+#define KF_X_ENUM(N, name, best, fallback) KF_##N,
+enum kf_facility { MT_KERNEL_FACILITIES(KF_X_ENUM) KF_NFACILITIES };
+#undef KF_X_ENUM
 
 /* The mechanism of each facility: 0 is the preferred one, 1 its fallback. */
 enum kf_mech { KF_BEST = 0, KF_FALLBACK = 1 };
@@ -63,11 +67,14 @@ int kernel_features_probe(struct kernel_features *kf);
  */
 const char *kernel_features_below_floor(const struct kernel_features *kf, char *buf, size_t len);
 
-/* "park", "release", ... (for -v and JSON). */
+/* "park", "resume", ... (for -v). */
 const char *kernel_features_facility(enum kf_facility f);
 
 /* The name of the mechanism chosen for @f, e.g. "bpf_send_signal_task". */
 const char *kernel_features_mech(const struct kernel_features *kf, enum kf_facility f);
+
+/* Fills @r, the KERNEL record of this run; returns its size in bytes. */
+size_t kernel_features_record(const struct kernel_features *kf, struct mt_rec_kernel *r);
 
 /* The minimum kernel memtrack is tested on, "6.1". */
 #define MT_KERNEL_FLOOR "6.1"

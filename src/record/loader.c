@@ -149,7 +149,7 @@ static void heap_restore(void)
 static void set_mechanism_autoload(struct memtrack_bpf *skel, const struct kernel_features *kf)
 {
 	bool park_kfunc = kf->mech[KF_PARK] == KF_BEST;
-	bool release_kfunc = kf->mech[KF_RELEASE] == KF_BEST;
+	bool release_kfunc = kf->mech[KF_RESUME] == KF_BEST;
 
 	bpf_program__set_autoload(skel->progs.handle_fork, park_kfunc);
 	bpf_program__set_autoload(skel->progs.handle_fork_deferred, !park_kfunc);
@@ -311,7 +311,7 @@ int loader_stop_parking(struct memtrack_bpf *skel)
 	bpf_map__update_elem(skel->maps.session, &zero, sizeof(zero), &v, sizeof(v), BPF_ANY);
 	/*
 	 * Each entry goes once resumed: the reaper, which sweeps the map again
-	 * where the kernel cannot (KF_RELEASE's fallback), then finds nothing.
+	 * where the kernel cannot (KF_RESUME's fallback), then finds nothing.
 	 */
 	while (n < MT_MAX_TRACKED &&
 	       !bpf_map__get_next_key(skel->maps.parked, NULL, &next, sizeof(next))) {

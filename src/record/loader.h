@@ -76,7 +76,7 @@ int loader_stop_parking(struct memtrack_bpf *skel);
 /*
  * The fds of the `parked` and `session` maps (borrowed), for the reaper to
  * resume what is parked should memtrack be killed on a kernel whose BPF
- * side cannot (KF_RELEASE's fallback).  Returns 0 or -EBADF.
+ * side cannot (KF_RESUME's fallback).  Returns 0 or -EBADF.
  */
 MT_MUST_CHECK int loader_parked_fds(struct memtrack_bpf *skel, int *parked_fd, int *session_fd);
 

@@ -61,6 +61,25 @@ def test_fallbacks_give_the_same_records(tmp, cmd):
         check_eq(y, x, "heap records of %s, fallbacks vs default" % path)
 
 
+@pytest.mark.parametrize("forced", [False, True], ids=["default", "forced"])
+def test_report_json_names_the_kernel_and_mechanisms(tmp, forced):
+    """The artifact's kernel record, through report --json: this host's
+    kernel has every preferred mechanism but for its RSS counters' name."""
+    t = run_forced(tmp, [fixture("heap_pairs")], "k.mtrk", forced)
+    want = {"release": os.uname().release, "rss": "percpu_counter"}
+    if forced:
+        want.update(park="first-return", resume="reaper", uprobes="perf-event",
+                    exit="signal-live")
+    else:
+        want.update(park="bpf_send_signal_task", resume="bpf", uprobes="uprobe-multi",
+                    exit="group_dead")
+    check_eq(t.report["kernel"], want, "report --json's kernel object")
+    kernel = [e for e in t.events if e["type"] == "kernel"]
+    check_eq(len(kernel), 1, "kernel records in the artifact")
+    check_eq((kernel[0]["pid"], kernel[0]["release"]), (0, os.uname().release),
+             "the kernel record's pid and release")
+
+
 def test_verbose_names_the_mechanisms(tmp):
     env = dict(os.environ, MEMTRACK_FORCE_FALLBACKS="1")
     p = subprocess.run([MEMTRACK, "track", "-v", "-o", str(tmp / "v.mtrk"), "--", "true"],
@@ -71,7 +90,7 @@ def test_verbose_names_the_mechanisms(tmp):
     check_eq(len(line), 1, "-v lines naming the kernel's mechanisms")
     release = os.uname().release
     check_eq(line[0], "memtrack: kernel %s (fallbacks forced): park=first-return "
-             "release=reaper uprobes=perf-event rss=percpu_counter exit=signal-live"
+             "resume=reaper uprobes=perf-event rss=percpu_counter exit=signal-live"
              % release, "the -v line")
 
 
