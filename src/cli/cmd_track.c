@@ -1081,9 +1081,10 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 	if (!ret && run->kf.mech[KF_RESUME] != KF_BEST && lo.allocators) {
 		ret = hand_parked_to_reaper(run);
 		if (ret) {
-			snprintf(err, errlen,
-				 "cannot start the reaper that resumes parked processes on this kernel (%s); free some processes or memory and retry",
-				 strerror(-ret));
+			snprintf(
+				err, errlen,
+				"cannot start the reaper that resumes parked processes on this kernel (%s); free some processes or memory and retry",
+				strerror(-ret));
 			return ret;
 		}
 	}

@@ -109,8 +109,8 @@ static void choose(struct kernel_features *kf)
 	bool f = kf->forced;
 
 	kf->mech[KF_PARK] = kf->send_signal_task && !f ? KF_BEST : KF_FALLBACK;
-	kf->mech[KF_RESUME] = kf->send_signal_task && kf->task_from_pid && !f ? KF_BEST
-									 : KF_FALLBACK;
+	kf->mech[KF_RESUME] =
+		kf->send_signal_task && kf->task_from_pid && !f ? KF_BEST : KF_FALLBACK;
 	kf->mech[KF_UPROBES] = kf->uprobe_multi && !f ? KF_BEST : KF_FALLBACK;
 	/* the layout is the kernel's: nothing to force */
 	kf->mech[KF_RSS] = kf->rss_percpu ? KF_BEST : KF_FALLBACK;
@@ -169,9 +169,10 @@ const char *kernel_features_below_floor(const struct kernel_features *kf, char *
 	}
 	if (!missing)
 		return NULL;
-	snprintf(buf, len,
-		 "this kernel (Linux %s) lacks %s, which came in Linux %s; memtrack needs Linux "
-		 MT_KERNEL_FLOOR " or newer",
-		 kf->release, missing, since);
+	snprintf(
+		buf, len,
+		"this kernel (Linux %s) lacks %s, which came in Linux %s; memtrack needs Linux " MT_KERNEL_FLOOR
+		" or newer",
+		kf->release, missing, since);
 	return buf;
 }

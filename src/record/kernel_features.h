@@ -41,15 +41,15 @@ enum kf_facility { MT_KERNEL_FACILITIES(KF_X_ENUM) KF_NFACILITIES };
 enum kf_mech { KF_BEST = 0, KF_FALLBACK = 1 };
 
 struct kernel_features {
-	char release[65];	/* uname -r */
-	bool btf;		/* /sys/kernel/btf/vmlinux readable */
-	bool bpf_loop;		/* helper bpf_loop (Linux 5.17) */
-	bool send_signal_task;	/* kfunc bpf_send_signal_task (6.13) */
-	bool task_from_pid;	/* kfuncs bpf_task_from_pid/bpf_task_release (6.2) */
-	bool uprobe_multi;	/* BPF_TRACE_UPROBE_MULTI links (6.6) */
-	bool rss_percpu;	/* mm_struct.rss_stat is percpu_counter[] (6.2) */
-	bool exit_group_dead;	/* sched_process_exit passes group_dead */
-	bool forced;		/* MEMTRACK_FORCE_FALLBACKS=1 */
+	char release[65];      /* uname -r */
+	bool btf;	       /* /sys/kernel/btf/vmlinux readable */
+	bool bpf_loop;	       /* helper bpf_loop (Linux 5.17) */
+	bool send_signal_task; /* kfunc bpf_send_signal_task (6.13) */
+	bool task_from_pid;    /* kfuncs bpf_task_from_pid/bpf_task_release (6.2) */
+	bool uprobe_multi;     /* BPF_TRACE_UPROBE_MULTI links (6.6) */
+	bool rss_percpu;       /* mm_struct.rss_stat is percpu_counter[] (6.2) */
+	bool exit_group_dead;  /* sched_process_exit passes group_dead */
+	bool forced;	       /* MEMTRACK_FORCE_FALLBACKS=1 */
 	enum kf_mech mech[KF_NFACILITIES];
 };
 

@@ -245,8 +245,8 @@ static void resume_parked(void)
 	if (end_parked < 0)
 		return;
 	(void)bpf_map_update_elem(end_session, &zero, &off, BPF_ANY);
-	for (unsigned n = 0;
-	     n < MT_MAX_TRACKED && !bpf_map_get_next_key(end_parked, NULL, &next); n++) {
+	for (unsigned n = 0; n < MT_MAX_TRACKED && !bpf_map_get_next_key(end_parked, NULL, &next);
+	     n++) {
 		kill((pid_t)next, SIGCONT);
 		(void)bpf_map_delete_elem(end_parked, &next);
 	}
@@ -453,8 +453,7 @@ int reaper_resume_at_end(struct reaper *r, int parked_fd, int session_fd)
 	if (!r)
 		return -ENOTCONN;
 	pthread_mutex_lock(&r->lock);
-	err = r->gone ? -EPIPE
-		      : send_msg(r, (int[]){ parked_fd, session_fd }, 2, &byte, 1, true);
+	err = r->gone ? -EPIPE : send_msg(r, (int[]){ parked_fd, session_fd }, 2, &byte, 1, true);
 	pthread_mutex_unlock(&r->lock);
 	return err;
 }
