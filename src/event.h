@@ -58,9 +58,7 @@
 	X(STACK, 20, "stack", NULL, 0)         /* one deduplicated stack */ \
 	/* the in-process heap path (--fast, src/record/fast_drain.c) */    \
 	X(FAST, 21, "fast", NULL, 0)           /* heap calls in-process */  \
-	X(REFUSED, 22, "refused", NULL, 0)     /* what its ring lied about */ \
-	/* the running kernel and the mechanisms chosen (kernel_features.h) */ \
-	X(KERNEL, 23, "kernel", "release", 0)  /* one, at the start */
+	X(REFUSED, 22, "refused", NULL, 0)     /* what its ring lied about */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
@@ -136,24 +134,6 @@
 #define MT_FIELDS_REFUSED(F)                                                \
 	F(REFUSED_RECORDS, "records", UINT)    /* ring records refused */   \
 	F(REFUSED_CUT, "cut", UINT)            /* 1: the ring lied, unread since */
-/* each field: the mechanism of one facility, 0 the preferred, 1 its fallback */
-#define MT_FIELDS_KERNEL(F)                    /* uname -r follows */       \
-	F(KERNEL_PARK, "park", UINT)                                        \
-	F(KERNEL_RESUME, "resume", UINT)                                    \
-	F(KERNEL_UPROBES, "uprobes", UINT)                                  \
-	F(KERNEL_RSS, "rss", UINT)                                          \
-	F(KERNEL_EXIT, "exit", UINT)
-
-/*
- * The facilities of a KERNEL record, in field order, with the names of
- * their mechanisms (0, 1): record/kernel_features.c chooses, report names.
- */
-#define MT_KERNEL_FACILITIES(X)                                             \
-	X(PARK, "park", "bpf_send_signal_task", "first-return")             \
-	X(RESUME, "resume", "bpf", "reaper")                                \
-	X(UPROBES, "uprobes", "uprobe-multi", "perf-event")                 \
-	X(RSS, "rss", "percpu_counter", "atomic")                           \
-	X(EXIT, "exit", "group_dead", "signal-live")
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
@@ -312,13 +292,6 @@ struct mt_rec_exec {
 	struct mt_rec_hdr h;
 	__u64 f[EXEC_NFIELDS];	/* EXEC_OLD_PID */
 	char path[MT_PATH_MAX]; /* NUL-terminated */
-};
-
-/* Made by userspace at the start (record/kernel_features.c). */
-struct mt_rec_kernel {
-	struct mt_rec_hdr h;
-	__u64 f[KERNEL_NFIELDS]; /* KERNEL_PARK... */
-	char release[72];	 /* uname -r, NUL-terminated */
 };
 
 /* Made by userspace (src/record/control.c), never by BPF. */

@@ -390,20 +390,6 @@ static int fork_child(struct analysis *a, uint32_t parent, const __u64 *f)
 	return 0;
 }
 
-/*
- * The KERNEL record: the release and each facility's mechanism, kept as
- * written; one out of range (an artifact is untrusted) shows as unknown.
- */
-static int kernel_set(struct analysis *a, const struct mt_event *ev)
-{
-	a->has_kernel = true;
-	snprintf(a->kernel_release, sizeof(a->kernel_release), "%.*s",
-		 (int)sizeof(a->kernel_release) - 1, ev->str);
-	for (unsigned i = 0; i < KERNEL_NFIELDS; i++)
-		a->kernel_mech[i] = ev->f[i] <= 1 ? (uint8_t)ev->f[i] : MT_KERNEL_MECH_UNKNOWN;
-	return 0;
-}
-
 static int proc_event(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
 {
 	const __u64 *f = ev->f;
@@ -459,8 +445,6 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 		return 0;
 	}
 	a->events[ev->h.type]++;
-	if (ev->h.type == MT_KERNEL) /* about the run, before it: no time of the run */
-		return kernel_set(a, ev);
 	if (!a->first_ts || ev->h.ts < a->first_ts)
 		a->first_ts = ev->h.ts;
 	if (ev->h.ts > a->last_ts)

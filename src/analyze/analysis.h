@@ -70,8 +70,6 @@ struct enabled_window {
  */
 typedef void analysis_observer(void *ctx, const struct mt_event *ev, const struct proc_summary *p);
 
-#define MT_KERNEL_MECH_UNKNOWN 0xffu
-
 struct analysis {
 	uint64_t events[MT_TYPE_MAX];	/* records per type */
 	uint64_t unknown_events;	/* records of types this reader lacks */
@@ -93,10 +91,6 @@ struct analysis {
 	uint64_t physical_bytes, peak_physical_bytes;
 	uint64_t peak_physical_ts;
 	bool has_rss, has_physical;
-	/* the KERNEL record (record/kernel_features.h), if the file has one */
-	bool has_kernel;
-	char kernel_release[72];
-	uint8_t kernel_mech[KERNEL_NFIELDS]; /* 0, 1 or MT_KERNEL_MECH_UNKNOWN */
 
 	struct proc_summary *procs; /* owned, nprocs of them, in first-seen order */
 	unsigned nprocs, procs_cap;

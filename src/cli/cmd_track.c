@@ -1114,6 +1114,7 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 	if (run->ctl)
 		control__set_switch(run->ctl, run->heap_switch);
 	fill_header(&run->hdr, run->o);
+	kernel_features_header(&run->kf, &run->hdr);
 	run->writer = mt_writer__new(run->out_fd, &run->hdr, 0);
 	if (!run->writer) {
 		ret = -errno;
@@ -1122,18 +1123,6 @@ static int setup(struct track_run *run, char *err, size_t errlen)
 		return ret;
 	}
 	run->pipe = pipeline__new(&run->o->pipe, run->writer, track_hook, run);
-	if (run->pipe) {
-		struct mt_rec_kernel kr;
-		size_t size = kernel_features_record(&run->kf, &kr);
-
-		kr.h.ts = mono_ns();
-		ret = pipeline_inject(run->pipe, &kr, size);
-		if (ret) {
-			snprintf(err, errlen, "cannot write to '%s': %s", run->o->output,
-				 strerror(-ret));
-			return ret;
-		}
-	}
 	if (run->pipe && run->o->stacks) {
 		run->stacks = stacks__new(run->skel, run->pipe);
 		if (!run->stacks) {

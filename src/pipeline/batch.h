@@ -59,8 +59,6 @@ static inline size_t rec_size(const void *rec)
 		return sizeof(struct mt_rec_mark);
 	if (h->type == MT_OBJECT)
 		return sizeof(struct mt_rec_object);
-	if (h->type == MT_KERNEL)
-		return sizeof(struct mt_rec_kernel);
 	if (h->type == MT_STACK) {
 		__u32 n;
 

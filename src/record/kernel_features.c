@@ -16,7 +16,7 @@
 #define KF_X_NAMES(N, name, best, fallback) [KF_##N] = { name, best, fallback },
 static const char *const names[KF_NFACILITIES][3] = { MT_KERNEL_FACILITIES(KF_X_NAMES) };
 #undef KF_X_NAMES
-_Static_assert((int)KF_NFACILITIES == (int)KERNEL_NFIELDS, "one KERNEL field per facility");
+_Static_assert((int)KF_NFACILITIES == (int)MT_KERNEL_NFACILITIES, "one list of facilities");
 
 const char *kernel_features_facility(enum kf_facility f)
 {
@@ -144,16 +144,11 @@ int kernel_features_probe(struct kernel_features *kf)
 	return 0;
 }
 
-size_t kernel_features_record(const struct kernel_features *kf, struct mt_rec_kernel *r)
+void kernel_features_header(const struct kernel_features *kf, struct mt_header *h)
 {
-	memset(r, 0, sizeof(*r));
-	r->h.type = MT_KERNEL;
-	/* about the run, not a process (as an object's) */
-	r->h.nfields = KERNEL_NFIELDS;
 	for (int f = 0; f < KF_NFACILITIES; f++)
-		r->f[f] = kf->mech[f];
-	snprintf(r->release, sizeof(r->release), "%s", kf->release);
-	return sizeof(*r);
+		snprintf(h->kernel_mech[f], sizeof(h->kernel_mech[f]), "%s",
+			 kernel_features_mech(kf, f));
 }
 
 const char *kernel_features_below_floor(const struct kernel_features *kf, char *buf, size_t len)

@@ -22,13 +22,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <linux/types.h>
 #include "compiler.h"
-#include "event.h"
+#include "format/artifact.h"
 
 /*
- * The facilities (MT_KERNEL_FACILITIES in event.h, the KERNEL record's
- * fields): KF_PARK stops a new process before it runs, KF_RESUME resumes
+ * The facilities (MT_KERNEL_FACILITIES in format/artifact.h): KF_PARK stops a new process before it runs, KF_RESUME resumes
  * the parked ones when memtrack is killed, KF_UPROBES attaches the
  * allocator probes, KF_RSS reads mm_struct's counters, KF_EXIT tells a
  * process's last thread at sched_process_exit.
@@ -73,8 +71,8 @@ const char *kernel_features_facility(enum kf_facility f);
 /* The name of the mechanism chosen for @f, e.g. "bpf_send_signal_task". */
 const char *kernel_features_mech(const struct kernel_features *kf, enum kf_facility f);
 
-/* Fills @r, the KERNEL record of this run; returns its size in bytes. */
-size_t kernel_features_record(const struct kernel_features *kf, struct mt_rec_kernel *r);
+/* Writes the mechanisms chosen into @h's kernel_mech (the artifact's header). */
+void kernel_features_header(const struct kernel_features *kf, struct mt_header *h);
 
 /* The minimum kernel memtrack is tested on, "6.1". */
 #define MT_KERNEL_FLOOR "6.1"
