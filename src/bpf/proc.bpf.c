@@ -302,19 +302,12 @@ static __always_inline void exit_record(struct task_struct *p, __u32 tgid)
 }
 
 /*
- * memtrack is dying (killed, most likely: a clean exit detaches these
- * programs first).  Its fds, and so these programs, go only once this
- * tracepoint returns: stop parking and resume every parked process, so
- * none waits for a SIGCONT that will never come (bpf_task_from_pid, 6.2,
- * and bpf_send_signal_task, 6.13).
- */
-/*
  * Whether the exiting @p is its process's last thread.  Newer kernels pass
- * group_dead as the tracepoint's second argument (this host's 6.18; not 6.12;
- * the loader sets exit_has_group_dead);
- * before, do_exit() has counted the thread out of signal->live by then.
- * ctx[1] is read only where it exists: the verifier rejects the load
- * otherwise, and skips the branch the constant rules out.
+ * group_dead as the tracepoint's second argument (this host's 6.18; not
+ * 6.12; the loader sets exit_has_group_dead); before, do_exit() has counted
+ * the thread out of signal->live by then.  ctx[1] is read only where it
+ * exists: the verifier rejects the load otherwise, and skips the branch
+ * the constant rules out.
  */
 static __always_inline bool exit_group_dead(__u64 *ctx, struct task_struct *p)
 {
@@ -323,8 +316,16 @@ static __always_inline bool exit_group_dead(__u64 *ctx, struct task_struct *p)
 	return BPF_CORE_READ(p, signal, live.counter) == 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int handle_exit(__u64 *ctx)
+/*
+ * A task exits.  When it is memtrack's last thread, memtrack is dying
+ * (killed, most likely: a clean exit detaches these programs first); its
+ * fds, and so these programs, go only once this tracepoint returns: parking
+ * stops, and with @resume every parked process is resumed here, so none
+ * waits for a SIGCONT that will never come (bpf_task_from_pid, 6.2, and
+ * bpf_send_signal_task, 6.13).  Without them memtrack's reaper resumes
+ * them once memtrack is gone (record/reaper.c holds the `parked` map).
+ */
+static __always_inline int on_exit(__u64 *ctx, bool resume)
 {
 	struct task_struct *p = (void *)ctx[0];
 	bool group_dead = exit_group_dead(ctx, p);
@@ -332,7 +333,8 @@ int handle_exit(__u64 *ctx)
 
 	if (tgid == memtrack_tgid && group_dead) {
 		parking_stop();
-		bpf_for_each_map_elem(&parked, resume_one, NULL, 0);
+		if (resume)
+			bpf_for_each_map_elem(&parked, resume_one, NULL, 0);
 		return 0;
 	}
 	if (group_dead && is_tracked(tgid))
@@ -340,25 +342,17 @@ int handle_exit(__u64 *ctx)
 	return 0;
 }
 
-/*
- * The same without those kfuncs: parking stops here, and the processes
- * still parked are resumed by memtrack's reaper once memtrack is gone
- * (record/reaper.c), which holds the `parked` map for that.
- */
+SEC("tp_btf/sched_process_exit")
+int handle_exit(__u64 *ctx)
+{
+	return on_exit(ctx, true);
+}
+
+/* The same without those kfuncs (KF_RESUME's fallback). */
 SEC("tp_btf/sched_process_exit")
 int handle_exit_nokfunc(__u64 *ctx)
 {
-	struct task_struct *p = (void *)ctx[0];
-	bool group_dead = exit_group_dead(ctx, p);
-	__u32 tgid = p->tgid;
-
-	if (tgid == memtrack_tgid && group_dead) {
-		parking_stop();
-		return 0;
-	}
-	if (group_dead && is_tracked(tgid))
-		exit_record(p, tgid);
-	return 0;
+	return on_exit(ctx, false);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
