@@ -54,9 +54,9 @@ struct mt_event {
 	X(RSS, "rss", "percpu_counter", "atomic")                           \
 	X(EXIT, "exit", "group_dead", "signal-live")
 /* clang-format on */
-#define MT_X_COUNT(N, name, best, fallback) +1
-enum { MT_KERNEL_NFACILITIES = 0 MT_KERNEL_FACILITIES(MT_X_COUNT) };
-#undef MT_X_COUNT
+#define MT_X_KF_ENUM(N, name, best, fallback) MT_KF_##N,
+enum mt_kernel_facility { MT_KERNEL_FACILITIES(MT_X_KF_ENUM) MT_KERNEL_NFACILITIES };
+#undef MT_X_KF_ENUM
 #define MT_KERNEL_MECH_MAX 24 /* bytes of a mechanism's name the reader keeps, NUL included */
 
 struct mt_header {
