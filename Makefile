@@ -39,9 +39,11 @@ SRC_DIRS  := format pipeline analyze record cli fast
 SRC_INCLUDES := -Isrc
 # (so are option parsing, cli_util.c, and the ELF symbol reader, symbols.c:
 # unit-tested without the skeleton; and as_user.c, which the symbol cache and
-# the readers' output files use; and fast_reader.c, the in-process rings' reader)
+# the readers' output files use; and fast_reader.c, the in-process rings' reader;
+# and kernel_features.c, which reads the kernel's BTF through libbpf alone)
 PURE_SRCS := src/cli/cli_util.c src/record/mapped_file.c src/record/symbols.c \
-	     src/record/unwind_table.c src/record/as_user.c src/record/fast_reader.c
+	     src/record/unwind_table.c src/record/as_user.c src/record/fast_reader.c \
+	     src/record/kernel_features.c
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,format pipeline analyze))) $(PURE_SRCS)
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c $(PURE_SRCS),$(wildcard src/record/*.c src/cli/*.c))

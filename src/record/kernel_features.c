@@ -103,18 +103,46 @@ static int tracepoint_args(const struct btf *btf, const char *typedef_name)
 	return t && btf_is_func_proto(t) ? (int)btf_vlen(t) - 1 : -1;
 }
 
-/* The mechanisms: the best one the kernel has, each fallback when forced. */
-static void choose(struct kernel_features *kf)
+/*
+ * Whether MEMTRACK_FORCE_FALLBACKS (@force: "1" for every facility, or a
+ * comma-separated list of facility names) forces facility @f.
+ */
+static bool forced(const char *force, enum kf_facility f)
 {
-	bool f = kf->forced;
+	const char *name = kernel_features_facility(f);
+	size_t len = strlen(name);
 
-	kf->mech[KF_PARK] = kf->send_signal_task && !f ? KF_BEST : KF_FALLBACK;
-	kf->mech[KF_RESUME] =
-		kf->send_signal_task && kf->task_from_pid && !f ? KF_BEST : KF_FALLBACK;
-	kf->mech[KF_UPROBES] = kf->uprobe_multi && !f ? KF_BEST : KF_FALLBACK;
-	/* the layout is the kernel's: nothing to force */
-	kf->mech[KF_RSS] = kf->rss_percpu ? KF_BEST : KF_FALLBACK;
-	kf->mech[KF_EXIT] = kf->exit_group_dead && !f ? KF_BEST : KF_FALLBACK;
+	if (!force || !*force)
+		return false;
+	if (!strcmp(force, "1"))
+		return true;
+	for (const char *p = force; p; p = strchr(p, ',')) {
+		if (*p == ',')
+			p++;
+		if (!strncmp(p, name, len) && (p[len] == ',' || !p[len]))
+			return true;
+	}
+	return false;
+}
+
+/* The mechanisms: the best one the kernel has, each fallback when forced. */
+static void choose(struct kernel_features *kf, const char *force)
+{
+	bool best[KF_NFACILITIES] = {
+		[KF_PARK] = kf->send_signal_task,
+		[KF_RESUME] = kf->send_signal_task && kf->task_from_pid,
+		[KF_UPROBES] = kf->uprobe_multi,
+		[KF_RSS] = kf->rss_percpu,
+		[KF_EXIT] = kf->exit_group_dead,
+	};
+
+	for (int f = 0; f < KF_NFACILITIES; f++) {
+		/* the RSS layout is the kernel's: nothing to force */
+		bool force_it = f != KF_RSS && forced(force, f);
+
+		kf->mech[f] = best[f] && !force_it ? KF_BEST : KF_FALLBACK;
+		kf->forced |= force_it;
+	}
 }
 
 int kernel_features_probe(struct kernel_features *kf)
@@ -126,10 +154,9 @@ int kernel_features_probe(struct kernel_features *kf)
 	memset(kf, 0, sizeof(*kf));
 	if (!uname(&u))
 		snprintf(kf->release, sizeof(kf->release), "%s", u.release);
-	kf->forced = force && !strcmp(force, "1");
 	btf = btf__load_vmlinux_btf();
 	if (!btf) {
-		choose(kf);
+		choose(kf, force);
 		return errno ? -errno : -ENOENT;
 	}
 	kf->btf = true;
@@ -140,7 +167,7 @@ int kernel_features_probe(struct kernel_features *kf)
 	kf->rss_percpu = member_is_array(btf, "mm_struct", "rss_stat");
 	kf->exit_group_dead = tracepoint_args(btf, "btf_trace_sched_process_exit") >= 2;
 	btf__free(btf);
-	choose(kf);
+	choose(kf, force);
 	return 0;
 }
 

@@ -11,7 +11,8 @@
  * Probing reads the kernel's BTF (kfuncs, helper ids, attach types, the
  * layout of mm_struct), not its version: a distribution kernel with
  * backports gets what it has.  MEMTRACK_FORCE_FALLBACKS=1 in the
- * environment makes every facility take its fallback (tests run the host
+ * environment makes every facility take its fallback, =park,resume (a
+ * comma-separated list of facility names) those named (tests run the host
  * kernel that way and compare the records).
  *
  * THREAD NOTES: kernel_features_probe() is main's, before the load; the
