@@ -33,15 +33,16 @@ endif
 BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c fast.bpf.c)
 BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 # src/ is split by phase, and each library is built from whole folders:
-#   libmemtrack-core.a   util format pipeline analyze inspect: everything that
+#   libmemtrack-core.a   util format pipeline analyze inspect kernel: all that
 #                        needs no BPF skeleton, so it builds without clang,
 #                        bpftool or a BTF kernel; all the unit tests link it
 #                        (util: shared helpers; inspect: what memtrack reads
-#                        of the tracked programs, their ELF files and rings)
+#                        of the tracked programs, their ELF files and rings;
+#                        kernel: what the running kernel offers, from its BTF)
 #   libmemtrack.a        record cli: the recorder and the commands, on the
 #                        skeleton (cli/main.c is the binary's own)
 #   libmemtrack-fast.so  fast (below); libmemtrack-ctl.a  ctl
-CORE_DIRS := util format pipeline analyze inspect
+CORE_DIRS := util format pipeline analyze inspect kernel
 SKEL_DIRS := record cli
 SRC_INCLUDES := -Isrc
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,$(CORE_DIRS))))
@@ -84,7 +85,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all demo test unit-test integration-test bench bench-pipeline bench-ctl clean install deps \
+.PHONY: all demo test unit-test integration-test test-kernels bench bench-pipeline bench-ctl clean install deps \
 	check check-werror format format-check tidy cppcheck shellcheck asan-test tsan-test fuzz
 
 all: $(OUT)/.deps $(OUT)/memtrack $(OUT)/libmemtrack-ctl.a $(OUT)/memtrack-ctl.pc $(OUT)/libmemtrack-fast.so
@@ -256,6 +257,12 @@ unit-test: $(UNIT_BINS)
 
 integration-test: all $(FIXTURE_BINS)
 	$(Q)tests/run.sh --integration
+
+# A subset of the integration tests (every feature at least once) under
+# Debian 12's kernels, 6.1 and the backports' 6.12, booted under qemu with
+# this checkout shared read-only (tests/kernels/run.sh); KERNELS="6.1" picks.
+test-kernels: all $(FIXTURE_BINS)
+	$(Q)OUT=$(OUT) tests/kernels/run.sh $(KERNELS)
 
 # bench_report: `memtrack report` on a 50-million-event artifact, one CPU.
 # bench_pipeline -m memtrack -w 2: the pipeline's capacity with a second

@@ -1,12 +1,14 @@
 #!/bin/sh
 # bootstrap.sh - installs the Debian packages memtrack needs to build, test
-# and benchmark.  As root it runs apt-get; otherwise it prints the line to run.
+# and benchmark (qemu-system-x86 and busybox-static boot the kernels of make
+# test-kernels).  As root it runs apt-get; otherwise it prints the line to run.
 set -e
 PKGS="clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev pkg-config make gcc \
       libmsgpack-dev hyperfine heaptrack valgrind time python3 python3-pytest \
       clang-format clang-tidy cppcheck shellcheck git scdoc man-db dpkg-dev tmux \
       g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev chromium \
-      rustc cargo librust-jemalloc-sys-dev"
+      rustc cargo librust-jemalloc-sys-dev \
+      qemu-system-x86 busybox-static"
 
 missing=""
 for p in $PKGS; do

@@ -61,6 +61,18 @@ struct session_state {
 	__u32 pad;
 };
 
+/*
+ * A fork child not parked yet (key: its tgid), where the kernel has no
+ * bpf_send_signal_task (Linux 6.13): the fork record and the stop wait for
+ * the child's own first return to user space (proc.bpf.c).
+ */
+struct fork_pending {
+	__u32 ptgid; /* the parent process */
+	__u32 ptid;  /* the parent's thread that forked */
+	__u32 flags; /* MT_FORK_* */
+	__u32 pad;
+};
+
 #define MT_MAX_CPUS 512	 /* per-CPU counters are summed over at most this many */
 #define MT_MAX_MMS 16384 /* address spaces of the tree alive at once */
 

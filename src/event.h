@@ -285,6 +285,14 @@ MT_FN_LIST(MT_X_FN_DENSE)
 #define MT_COOKIE_INTERPOSED 0x40000u /* a name libmemtrack-fast.so interposes (--fast) */
 #define MT_COOKIE_KIND_SHIFT 20 /* the enum mt_fn_kind, so BPF needs no table */
 #define MT_COOKIE_KIND(c) (((c) >> MT_COOKIE_KIND_SHIFT) & 0xffu)
+/*
+ * Perf-event uprobes (record/attach_perf.c) fire for every task of the
+ * address space they were made for, a vfork child too, which has probes of
+ * its own: they carry their process's tgid here, and fire only for it.
+ * uprobe-multi links filter in the kernel and leave it 0.
+ */
+#define MT_COOKIE_TGID_SHIFT 32
+#define MT_COOKIE_TGID(c) ((__u32)((c) >> MT_COOKIE_TGID_SHIFT))
 
 #define MT_MAX_FIELDS 7
 

@@ -211,6 +211,14 @@ static __always_inline int enter_kind(__u32 fn, __u32 kind, __u64 cookie, bool n
  * with a uprobe-multi link whose per-site cookie is the enum mt_fn, its
  * enum mt_fn_kind (MT_COOKIE_KIND) and MT_COOKIE_GUARDED.
  */
+/* Whether a probe with @cookie is the current process's (MT_COOKIE_TGID). */
+static __always_inline bool cookie_for_current(__u64 cookie)
+{
+	__u32 tgid = MT_COOKIE_TGID(cookie);
+
+	return !tgid || tgid == bpf_get_current_pid_tgid() >> 32;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 {
@@ -221,6 +229,8 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 	bool noret = cookie & MT_COOKIE_NORET;
 	int outer;
 
+	if (!cookie_for_current(cookie))
+		return 0;
 	if (!heap_enabled) /* recording switched off (control socket) */
 		return 0;
 	if ((cookie & MT_COOKIE_INTERPOSED) && fast_records(bpf_get_current_pid_tgid() >> 32))
@@ -314,6 +324,8 @@ int BPF_KRETPROBE(alloc_exit, __u64 ret)
 {
 	struct call_args a;
 
+	if (!cookie_for_current(bpf_get_attach_cookie(ctx)))
+		return 0; /* another process's probe: its entry was not taken either */
 	/* a call that returns after `disable` is not recorded either; its
 	 * slot is popped all the same */
 	if (!call_exit(&a) || !heap_enabled)

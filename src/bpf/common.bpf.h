@@ -24,11 +24,17 @@ extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters 
 extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */
 extern const volatile __u32 memtrack_tgid; /* memtrack itself: its exit resumes what is parked */
 extern const volatile __u32 fast_path;	   /* --fast given */
+extern const volatile __u32 exit_has_group_dead; /* sched_process_exit passes group_dead */
 
+/*
+ * Weak: a kernel without them (bpf_send_signal_task is 6.13, the other two
+ * 6.2) still loads the object; the programs that call them are then not
+ * loaded (record/kernel_features.c picks their fallbacks).
+ */
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
-				__u64 value) __ksym;
-extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
-extern void bpf_task_release(struct task_struct *p) __ksym;
+				__u64 value) __ksym __weak;
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
 
 /* Written by userspace at run time (control socket). */
 extern volatile __u32 heap_enabled; /* 0: allocator probes record nothing */

@@ -22,24 +22,70 @@
 #include "bpf/common.bpf.h"
 #include "bpf/syscalls.bpf.h"
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+extern struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, struct fork_pending);
+} fork_pending SEC(".maps");
+
+/*
+ * Emits the FORK record of @ctgid (a process; @ctid for a thread), made by
+ * thread @ptid of @ptgid, parking the child first unless it is a thread.
+ * @child is the child's task where this runs in the parent's context
+ * (bpf_send_signal_task), NULL where it runs in the child's own.
+ */
+static __always_inline void fork_record(struct task_struct *child, __u32 ptgid, __u32 ptid,
+					__u32 ctgid, __u32 ctid, __u32 flags, bool may_park)
+{
+	struct mt_rec *r;
+	bool park = false;
+
+	/*
+	 * Reserve first: a parked child is only resumed by userspace reading
+	 * this record, so without a record it must not be parked.
+	 */
+	r = ctl_reserve(MT_FORK, sizeof(r->h) + FORK_NFIELDS * sizeof(__u64));
+	if (!r)
+		return;
+	fill_hdr(r, MT_FORK, 0, FORK_NFIELDS);
+	r->h.pid = ptgid; /* the parent's record, whichever context emits it */
+	r->h.tid = ptid;
+	/*
+	 * A vfork child (or any CLONE_VM process) shares its parent's mm but is
+	 * a thread group of its own, and uprobe-multi links only run for the
+	 * thread group they were made for: it needs links of its own before it
+	 * runs (shells and posix_spawn allocate between vfork and execve).
+	 */
+	if (may_park && !(flags & MT_FORK_THREAD))
+		park = park_process(child, ctgid);
+	if (park)
+		r->h.fn = MT_REC_PARKED;
+	r->f[FORK_PARENT] = ptgid;
+	r->f[FORK_CHILD] = flags & MT_FORK_THREAD ? ctid : ctgid;
+	r->f[FORK_FLAGS] = flags;
+	rec_submit(r, park);
+}
+
+/*
+ * A tracked process forked: the child joins the tree.  Returns its
+ * MT_FORK_* flags, or -1 if it is not recorded.
+ */
+static __always_inline int fork_join(struct task_struct *parent, struct task_struct *child)
 {
 	struct tracked_proc tp = {}, *ptp;
 	__u32 ptgid = parent->tgid;
 	__u32 ctgid = child->tgid;
-	__u32 ctid = child->pid;
 	__u32 flags = 0;
-	struct mt_rec *r;
-	bool park = false;
 
 	ptp = bpf_map_lookup_elem(&tracked, &ptgid);
 	if (!ptp)
-		return 0;
+		return -1;
 	if (ctgid == ptgid)
 		flags = MT_FORK_THREAD | MT_FORK_VM;
 	else if (ptp->flags & MT_PROC_NO_CHILDREN)
-		return 0;
+		return -1;
 	/*
 	 * Pointers are read with BPF_CORE_READ, not dereferenced: each direct
 	 * load of a pointer field from a BTF-typed task makes the verifier
@@ -56,28 +102,80 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	}
 	if (!(flags & MT_FORK_VM))
 		mm_adopt(ctgid, BPF_CORE_READ(child, mm));
-	/*
-	 * Reserve first: a parked child is only resumed by userspace reading
-	 * this record, so without a record it must not be parked.
-	 */
-	r = ctl_reserve(MT_FORK, sizeof(r->h) + FORK_NFIELDS * sizeof(__u64));
-	if (!r)
+	return flags;
+}
+
+/* Parking by bpf_send_signal_task (Linux 6.13): the child is stopped from its parent's fork. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+{
+	int flags = fork_join(parent, child);
+
+	if (flags >= 0)
+		fork_record(child, parent->tgid, parent->pid, child->tgid, child->pid, flags, true);
+	return 0;
+}
+
+/*
+ * Parking without bpf_send_signal_task: a process can only be stopped from
+ * its own context (bpf_send_signal), so a new process's record and stop
+ * wait in fork_pending for its first return to user space
+ * (handle_fork_return), before it runs one instruction.  A thread is never
+ * parked: its record goes now.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_fork_deferred, struct task_struct *parent, struct task_struct *child)
+{
+	struct fork_pending fp = {};
+	__u32 ctgid = child->tgid;
+	int flags = fork_join(parent, child);
+
+	if (flags < 0)
 		return 0;
-	fill_hdr(r, MT_FORK, 0, FORK_NFIELDS);
-	/*
-	 * A vfork child (or any CLONE_VM process) shares its parent's mm but is
-	 * a thread group of its own, and uprobe-multi links only run for the
-	 * thread group they were made for: it needs links of its own before it
-	 * runs (shells and posix_spawn allocate between vfork and execve).
-	 */
-	if (!(flags & MT_FORK_THREAD))
-		park = park_process(child, ctgid);
-	if (park)
-		r->h.fn = MT_REC_PARKED;
-	r->f[FORK_PARENT] = ptgid;
-	r->f[FORK_CHILD] = flags & MT_FORK_THREAD ? ctid : ctgid;
-	r->f[FORK_FLAGS] = flags;
-	rec_submit(r, park);
+	if (flags & MT_FORK_THREAD || !stop_on_spawn) {
+		fork_record(NULL, parent->tgid, parent->pid, ctgid, child->pid, flags, false);
+		return 0;
+	}
+	fp.ptgid = parent->tgid;
+	fp.ptid = parent->pid;
+	fp.flags = flags;
+	if (bpf_map_update_elem(&fork_pending, &ctgid, &fp, BPF_ANY))
+		fork_record(NULL, fp.ptgid, fp.ptid, ctgid, ctgid, flags, false);
+	return 0;
+}
+
+/*
+ * Emits the pending FORK record of @tgid, if any; @park: stop it too (its
+ * first return to user space), else it is dying unparked.
+ */
+static __always_inline void fork_flush(__u32 tgid, bool park)
+{
+	struct fork_pending *p = bpf_map_lookup_elem(&fork_pending, &tgid);
+	struct fork_pending fp;
+
+	if (!p)
+		return;
+	fp = *p;
+	bpf_map_delete_elem(&fork_pending, &tgid);
+	fork_record(NULL, fp.ptgid, fp.ptid, tgid, tgid, fp.flags, park);
+}
+
+/*
+ * The new process's first return to user space: its fork's syscall exit,
+ * in the child (ret_from_fork goes through the syscall exit path).
+ */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_fork_return, struct pt_regs *regs, long ret)
+{
+	long id = SYSCALL_NR(regs);
+	__u64 pid_tgid;
+
+	if (ret != 0 || (id != NR_clone && id != NR_clone3 && id != NR_fork && id != NR_vfork))
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if ((__u32)pid_tgid != pid_tgid >> 32)
+		return 0;
+	fork_flush(pid_tgid >> 32, true);
 	return 0;
 }
 
@@ -165,35 +263,31 @@ static long resume_one(struct bpf_map *map, __u32 *tgid, __u32 *val, void *ctx)
 	return 0;
 }
 
-/*
- * memtrack is dying (killed, most likely: a clean exit detaches these
- * programs first).  Its fds, and so these programs, go only once this
- * tracepoint returns: stop parking and resume every parked process, so
- * none waits for a SIGCONT that will never come.
- */
-static __always_inline void release_all(void)
+/* memtrack is dying: park nothing from now on (see handle_exit). */
+static __always_inline void parking_stop(void)
 {
 	__u32 zero = 0;
 	struct session_state *s = bpf_map_lookup_elem(&session, &zero);
 
 	if (s)
 		__sync_fetch_and_or(&s->parking_off, 1);
-	bpf_for_each_map_elem(&parked, resume_one, NULL, 0);
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
+/*
+ * The EXIT record of a tracked process, and its entries' removal.  The
+ * tracked entry goes first and only its remover records: where the kernel
+ * does not say which thread is the last (see exit_group_dead), two may
+ * think they are.
+ */
+static __always_inline void exit_record(struct task_struct *p, __u32 tgid)
 {
-	__u32 tgid = p->tgid;
 	struct mt_rec *r;
 	int code;
 
-	if (tgid == memtrack_tgid && group_dead) {
-		release_all();
-		return 0;
-	}
-	if (!group_dead || !is_tracked(tgid))
-		return 0;
+	if (bpf_map_delete_elem(&tracked, &tgid))
+		return;
+	/* a child killed before its first return to user space: its fork record first */
+	fork_flush(tgid, false);
 	code = p->exit_code;
 	r = ctl_reserve(MT_EXIT, sizeof(r->h) + EXIT_NFIELDS * sizeof(__u64));
 	if (r) {
@@ -203,10 +297,62 @@ int BPF_PROG(handle_exit, struct task_struct *p, bool group_dead)
 		r->f[EXIT_SIGNAL] = code & 0x7f;
 		rec_submit(r, true);
 	}
-	bpf_map_delete_elem(&tracked, &tgid);
 	bpf_map_delete_elem(&parked, &tgid);
 	mm_forget(tgid);
+}
+
+/*
+ * Whether the exiting @p is its process's last thread.  Newer kernels pass
+ * group_dead as the tracepoint's second argument (this host's 6.18; not
+ * 6.12; the loader sets exit_has_group_dead); before, do_exit() has counted
+ * the thread out of signal->live by then.  ctx[1] is read only where it
+ * exists: the verifier rejects the load otherwise, and skips the branch
+ * the constant rules out.
+ */
+static __always_inline bool exit_group_dead(__u64 *ctx, struct task_struct *p)
+{
+	if (exit_has_group_dead)
+		return (bool)ctx[1];
+	return BPF_CORE_READ(p, signal, live.counter) == 0;
+}
+
+/*
+ * A task exits.  When it is memtrack's last thread, memtrack is dying
+ * (killed, most likely: a clean exit detaches these programs first); its
+ * fds, and so these programs, go only once this tracepoint returns: parking
+ * stops, and with @resume every parked process is resumed here, so none
+ * waits for a SIGCONT that will never come (bpf_task_from_pid, 6.2, and
+ * bpf_send_signal_task, 6.13).  Without them memtrack's reaper resumes
+ * them once memtrack is gone (record/reaper.c holds the `parked` map).
+ */
+static __always_inline int on_exit(__u64 *ctx, bool resume)
+{
+	struct task_struct *p = (void *)ctx[0];
+	bool group_dead = exit_group_dead(ctx, p);
+	__u32 tgid = p->tgid;
+
+	if (tgid == memtrack_tgid && group_dead) {
+		parking_stop();
+		if (resume)
+			bpf_for_each_map_elem(&parked, resume_one, NULL, 0);
+		return 0;
+	}
+	if (group_dead && is_tracked(tgid))
+		exit_record(p, tgid);
 	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int handle_exit(__u64 *ctx)
+{
+	return on_exit(ctx, true);
+}
+
+/* The same without those kfuncs (KF_RESUME's fallback). */
+SEC("tp_btf/sched_process_exit")
+int handle_exit_nokfunc(__u64 *ctx)
+{
+	return on_exit(ctx, false);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -15,6 +15,8 @@ const volatile __u32 nr_cpus = 1;
 const volatile __u64 page_size = 4096; /* the loader writes sysconf(_SC_PAGESIZE) */
 const volatile __u32 memtrack_tgid = 0;
 const volatile __u32 fast_path = 0; /* --fast: the in-process heap path (fast.bpf.c) */
+/* sched_process_exit has its group_dead argument (6.18 has, 6.12 not; kernel_features.c) */
+const volatile __u32 exit_has_group_dead = 1;
 
 /*
  * Heap recording on (1) or off (0).  Not const: userspace flips it at run
@@ -111,6 +113,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct session_state);
 } session SEC(".maps");
+
+/* Fork children waiting for their first return to user space (proc.bpf.c). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, struct fork_pending);
+} fork_pending SEC(".maps");
 
 /*
  * Call stacks (--stacks; unwind.bpf.h walks them).  Userspace sizes the

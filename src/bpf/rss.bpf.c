@@ -41,6 +41,32 @@ static __always_inline __s64 counter_sum(struct percpu_counter *pc)
 	return BPF_CORE_READ(pc, count);
 }
 
+/*
+ * Linux 6.1's layout: mm->rss_stat is a struct of four atomic counters
+ * (percpu_counter came in 6.2), which get_mm_counter() reads as they are.
+ * CO-RE picks the layout at load time.
+ */
+struct mm_rss_stat___v61 {
+	atomic_long_t count[4];
+} __attribute__((preserve_access_index));
+
+struct mm_struct___v61 {
+	struct mm_rss_stat___v61 rss_stat;
+} __attribute__((preserve_access_index));
+
+static __always_inline void rss_counters(struct mm_struct *mm, __s64 v[4])
+{
+	struct mm_struct___v61 *old = (void *)mm;
+
+	if (bpf_core_field_exists(old->rss_stat.count)) {
+		for (int i = 0; i < 4; i++)
+			v[i] = BPF_CORE_READ(old, rss_stat.count[i].counter);
+		return;
+	}
+	for (int i = 0; i < 4; i++)
+		v[i] = counter_sum(&mm->rss_stat[i]);
+}
+
 SEC("tp_btf/rss_stat")
 int BPF_PROG(handle_rss_stat, struct mm_struct *mm, int member)
 {
@@ -51,10 +77,11 @@ int BPF_PROG(handle_rss_stat, struct mm_struct *mm, int member)
 	o = bpf_map_lookup_elem(&mm_owners, &key);
 	if (!o || (o->flags & MM_EXEC_PENDING))
 		return 0;
-	for (int i = 0; i < 4; i++) {
-		__s64 v = counter_sum(&mm->rss_stat[i]);
+	__s64 v[4];
 
-		now[i] = v > 0 ? v : 0;
+	rss_counters(mm, v);
+	for (int i = 0; i < 4; i++) {
+		now[i] = v[i] > 0 ? v[i] : 0;
 		moved += absdiff(now[i], o->last[i]);
 	}
 	if (moved < rss_granularity_pages)

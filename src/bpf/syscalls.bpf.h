@@ -15,6 +15,7 @@
 #define NR_execveat 322
 #define NR_prctl 157
 #define NR_clone 56
+#define NR_fork 57
 #define NR_vfork 58
 #define NR_clone3 435
 #define SYSCALL_PARM1(regs) BPF_CORE_READ(regs, di)

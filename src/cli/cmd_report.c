@@ -150,6 +150,29 @@ static void print_opt_u64(const char *key, bool recorded, uint64_t value)
 		printf(",\"%s\":null", key);
 }
 
+/*
+ * ,"kernel":{"release":...,"park":"first-return",...}: the kernel the run
+ * was recorded on and the mechanism of each facility (MT_KERNEL_FACILITIES,
+ * the header's kernel_* keys); null for one a file does not say.
+ */
+static void print_kernel_json(const struct mt_header *h)
+{
+#define MT_X_NAME(N, name, best, fallback) name,
+	static const char *const names[] = { MT_KERNEL_FACILITIES(MT_X_NAME) };
+#undef MT_X_NAME
+
+	printf(",\"kernel\":{\"release\":");
+	json_print_string(stdout, h->kernel_release);
+	for (unsigned i = 0; i < MT_KERNEL_NFACILITIES; i++) {
+		printf(",\"%s\":", names[i]);
+		if (h->kernel_mech[i][0])
+			json_print_string(stdout, h->kernel_mech[i]);
+		else
+			printf("null");
+	}
+	printf("}");
+}
+
 static int print_json(struct report *r)
 {
 	const struct analysis *a = &r->a;
@@ -188,6 +211,7 @@ static int print_json(struct report *r)
 	       (unsigned long long)a->leaked_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
+	print_kernel_json(r->hdr);
 	printf(",\"markers\":[");
 	for (unsigned i = 0; i < a->nmarks; i++) {
 		printf("%s{\"name\":", i ? "," : "");

@@ -26,15 +26,18 @@
 #include "cli/help.h"
 #include "cli/track_output.h"
 #include "format/artifact.h"
+#include "kernel/kernel_features.h"
 #include "util/as_user.h"
+#include "record/attach.h"
 #include "record/session.h"
 #include "record/spawn.h"
 
 struct track_opts {
-	const char *output; /* artifact path */
-	bool allow_drops;   /* keep the command's status despite drops */
-	bool quiet;	    /* -q: no summary line */
-	int fast_choice;    /* --fast 1, --no-fast -1, neither 0 */
+	const char *output;	   /* artifact path */
+	bool allow_drops;	   /* keep the command's status despite drops */
+	bool quiet;		   /* -q: no summary line */
+	int fast_choice;	   /* --fast 1, --no-fast -1, neither 0 */
+	struct kernel_features kf; /* what the kernel offers, the mechanisms chosen */
 	struct session_opts s;
 };
 
@@ -271,8 +274,41 @@ static void track_notice(void *ctx, const char *msg)
 	die_msg("%s", msg);
 }
 
+/*
+ * What the running kernel offers (kernel/kernel_features.h): below the
+ * floor, or where a facility has no mechanism that gives the same records,
+ * one line and 1; -v prints the mechanism chosen per facility.  Returns 0
+ * to go on.
+ */
+static int check_kernel(struct track_opts *o)
+{
+	const struct kernel_features *kf = &o->kf;
+	char buf[256];
+
+	(void)kernel_features_probe(&o->kf); /* no BTF: below_floor says so */
+	if (kernel_features_below_floor(kf, buf, sizeof(buf))) {
+		die_msg("%s", buf);
+		return 1;
+	}
+	if (o->s.verbose) {
+		fprintf(stderr, "memtrack: kernel %s%s:", kf->release,
+			kf->forced ? " (fallbacks forced)" : "");
+		for (int f = 0; f < KF_NFACILITIES; f++)
+			fprintf(stderr, " %s=%s", kernel_features_facility(f),
+				kernel_features_mech(kf, f));
+		fputc('\n', stderr);
+	}
+	if (o->s.allocators && !attach_select(kf)->available()) {
+		die_msg("this kernel (Linux %s) has neither uprobe-multi links (Linux 6.6) nor the uprobe perf PMU, which the heap probes need; record without them with --no-allocators",
+			kf->release);
+		return 1;
+	}
+	o->s.kf = kf;
+	return 0;
+}
+
 /* Whether memtrack can record here; 0, or the exit status (reported). */
-static int check_host(const struct track_opts *o, char *path, size_t len)
+static int check_host(struct track_opts *o, char *path, size_t len)
 {
 	enum session_host h = session_check_host();
 	int ret;
@@ -285,6 +321,8 @@ static int check_host(const struct track_opts *o, char *path, size_t len)
 		die_msg("memtrack cannot run inside a PID namespace (its BPF side sees the host's pids); run it outside and put the namespace inside the command: memtrack track -- unshare -fp --mount-proc CMD");
 		return 1;
 	}
+	if (check_kernel(o))
+		return 1;
 	ret = o->s.shell ? 0 : spawn_resolve(o->s.argv[0], path, len);
 	if (ret == -ENOENT) {
 		die_msg("command not found: %s; check the name or give its full path",

@@ -40,14 +40,35 @@ struct mt_event {
 	__u8 build_id_len; /* 0: none */
 };
 
+/*
+ * The facilities of memtrack's BPF side that have a mechanism per kernel
+ * (kernel/kernel_features.h), with the names of their mechanisms: the
+ * preferred one, its fallback.  The header says which one a run used
+ * (keys kernel_<facility>, FORMAT.md §2.2).
+ */
+/* clang-format off */
+#define MT_KERNEL_FACILITIES(X)                                             \
+	X(PARK, "park", "bpf_send_signal_task", "first-return")             \
+	X(RESUME, "resume", "bpf", "reaper")                                \
+	X(UPROBES, "uprobes", "uprobe-multi", "perf-event")                 \
+	X(RSS, "rss", "percpu_counter", "atomic")                           \
+	X(EXIT, "exit", "group_dead", "signal-live")
+/* clang-format on */
+#define MT_X_KF_ENUM(N, name, best, fallback) MT_KF_##N,
+enum mt_kernel_facility { MT_KERNEL_FACILITIES(MT_X_KF_ENUM) MT_KERNEL_NFACILITIES };
+#undef MT_X_KF_ENUM
+#define MT_KERNEL_MECH_MAX 24 /* bytes of a mechanism's name the reader keeps, NUL included */
+
 struct mt_header {
-	uint32_t format_version;      /* MT_FORMAT_VERSION of the writer */
-	char memtrack_version[32];    /* "0.1.0" */
-	uint32_t page_size;	      /* bytes */
-	uint32_t clock_id;	      /* CLOCK_MONOTONIC: clock of every ts */
-	int64_t wall_offset_ns;	      /* CLOCK_REALTIME - clock_id at start */
-	uint64_t start_ns;	      /* clock_id time when tracking started */
-	char kernel_release[65];      /* uname -r */
+	uint32_t format_version;   /* MT_FORMAT_VERSION of the writer */
+	char memtrack_version[32]; /* "0.1.0" */
+	uint32_t page_size;	   /* bytes */
+	uint32_t clock_id;	   /* CLOCK_MONOTONIC: clock of every ts */
+	int64_t wall_offset_ns;	   /* CLOCK_REALTIME - clock_id at start */
+	uint64_t start_ns;	   /* clock_id time when tracking started */
+	char kernel_release[65];   /* uname -r */
+	/* per facility (MT_KERNEL_FACILITIES) the mechanism used, "" if unsaid */
+	char kernel_mech[MT_KERNEL_NFACILITIES][MT_KERNEL_MECH_MAX];
 	char command[MT_CMDLINE_MAX]; /* the command line, argv joined by ' ' */
 	uint32_t flags;		      /* MT_HDR_* */
 };

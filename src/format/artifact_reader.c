@@ -223,6 +223,18 @@ struct header_ctx {
 	const char *bad_key; /* the key whose value did not parse */
 };
 
+/* A kernel_<facility> key: kept (bounded) for a facility this reader knows. */
+static void kernel_mech_kv(struct mt_header *h, const char *facility, const char *val)
+{
+#define MT_X_NAME(N, name, best, fallback) name,
+	static const char *const names[] = { MT_KERNEL_FACILITIES(MT_X_NAME) };
+#undef MT_X_NAME
+
+	for (unsigned i = 0; i < MT_KERNEL_NFACILITIES; i++)
+		if (!strcmp(facility, names[i]))
+			snprintf(h->kernel_mech[i], sizeof(h->kernel_mech[i]), "%s", val);
+}
+
 static int header_kv(void *ctx, const char *key, const char *val)
 {
 	struct header_ctx *c = ctx;
@@ -254,6 +266,8 @@ static int header_kv(void *ctx, const char *key, const char *val)
 		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", val);
 	} else if (!strcmp(key, "command")) {
 		snprintf(h->command, sizeof(h->command), "%s", val);
+	} else if (!strncmp(key, "kernel_", 7)) {
+		kernel_mech_kv(h, key + 7, val);
 	} else if (!strcmp(key, "flags")) {
 		err = parse_u64(val, UINT32_MAX, &u);
 		h->flags = (uint32_t)u;

@@ -164,6 +164,26 @@ static void bounded_str(char *dst, size_t dstlen, const char *src, size_t srclen
 	dst[n] = '\0';
 }
 
+/* kernel_<facility> = the mechanism the run used, for each one said (FORMAT.md §2.2). */
+static int put_kernel_mechs(char *body, size_t *len, size_t cap, const struct mt_header *h)
+{
+#define MT_X_NAME(N, name, best, fallback) name,
+	static const char *const names[] = { MT_KERNEL_FACILITIES(MT_X_NAME) };
+#undef MT_X_NAME
+	int err = 0;
+
+	for (unsigned i = 0; i < MT_KERNEL_NFACILITIES && !err; i++) {
+		char key[32], val[MT_KERNEL_MECH_MAX];
+
+		bounded_str(val, sizeof(val), h->kernel_mech[i], sizeof(h->kernel_mech[i]));
+		if (!val[0])
+			continue;
+		snprintf(key, sizeof(key), "kernel_%s", names[i]);
+		err = put_kv(body, len, cap, key, val);
+	}
+	return err;
+}
+
 static int write_header(struct mt_writer *w, const struct mt_header *h)
 {
 	char *buf;
@@ -191,6 +211,7 @@ static int write_header(struct mt_writer *w, const struct mt_header *h)
 	err = err ?: put_kv(body, &len, cap, "kernel_release", kr);
 	err = err ?: put_kv(body, &len, cap, "command", cmd);
 	err = err ?: put_kv_u64(body, &len, cap, "flags", h->flags);
+	err = err ?: put_kernel_mechs(body, &len, cap, h);
 	if (err)
 		goto out;
 

@@ -3,19 +3,19 @@
  * attach.c - picks the attachment mechanism; see attach.h.
  */
 #include <stddef.h>
+#include "kernel/kernel_features.h"
 #include "record/attach.h"
 
-/* In order of preference: a mechanism for older kernels goes after the first. */
+/*
+ * By kernel_features' choice for KF_UPROBES: its best mechanism first, the
+ * fallback for kernels without uprobe-multi links (or forced) second.
+ */
 static const struct attach_ops *const mechanisms[] = {
-	&attach_uprobe_multi,
+	[KF_BEST] = &attach_uprobe_multi,
+	[KF_FALLBACK] = &attach_perf_uprobe,
 };
 
-const struct attach_ops *attach_select(void)
+const struct attach_ops *attach_select(const struct kernel_features *kf)
 {
-	size_t n = sizeof(mechanisms) / sizeof(mechanisms[0]);
-
-	for (size_t i = 0; i + 1 < n; i++)
-		if (mechanisms[i]->available())
-			return mechanisms[i];
-	return mechanisms[n - 1];
+	return mechanisms[kf->mech[KF_UPROBES]];
 }

@@ -9,10 +9,10 @@
  * the process exits (retire.h).  A mechanism only turns one request, "these
  * offsets of this file, for this process, running this program", into fds.
  *
- * Today's mechanism is the uprobe-multi link (attach_multi.c, Linux 6.6+):
- * one link, one fd, per request, whatever its number of sites.  Another one
- * (per-process perf-event uprobes for older kernels: one event per site) is
- * one more struct attach_ops in its own file and one more row of
+ * The best mechanism is the uprobe-multi link (attach_multi.c, Linux 6.6+):
+ * one link, one fd, per request, whatever its number of sites.  The other
+ * (attach_perf.c: per-process perf-event uprobes for older kernels, one fd
+ * per site) is one more struct attach_ops and one more row of
  * attach_select()'s table (attach.c); nothing else changes.
  *
  * THREAD NOTES: an ops struct is constant; attach() may run on any thread
@@ -46,7 +46,7 @@ struct attach_ops {
 	 * are loaded with (enum bpf_attach_type; 0 for perf-event uprobes).
 	 */
 	unsigned prog_attach_type;
-	/* Whether this kernel has the mechanism (called once, by attach_select). */
+	/* Whether this kernel has the mechanism (checked before a run). */
 	bool (*available)(void);
 	/*
 	 * Attaches every site of @s.  Each fd it creates goes into @out,
@@ -59,12 +59,17 @@ struct attach_ops {
 
 /* uprobe-multi links (attach_multi.c). */
 extern const struct attach_ops attach_uprobe_multi;
+/* per-process perf-event uprobes with cookies, one fd per site (attach_perf.c) */
+extern const struct attach_ops attach_perf_uprobe;
+
+struct kernel_features;
 
 /*
- * The mechanism to use on this kernel: the first available one of
- * attach.c's table, in order of preference.  Never NULL (the last row is
- * the fallback, whose failures then show as unprobed processes).
+ * The mechanism kernel_features chose for KF_UPROBES on this kernel (the
+ * best, uprobe-multi links, or the fallback, perf-event uprobes, also when
+ * forced).  Never NULL; the caller checks available() before a run that
+ * needs the heap probes.
  */
-const struct attach_ops *attach_select(void);
+const struct attach_ops *attach_select(const struct kernel_features *kf);
 
 #endif /* MEMTRACK_ATTACH_H */

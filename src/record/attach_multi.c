@@ -16,11 +16,14 @@
 #include <linux/bpf.h>
 #include "bpf_abi.h"
 #include "record/attach.h"
+#include "kernel/kernel_features.h"
 
-/* Where the kernel lacks the links, attaching says so (EINVAL) per process. */
+/* The kernel's BTF knows the attach type (record/kernel_features.c reads it). */
 static bool multi_available(void)
 {
-	return true;
+	struct kernel_features kf;
+
+	return !kernel_features_probe(&kf) && kf.uprobe_multi;
 }
 
 static int multi_attach(const struct attach_sites *s, struct fd_list *out)

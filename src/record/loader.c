@@ -20,6 +20,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "bpf_abi.h"
+#include "kernel/kernel_features.h"
 #include "record/loader.h"
 #include "memtrack.skel.h"
 
@@ -140,6 +141,23 @@ static void heap_restore(void)
 	malloc_trim(0);
 }
 
+/*
+ * Per facility, the programs of the mechanism record/kernel_features.c
+ * chose: the others may call kfuncs this kernel lacks, so they are not
+ * loaded at all.
+ */
+static void set_mechanism_autoload(struct memtrack_bpf *skel, const struct kernel_features *kf)
+{
+	bool park_kfunc = kf->mech[KF_PARK] == KF_BEST;
+	bool release_kfunc = kf->mech[KF_RESUME] == KF_BEST;
+
+	bpf_program__set_autoload(skel->progs.handle_fork, park_kfunc);
+	bpf_program__set_autoload(skel->progs.handle_fork_deferred, !park_kfunc);
+	bpf_program__set_autoload(skel->progs.handle_fork_return, !park_kfunc);
+	bpf_program__set_autoload(skel->progs.handle_exit, release_kfunc);
+	bpf_program__set_autoload(skel->progs.handle_exit_nokfunc, !release_kfunc);
+}
+
 static void set_physical_autoload(struct memtrack_bpf *skel, bool on)
 {
 	bpf_program__set_autoload(skel->progs.handle_page_alloc, on);
@@ -220,6 +238,8 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	bpf_map__set_max_entries(skel->maps.stacks_seen, o->stacks ? MT_STACKS_SEEN : 1);
 	set_alloc_autoload(skel, o->allocators, o->uprobe_attach_type);
 	set_physical_autoload(skel, o->physical);
+	set_mechanism_autoload(skel, o->kf);
+	skel->rodata->exit_has_group_dead = o->kf->mech[KF_EXIT] == KF_BEST;
 	skel->rodata->fast_path = o->fast && o->allocators;
 	set_fast_autoload(skel, o->fast && o->allocators);
 	if (o->physical) {
@@ -282,19 +302,21 @@ struct session_value {
 int loader_stop_parking(struct memtrack_bpf *skel)
 {
 	struct session_value v = { 1, 0 };
-	__u32 zero = 0, key, next;
+	__u32 zero = 0, next;
 	int n = 0;
-	bool first = true;
 
 	if (!skel)
 		return 0;
 	/* the update is a syscall, a full barrier: see park_process() in common.bpf.h */
 	bpf_map__update_elem(skel->maps.session, &zero, sizeof(zero), &v, sizeof(v), BPF_ANY);
-	while (!bpf_map__get_next_key(skel->maps.parked, first ? NULL : &key, &next,
-				      sizeof(next))) {
+	/*
+	 * Each entry goes once resumed: the reaper, which sweeps the map again
+	 * where the kernel cannot (KF_RESUME's fallback), then finds nothing.
+	 */
+	while (n < MT_MAX_TRACKED &&
+	       !bpf_map__get_next_key(skel->maps.parked, NULL, &next, sizeof(next))) {
 		kill(next, SIGCONT);
-		key = next;
-		first = false;
+		bpf_map__delete_elem(skel->maps.parked, &next, sizeof(next), 0);
 		n++;
 	}
 	return n;
@@ -349,6 +371,13 @@ int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT_DROP_SLOTS])
 volatile __u32 *loader_heap_switch(struct memtrack_bpf *skel)
 {
 	return &skel->data->heap_enabled;
+}
+
+int loader_parked_fds(struct memtrack_bpf *skel, int *parked_fd, int *session_fd)
+{
+	*parked_fd = bpf_map__fd(skel->maps.parked);
+	*session_fd = bpf_map__fd(skel->maps.session);
+	return *parked_fd < 0 || *session_fd < 0 ? -EBADF : 0;
 }
 
 void loader_close(struct memtrack_bpf *skel)

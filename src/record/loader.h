@@ -13,6 +13,7 @@
 #include "compiler.h"
 
 struct memtrack_bpf;
+struct kernel_features;
 
 /* The step of loader_open() that failed: the command layer words the message. */
 enum loader_step {
@@ -33,6 +34,7 @@ struct loader_opts {
 	bool stacks;		     /* unwind call stacks (--stacks) */
 	uint32_t unwind_rows; /* --stacks: rows of the unwind table (MT_UNWIND_ROWS_DEFAULT) */
 	bool fast;	      /* --fast: load the in-process heap path's programs */
+	const struct kernel_features *kf; /* the mechanisms to load (borrowed) */
 	/* out: why physical was turned off (-errno and step), 0 if it was not */
 	int physical_err;
 	enum loader_step physical_step;
@@ -70,6 +72,13 @@ void loader_resume(struct memtrack_bpf *skel, pid_t pid);
  * Returns the number of processes resumed.
  */
 int loader_stop_parking(struct memtrack_bpf *skel);
+
+/*
+ * The fds of the `parked` and `session` maps (borrowed), for the reaper to
+ * resume what is parked should memtrack be killed on a kernel whose BPF
+ * side cannot (KF_RESUME's fallback).  Returns 0 or -EBADF.
+ */
+MT_MUST_CHECK int loader_parked_fds(struct memtrack_bpf *skel, int *parked_fd, int *session_fd);
 
 /*
  * Empties the tracked set, so BPF neither records nor parks any process

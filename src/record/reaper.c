@@ -24,6 +24,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
+#include "bpf_abi.h"
 #include "record/reaper.h"
 
 /* Each close waits for its own grace periods: this many at once overlap. */
@@ -58,6 +60,8 @@ static int held[MAX_FDS + FDS_PER_MSG]; /* received, not closed yet */
 /* what to remove at the end ("d", reaper_remove_at_end): -1 while none */
 static int end_parent = -1, end_dir = -1;
 static char end_name[64], end_sock[16];
+/* the `parked` and `session` maps ("p", reaper_resume_at_end): -1 while none */
+static int end_parked = -1, end_session = -1;
 static struct close_slot slots[CLOSE_TASKS];
 static char stacks[CLOSE_TASKS][CLOSE_STACK] __attribute__((aligned(64)));
 
@@ -212,6 +216,12 @@ static int receive(int sock, unsigned *nheld, bool block)
 		memcpy(held + *nheld, CMSG_DATA(c), n * sizeof(int));
 		*nheld += n;
 	}
+	if (buf[0] == 'p' && *nheld - first == 2 && end_parked < 0) { /* kept to the end */
+		end_parked = held[first];
+		end_session = held[first + 1];
+		*nheld = first;
+		return 'p';
+	}
 	if (buf[0] == 'd') { /* its fds are not to be closed now */
 		unsigned n = *nheld - first;
 
@@ -219,6 +229,27 @@ static int receive(int sock, unsigned *nheld, bool block)
 		return take_dir(buf, (size_t)len, held + first, n);
 	}
 	return (unsigned char)buf[0];
+}
+
+/*
+ * memtrack is gone: what the kernel's BPF side does at memtrack's exit
+ * where it has the kfuncs (proc.bpf.c handle_exit), stop parking and
+ * resume every process still parked.  The same order as
+ * loader_stop_parking(): the flag first (a syscall, a full barrier).
+ */
+static void resume_parked(void)
+{
+	struct session_state off = { 1, 0 };
+	__u32 zero = 0, next;
+
+	if (end_parked < 0)
+		return;
+	(void)bpf_map_update_elem(end_session, &zero, &off, BPF_ANY);
+	for (unsigned n = 0; n < MT_MAX_TRACKED && !bpf_map_get_next_key(end_parked, NULL, &next);
+	     n++) {
+		kill((pid_t)next, SIGCONT);
+		(void)bpf_map_delete_elem(end_parked, &next);
+	}
 }
 
 /*
@@ -252,6 +283,7 @@ static __attribute__((noreturn)) void reaper_main(int sock)
 		memmove(held, held + ready, (nheld - ready) * sizeof(int));
 		nheld -= ready;
 	}
+	resume_parked(); /* first: a parked process waits for it */
 	while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR) /* the run's closes */
 		;
 	close_batched(held, nheld);
@@ -409,6 +441,19 @@ int reaper_remove_at_end(struct reaper *r, int parent_fd, int dir_fd, const char
 	pthread_mutex_lock(&r->lock);
 	err = r->gone ? -EPIPE
 		      : send_msg(r, (int[]){ parent_fd, dir_fd }, 2, buf, 3 + nlen + slen, true);
+	pthread_mutex_unlock(&r->lock);
+	return err;
+}
+
+int reaper_resume_at_end(struct reaper *r, int parked_fd, int session_fd)
+{
+	char byte = 'p';
+	int err;
+
+	if (!r)
+		return -ENOTCONN;
+	pthread_mutex_lock(&r->lock);
+	err = r->gone ? -EPIPE : send_msg(r, (int[]){ parked_fd, session_fd }, 2, &byte, 1, true);
 	pthread_mutex_unlock(&r->lock);
 	return err;
 }

@@ -15,7 +15,10 @@
  * so far, so the reaper may close them now; the end of the socket (memtrack
  * has exited) means the same for everything.  A message "d" carries two
  * directory fds and two names (reaper_remove_at_end): what the reaper
- * removes at its end, so that a SIGKILLed memtrack leaves no socket behind.  Whoever closes last pays, so
+ * removes at its end, so that a SIGKILLed memtrack leaves no socket behind.
+ * A message "p" carries the BPF maps `parked` and `session`
+ * (reaper_resume_at_end): at its end the reaper resumes what is parked, where
+ * the kernel cannot do it at memtrack's exit.  Whoever closes last pays, so
  * the reaper never closes an fd before memtrack has let go of it.
  *
  * THREAD NOTES: reaper__new() forks, so it is called before memtrack starts
@@ -60,6 +63,16 @@ unsigned reaper_hand_all(struct reaper *r);
  */
 int reaper_remove_at_end(struct reaper *r, int parent_fd, int dir_fd, const char *name,
 			 const char *sock);
+
+/*
+ * Makes the reaper, once memtrack has exited (killed or not), stop the BPF
+ * side's parking and resume every process left in the `parked` map
+ * (@parked_fd; @session_fd: the `session` map), where the kernel's BPF
+ * side cannot (no bpf_send_signal_task: kernel/kernel_features.h).  The
+ * reaper takes copies of both fds (borrowed here).  Returns 0 or -errno
+ * (-ENOTCONN: no reaper).
+ */
+MT_MUST_CHECK int reaper_resume_at_end(struct reaper *r, int parked_fd, int session_fd);
 
 /*
  * Removes the socket @sock of @dir_fd, then the directory @name of

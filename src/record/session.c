@@ -413,7 +413,7 @@ static int start_early(struct session *s, char *err, size_t errlen)
 
 	s->reaper = reaper__new();
 	s->retire = retire__new(s->reaper);
-	s->attach = attach_select();
+	s->attach = attach_select(s->o.kf);
 	ret = s->retire ? spawn_env_init(&s->env) : -ENOMEM;
 	if (!ret && s->o.control) /* before the fork: the command finds it in its environment */
 		ret = open_control(s);
@@ -502,6 +502,20 @@ static const char *loader_reason(enum loader_step step, int err, char *buf, size
 	return buf;
 }
 
+/*
+ * Where the BPF side cannot resume parked processes at memtrack's death
+ * (KF_RESUME's fallback), the reaper does it once memtrack is gone.
+ * Without a reaper nothing would, and a child of a killed memtrack would
+ * stay stopped: the run is refused.  Returns 0 or -errno.
+ */
+static int hand_parked_to_reaper(struct session *s)
+{
+	int parked, session, err;
+
+	err = loader_parked_fds(s->skel, &parked, &session);
+	return err ? err : reaper_resume_at_end(s->reaper, parked, session);
+}
+
 /* Loads the BPF side and registers the root.  Returns 0 or -errno with @err. */
 static int load_bpf(struct session *s, char *err, size_t errlen)
 {
@@ -516,11 +530,22 @@ static int load_bpf(struct session *s, char *err, size_t errlen)
 		.stacks = s->o.stacks,
 		.unwind_rows = s->o.unwind_rows ? s->o.unwind_rows : MT_UNWIND_ROWS_DEFAULT,
 		.fast = s->o.fast,
+		.kf = s->o.kf,
 	};
 	enum loader_step step;
 	int ret;
 
 	ret = loader_open(&lo, &s->skel, &step);
+	if (!ret && s->o.kf->mech[KF_RESUME] != KF_BEST && lo.allocators) {
+		ret = hand_parked_to_reaper(s);
+		if (ret) {
+			snprintf(
+				err, errlen,
+				"cannot start the reaper that resumes parked processes on this kernel (%s); free some processes or memory and retry",
+				strerror(-ret));
+			return ret;
+		}
+	}
 	if (lo.physical_err)
 		notice(s, "--physical is not available on this kernel (%s); recording without it",
 		       loader_reason(lo.physical_step, lo.physical_err, err, errlen));
@@ -586,6 +611,7 @@ static int start_pipeline(struct session *s, char *err, size_t errlen)
 	int ret;
 
 	fill_header(&s->hdr, &s->o);
+	kernel_features_header(s->o.kf, &s->hdr);
 	s->writer = mt_writer__new(s->out_fd, &s->hdr, 0);
 	if (!s->writer) {
 		ret = -errno;

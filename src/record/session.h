@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "format/artifact.h"
+#include "kernel/kernel_features.h"
 #include "pipeline/pipeline.h"
 #include "record/fast_drain.h"
 #include "record/probes.h"
@@ -38,16 +39,18 @@
 struct session;
 
 struct session_opts {
-	char **argv;	      /* the command (borrowed) */
-	const char *output;   /* the artifact's name, for messages (borrowed) */
-	bool shell;	      /* run argv[0] through /bin/sh -c */
-	bool allocators;      /* attach heap probes */
-	bool physical;	      /* --physical: count the tree's physical pages */
-	bool verbose;	      /* -v: libbpf output, and statistics through notice() */
-	bool start_disabled;  /* heap recording off until `enable` (needs control) */
-	bool stacks;	      /* a call stack for each allocation and mmap */
-	bool fast;	      /* heap calls recorded in-process where possible */
-	const char *control;  /* the control socket's path, or NULL */
+	char **argv;	     /* the command (borrowed) */
+	const char *output;  /* the artifact's name, for messages (borrowed) */
+	bool shell;	     /* run argv[0] through /bin/sh -c */
+	bool allocators;     /* attach heap probes */
+	bool physical;	     /* --physical: count the tree's physical pages */
+	bool verbose;	     /* -v: libbpf output, and statistics through notice() */
+	bool start_disabled; /* heap recording off until `enable` (needs control) */
+	bool stacks;	     /* a call stack for each allocation and mmap */
+	bool fast;	     /* heap calls recorded in-process where possible */
+	const char *control; /* the control socket's path, or NULL */
+	/* what the kernel offers and the mechanism per facility (borrowed) */
+	const struct kernel_features *kf;
 	uint32_t unwind_rows; /* --stacks: rows of the unwind table */
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;

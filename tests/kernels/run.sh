@@ -1,0 +1,190 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# run.sh - the `make test-kernels` runner: boots Debian 12's own kernels
+# under qemu and runs a subset of the integration tests inside each.
+#
+# For each series (6.1: linux-image-6.1.0-N-amd64, 6.12: the backports'
+# linux-image-6.12.N+deb12-amd64) it takes the newest package apt-cache
+# knows at run time (old ones leave the archive), fetches it with
+# `apt-get download` and unpacks it with `dpkg -x` into $OUT/kernels
+# (nothing is installed, the machine is not rebooted), builds a busybox
+# initramfs holding the package's own virtio/9p/overlay modules, and boots
+# it under TCG (this machine's /dev/kvm is a PVM host on which stock kernels
+# hang after "Probing EDD"), one host thread for both vCPUs (see boot).  The guest sees the host's root read-only over
+# 9p with a tmpfs overlay for writes (tests/kernels/guest.sh), so it runs
+# this checkout's build as it is.
+#
+# Output: each kernel's test lines, then per kernel exactly
+#     kernel RELEASE: N passed, M failed
+# Exit status 0 iff every kernel booted and had M == 0.
+#
+# usage: tests/kernels/run.sh [SERIES...]      (default: 6.1 6.12)
+# Environment: OUT (build directory, default build); MT_KERNEL_TESTS (a
+# pytest -k expression replacing the default subset); MT_KERNEL_TIMEOUT
+# (seconds per kernel, default 900); MT_KERNEL_MEM (guest MiB, default 3072);
+# MT_KERNEL_CMD (a shell command the guest runs instead of the tests, to look
+# at a kernel by hand: its output is shown, nothing is counted).
+set -u
+
+cd "$(dirname "$0")/../.." || exit 2
+OUT=${OUT:-build}
+ROOT=$PWD
+KDIR=$ROOT/$OUT/kernels
+TIMEOUT=${MT_KERNEL_TIMEOUT:-900}
+MEM=${MT_KERNEL_MEM:-3072}
+# One test per feature at least: tree tracking and parking, heap on both
+# paths, the mmap family, RSS, --physical, --stacks, --control, the reaper
+# and what SIGKILL leaves.  memtrack's BPF load takes ~4.5 s under TCG, so
+# each name here is one or a few runs of memtrack.
+DEFAULT_TESTS="test_fork_then_exec or test_double_fork_daemon or test_malloc_free_pairs \
+or (test_fixture_same_both_ways and (heap_pairs or heap_realloc or threads or fork_seq \
+or vfork_alloc or spawn_alloc or cxx_ops)) or test_mmap_munmap_mremap_brk or test_rss_ramp \
+or test_cow_rss_and_physical or test_fixture_stack or test_only_the_enabled_phase_is_recorded \
+or test_sigkilled_memtrack_leaves_readable_file or test_memtrack_killed_program_runs_on \
+or test_teardown_closer_leaves_and_exits"
+TESTS=${MT_KERNEL_TESTS:-$DEFAULT_TESTS}
+# the modules the guest needs to reach the host's root; builtin ones are skipped
+ROOT_MODULES="virtio_pci 9pnet_virtio 9p overlay"
+
+die() {
+	echo "memtrack: test-kernels: $*" >&2
+	exit 2
+}
+
+for tool in qemu-system-x86_64 busybox apt-get apt-cache dpkg xz; do
+	command -v "$tool" >/dev/null || die "$tool not found; run scripts/bootstrap.sh"
+done
+[ -x "$OUT/memtrack" ] || die "no $OUT/memtrack; run make first"
+case $ROOT in *[[:space:]]*) die "the checkout's path '$ROOT' has a space; the guest cannot be told it" ;; esac
+
+# newest_package SERIES: the newest linux-image package name of SERIES
+newest_package() {
+	local re
+	case $1 in
+	6.1) re='^linux-image-6\.1\.0-[0-9]+-amd64 ' ;;
+	6.12) re='^linux-image-6\.12\.[0-9]+\+deb12-amd64 ' ;;
+	*) die "unknown kernel series '$1' (known: 6.1 6.12)" ;;
+	esac
+	apt-cache search --names-only '^linux-image-6\.1' | grep -E "$re" | cut -d' ' -f1 | sort -V | tail -n1
+}
+
+# unpack PACKAGE: fetches and unpacks PACKAGE into $KDIR/PACKAGE (once)
+unpack() {
+	local pkg=$1 dir=$KDIR/$1
+	[ -f "$dir/.unpacked" ] && return 0
+	rm -rf "$dir" && mkdir -p "$dir/deb" || return 1
+	(cd "$dir/deb" && apt-get download -q "$pkg" >/dev/null 2>&1) || {
+		echo "memtrack: test-kernels: apt-get download $pkg failed; run apt-get update" >&2
+		return 1
+	}
+	dpkg -x "$dir"/deb/*.deb "$dir/root" && rm -f "$dir"/deb/*.deb && touch "$dir/.unpacked"
+}
+
+# module_file MODDIR NAME: the path of module NAME (- and _ are the same) under MODDIR
+module_file() {
+	find "$1/kernel" -name "$2.ko*" -o -name "${2//_/-}.ko*" | head -n1
+}
+
+# module_deps FILE: the module names FILE's .modinfo says it depends on
+module_deps() {
+	case $1 in
+	*.xz) xz -dc "$1" ;;
+	*) cat "$1" ;;
+	esac | tr '\0' '\n' | grep -a '^depends=' | head -n1 | cut -d= -f2 | tr ',' ' '
+}
+
+# add_module MODDIR NAME DEST: copies NAME and (first) what it depends on
+# into DEST, uncompressed, appending each to DEST/order as it goes: the
+# order modules.dep gives, dependencies before their users.
+add_module() {
+	local moddir=$1 name=$2 dest=$3 file dep
+	grep -qx "$name" "$dest/order" 2>/dev/null && return 0
+	file=$(module_file "$moddir" "$name")
+	if [ -z "$file" ]; then
+		grep -q "/${name}.ko" "$moddir/modules.builtin" && return 0
+		echo "memtrack: test-kernels: module $name not in $moddir" >&2
+		return 1
+	fi
+	for dep in $(module_deps "$file"); do
+		add_module "$moddir" "$dep" "$dest" || return 1
+	done
+	case $file in
+	*.xz) xz -dc "$file" >"$dest/$name.ko" ;;
+	*) cp "$file" "$dest/$name.ko" ;;
+	esac
+	echo "$name" >>"$dest/order"
+}
+
+# make_initramfs PKGDIR RELEASE: writes PKGDIR/initramfs.cpio.gz
+make_initramfs() {
+	local pkgdir=$1 release=$2 ird=$1/initramfs m
+	rm -rf "$ird" && mkdir -p "$ird"/{bin,dev,proc,sys,lower,rw,newroot,mods} || return 1
+	cp "$(command -v busybox)" "$ird/bin/busybox" || return 1
+	for m in $ROOT_MODULES; do
+		add_module "$pkgdir/root/lib/modules/$release" "$m" "$ird/mods" || return 1
+	done
+	cp tests/kernels/init "$ird/init" && chmod 755 "$ird/init" || return 1
+	(cd "$ird" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$pkgdir/initramfs.cpio.gz"
+}
+
+# boot PKGDIR RELEASE LOG: boots the kernel; its console goes to LOG and stdout
+boot() {
+	local pkgdir=$1 release=$2 log=$3
+	# thread=single: under multi-threaded TCG, 6.12 oopsed on the int3 of
+	# a static key being patched as memtrack attached rss_stat (a vCPU ran
+	# the stale breakpoint after text_poke_bp() had finished)
+	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single \
+		-smp 2 -m "$MEM" -nodefaults -display none -no-reboot \
+		-serial stdio -monitor none \
+		-kernel "$pkgdir/root/boot/vmlinuz-$release" -initrd "$pkgdir/initramfs.cpio.gz" \
+		-append "console=ttyS0 quiet loglevel=3 panic=-1 mt.dir=$ROOT mt.out=$OUT" \
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		</dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
+}
+
+# run_kernel SERIES: boots the newest kernel of SERIES, prints its summary line
+run_kernel() {
+	local series=$1 pkg release pkgdir log line start
+	pkg=$(newest_package "$series")
+	if [ -z "$pkg" ]; then
+		echo "kernel $series: no package found by apt-cache search (run apt-get update)"
+		return 1
+	fi
+	release=${pkg#linux-image-}
+	pkgdir=$KDIR/$pkg
+	log=$KDIR/$release.log
+	echo "== kernel $release ($pkg)"
+	start=$(date +%s)
+	if ! unpack "$pkg" || ! make_initramfs "$pkgdir" "$release"; then
+		summary+=("kernel $release: could not prepare the package")
+		return 1
+	fi
+	boot "$pkgdir" "$release" "$log"
+	if [ -n "${MT_KERNEL_CMD:-}" ]; then
+		summary+=("kernel $release: ran MT_KERNEL_CMD, nothing counted ($(($(date +%s) - start)) s)")
+		return 0
+	fi
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+	if [ -z "$line" ] || ! grep -q '^MT-KERNEL-DONE' "$log"; then
+		summary+=("kernel $release: no result (the guest did not finish in ${TIMEOUT}s or crashed; see $log)")
+		return 1
+	fi
+	summary+=("kernel $release: $line ($(($(date +%s) - start)) s)")
+	case $line in *" 0 failed"*) return 0 ;; esac
+	return 1
+}
+
+mkdir -p "$KDIR" || exit 2
+# the guest reads the test selection from here (its root is this one, read-only)
+printf '%s\n' "$TESTS" >"$KDIR/tests"
+printf '%s\n' "${MT_KERNEL_CMD:-}" >"$KDIR/cmd"
+[ $# -eq 0 ] && set -- 6.1 6.12
+summary=()
+rc=0
+for series in "$@"; do
+	run_kernel "$series" || rc=1
+done
+echo
+printf '%s\n' "${summary[@]}"
+exit $rc
