@@ -108,28 +108,29 @@ def check_nothing_stopped(pids, what, within=2.0):
 
 
 def storm_progresses(sh, memtrack, others, what):
-    """The storm goes on: its shell runs more than one child within 10 s of
+    """The storm goes on: its shell runs more than one child within 60 s of
     the end of the dead memtrack's teardown.  Nothing is stopped (that is
     check_nothing_stopped, within 2 s), but a fork waits in the kernel while
-    the links memtrack left are detached (each detach takes the uprobe
-    locks a fork takes): under 0.2 s on this machine alone, over 10 s in
-    one CI run on a loaded one.  So the test waits for the reapers that
-    close them (not those of other memtracks alive before it started,
-    `others`), and for memtrack's own exit, which closes the rest (at most
-    120 s: a teardown that never ends is a failure), and then requires the
-    storm to run; a fork that stays blocked after the
-    teardown fails here.  Returns the seconds from SIGKILL to 3 children."""
+    uprobes are detached anywhere on the machine (each detach takes the
+    uprobe locks every fork takes): under 0.2 s on this machine alone, over
+    10 s in CI runs while another memtrack attached and detached its own.
+    So the test waits for the reapers that close the dead memtrack's links
+    (not those of other memtracks alive before it started, `others`), and
+    for memtrack's own exit, which closes the rest (at most 120 s: a
+    teardown that never ends is a failure), and then requires the storm to
+    run within 60 s: a hang guard, not a speed promise; a fork blocked for
+    good fails here.  Returns the seconds from SIGKILL to 3 children."""
     t0 = time.monotonic()
     wait_until(lambda: state(memtrack) in ("Z", None), "%s: the SIGKILLed memtrack's exit" % what,
                timeout=120)
     left = wait_for_reapers(timeout=max(1.0, 120 - (time.monotonic() - t0)), besides=others)
     check_eq(left, [], "%s: memtrack-reaper processes still running 120 s after SIGKILL" % what)
     seen = set()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(seen) < 3:
         seen.update(children(sh))
         time.sleep(0.01)
-    check_true(len(seen) >= 3, "%s: the storm goes on (children seen in the 10 s after the "
+    check_true(len(seen) >= 3, "%s: the storm goes on (children seen in the 60 s after the "
                "teardown: %s)" % (what, sorted(seen)))
     return time.monotonic() - t0
 
