@@ -401,6 +401,7 @@ fuzz: $(OUT)/fuzz/fuzz_reader $(OUT)/fuzz/fuzz_symcache $(OUT)/fuzz/fuzz_mapped_
 # artifact names), the same way; its seeds are compiled from
 # tests/fuzz/seeds_symtab/seed.c: with DWARF, stripped, a shared object.
 FUZZ_SYMTAB_SRCS := tests/fuzz/fuzz_symtab.c src/format/open_regular.c src/util/as_user.c \
+	src/util/hash_index.c \
 	$(addprefix src/analyze/,symbolize.c symtab.c objfile.c symcache.c intern.c)
 $(OUT)/fuzz/fuzz_symtab: $(FUZZ_SYMTAB_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)
