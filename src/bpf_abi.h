@@ -183,4 +183,23 @@ struct mt_umaps {
 	struct mt_umap m[MT_MAX_UMAPS];
 };
 
+/*
+ * The unwinder's registers and progress (unwind.bpf.h), per CPU in the map
+ * unwind_state rather than on the BPF stack: before Linux 6.7 the verifier
+ * checks a bpf_loop callback once, with the values it knows at the call,
+ * and drops the branches that one pass did not take from every iteration
+ * (on 6.1, exact = 1 at a syscall removed the frame recording).  It knows
+ * nothing of what a map holds, so no field here is a constant to it.
+ */
+struct mt_unwind_state {
+	__u64 pc; /* a return address, or the exact pc when @exact */
+	__u64 sp; /* the caller's rsp at pc */
+	__u64 bp;
+	__u64 hash;
+	__u32 last;   /* the previous frame's mapping in mt_umaps.m, MT_MAX_UMAPS: none */
+	__u32 n;      /* frames recorded */
+	__u32 status; /* unwind.bpf.h's UNWIND_* */
+	__u32 exact;  /* pc is where the task is (a syscall), not a frame to record */
+};
+
 #endif /* MEMTRACK_BPF_ABI_H */

@@ -170,4 +170,12 @@ struct {
 	__type(value, struct mt_rec_stack);
 } stack_scratch SEC(".maps");
 
+/* The unwinder's state, per CPU (bpf_abi.h says why not on the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_unwind_state);
+} unwind_state SEC(".maps");
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -58,18 +58,24 @@ extern struct {
 	__type(value, struct mt_rec_stack);
 } stack_scratch SEC(".maps");
 
+extern struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_unwind_state);
+} unwind_state SEC(".maps");
+
 enum { UNWIND_RUNNING = 0, UNWIND_COMPLETE = 1, UNWIND_TRUNCATED = 2 };
 
+/*
+ * bpf_loop's context: pointers only.  The values the unwinder branches on
+ * are in *st, map memory, so that no kernel's verifier takes them for the
+ * constants they are at the call (bpf_abi.h, struct mt_unwind_state).
+ */
 struct mt_unwind {
-	__u64 pc; /* a return address, or the exact pc when @exact */
-	__u64 sp; /* the caller's rsp at pc */
-	__u64 bp;
-	__u64 hash;
-	struct mt_umaps *um;	    /* the address space's mappings */
-	const struct mt_umap *last; /* the previous frame's: callers are often in it */
-	__u32 n;		    /* frames recorded */
-	__u32 status;
-	__u32 exact; /* pc is where the task is (a syscall), not a frame to record */
+	struct mt_unwind_state *st; /* this CPU's unwind_state */
+	struct mt_rec_stack *s;	    /* this CPU's stack_scratch: the frames */
+	const struct mt_umaps *um;  /* the address space's mappings, or NULL */
 };
 
 /*
@@ -83,15 +89,15 @@ static __always_inline __u64 le_mask(__u64 a, __u64 b)
 	return ((b - a) >> 63) - 1; /* all ones when a <= b, else 0 */
 }
 
-/* The mapping of @um holding @pc, or NULL. */
-static __always_inline const struct mt_umap *find_umap(const struct mt_umaps *um, __u64 pc)
+/* The index in @um->m of the mapping holding @pc, or MT_MAX_UMAPS: none. */
+static __always_inline __u32 find_umap(const struct mt_umaps *um, __u64 pc)
 {
 	__u64 lo = 0, hi = um->n, mid, take;
 
 	if (hi > MT_MAX_UMAPS)
 		hi = MT_MAX_UMAPS;
 	if (!hi)
-		return NULL;
+		return MT_MAX_UMAPS;
 	/* the last mapping starting at or below pc: a[lo] <= pc < a[hi] */
 	for (int k = 0; k <= MT_UMAPS_LOG2; k++) {
 		mid = ((lo + hi) / 2) & (MT_MAX_UMAPS - 1);
@@ -101,8 +107,22 @@ static __always_inline const struct mt_umap *find_umap(const struct mt_umaps *um
 	}
 	lo &= MT_MAX_UMAPS - 1;
 	if (pc < um->m[lo].start || pc >= um->m[lo].end)
+		return MT_MAX_UMAPS;
+	return (__u32)lo;
+}
+
+/* The mapping holding st->pc: the previous frame's (callers are often in it), or a search's. */
+static __always_inline const struct mt_umap *frame_umap(const struct mt_umaps *um,
+							struct mt_unwind_state *st)
+{
+	__u32 k = st->last;
+
+	if (!um)
 		return NULL;
-	return &um->m[lo];
+	if (k >= MT_MAX_UMAPS || st->pc < um->m[k].start || st->pc >= um->m[k].end)
+		k = find_umap(um, st->pc);
+	st->last = k;
+	return k < MT_MAX_UMAPS ? &um->m[k] : NULL;
 }
 
 /* unwind_index[idx] (a row of the object), or -1. */
@@ -168,13 +188,13 @@ static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap
 	return row && row->pc <= addr ? row : NULL;
 }
 
-static __always_inline void add_frame(struct mt_unwind *st, __u32 object, __u64 addr)
+static __always_inline void add_frame(const struct mt_unwind *u, __u32 object, __u64 addr)
 {
-	__u32 zero = 0;
-	struct mt_rec_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
+	struct mt_unwind_state *st = u->st;
+	struct mt_rec_stack *s = u->s;
 	__u32 i = st->n;
 
-	if (!s || i >= MT_STACK_MAX)
+	if (i >= MT_STACK_MAX)
 		return;
 	s->frames[i].object = object;
 	s->frames[i].pad = 0;
@@ -188,20 +208,18 @@ static __always_inline void add_frame(struct mt_unwind *st, __u32 object, __u64 
 /* One frame: record where we are, then find the caller.  1 stops bpf_loop. */
 static long unwind_step(__u64 i, void *ctx)
 {
-	struct mt_unwind *st = ctx;
+	const struct mt_unwind *u = ctx;
+	struct mt_unwind_state *st = u->st;
 	const struct mt_unwind_row *row;
 	const struct mt_umap *m;
 	__u64 addr, cfa, ra;
 
 	if (!st->exact && st->n >= MT_STACK_MAX)
 		goto truncated; /* more frames than a stack may hold */
-	m = st->last;
-	if (!m || st->pc < m->start || st->pc >= m->end)
-		m = st->um ? find_umap(st->um, st->pc) : NULL;
-	st->last = m;
+	m = frame_umap(u->um, st);
 	addr = m ? st->pc - m->bias : st->pc;
 	if (!st->exact)
-		add_frame(st, m ? m->object : 0, addr);
+		add_frame(u, m ? m->object : 0, addr);
 	if (!m)
 		goto truncated;
 	/* a return address may be the first byte after a noreturn call's function */
@@ -253,14 +271,15 @@ static __always_inline __u32 mm_owner_tgid(void)
  * Writes the unwound stack in stack_scratch as a STACK record unless its id
  * was written already.  Returns the id.
  */
-static __always_inline __u64 emit_stack(struct mt_unwind *st)
+static __always_inline __u64 emit_stack(const struct mt_unwind *u)
 {
-	__u32 zero = 0, n = st->n;
-	struct mt_rec_stack *s = bpf_map_lookup_elem(&stack_scratch, &zero);
+	const struct mt_unwind_state *st = u->st;
+	struct mt_rec_stack *s = u->s;
+	__u32 n = st->n;
 	__u64 id, size;
 	__u8 one = 1;
 
-	if (!s || !n || n > MT_STACK_MAX)
+	if (!n || n > MT_STACK_MAX)
 		return 0;
 	id = (st->hash ^ (st->status == UNWIND_COMPLETE ? 0 : 0x9e3779b97f4a7c15ull)) | 1;
 	if (bpf_map_lookup_elem(&stacks_seen, &id))
@@ -288,28 +307,37 @@ static __always_inline __u64 emit_stack(struct mt_unwind *st)
  */
 static __always_inline __u64 take_stack(__u64 pc, __u64 sp, __u64 bp, bool exact)
 {
-	struct mt_unwind st = {};
-	__u32 owner;
+	struct mt_unwind_state *st;
+	struct mt_unwind u;
+	__u32 zero = 0, owner;
 
 	if (!stacks_on)
 		return 0;
+	st = bpf_map_lookup_elem(&unwind_state, &zero);
+	u.s = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!st || !u.s)
+		return 0;
+	u.st = st;
 	owner = mm_owner_tgid();
-	st.um = bpf_map_lookup_elem(&proc_maps, &owner);
-	st.bp = bp;
-	st.hash = 0xcbf29ce484222325ull;
+	u.um = bpf_map_lookup_elem(&proc_maps, &owner);
+	st->bp = bp;
+	st->hash = 0xcbf29ce484222325ull;
+	st->last = MT_MAX_UMAPS;
+	st->n = 0;
+	st->status = UNWIND_RUNNING;
+	st->exact = exact;
 	if (exact) {
-		st.pc = pc;
-		st.sp = sp;
-		st.exact = 1;
+		st->pc = pc;
+		st->sp = sp;
 	} else {
-		if (bpf_probe_read_user(&st.pc, sizeof(st.pc), (void *)sp))
+		if (bpf_probe_read_user(&st->pc, sizeof(st->pc), (void *)sp))
 			return 0;
-		st.sp = sp + 8;
+		st->sp = sp + 8;
 	}
-	bpf_loop(MT_STACK_MAX + 1, unwind_step, &st, 0);
-	if (st.status == UNWIND_RUNNING)
-		st.status = UNWIND_TRUNCATED;
-	return emit_stack(&st);
+	bpf_loop(MT_STACK_MAX + 1, unwind_step, &u, 0);
+	if (st->status == UNWIND_RUNNING)
+		st->status = UNWIND_TRUNCATED;
+	return emit_stack(&u);
 }
 
 #endif /* MEMTRACK_UNWIND_BPF_H */

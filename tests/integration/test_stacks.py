@@ -32,7 +32,8 @@ EXPECTED = {
     "mmap": ["map_pages"] + START,
 }
 SIZE = {"recurse": 4201, "thread": 4202, "fork": 4203, "exec": 4201, "dlopen": 4205,
-        "mmap": 42 * 4096}
+        "mmap": 42 * 4096, "deep": 4206, "deep_mmap": 43 * 4096}
+STACK_MAX = 127  # frames a stack holds (MT_STACK_MAX)
 
 
 def by_type(evs, t):
@@ -49,10 +50,15 @@ def symbolize(path, addrs):
 
 
 def frame_names(objects, stack):
-    names = []
-    for obj, addr in stack["frames"]:
+    """The function names of stack's frames, one addr2line per object."""
+    frames = stack["frames"]
+    for obj, _ in frames:
         require(obj in objects, "frame object %d has an object record" % obj)
-        names.append(symbolize(objects[obj]["path"], [addr])[0])
+    names = [None] * len(frames)
+    for obj in set(o for o, _ in frames):
+        at = [i for i, (o, _) in enumerate(frames) if o == obj]
+        for i, name in zip(at, symbolize(objects[obj]["path"], [frames[i][1] for i in at])):
+            names[i] = name
     return names
 
 
@@ -72,6 +78,26 @@ def check_mappings(evs, pid, stack, what):
         check_true(ok, "%s: frame (%d, %#x) lies in a mapping of pid %d" % (what, obj, addr, pid))
 
 
+def the_stack(tmp, argv, mode):
+    """Tracks argv with --stacks: its events, objects by id, the one record
+    of SIZE[mode] bytes (an mmap for the *mmap modes, else a malloc), its
+    stack record and the stack's function names."""
+    evs = track(tmp, argv, opts=["--stacks"]).events
+    objects = {o["id"]: o for o in by_type(evs, "object")}
+    stacks = {}
+    for s in by_type(evs, "stack"):
+        stacks.setdefault(s["id"], s)
+    if mode.endswith("mmap"):
+        allocs = [e for e in by_type(evs, "mmap") if e["len"] == SIZE[mode]]
+    else:
+        allocs = [e for e in by_type(evs, "malloc") if e["size"] == SIZE[mode]]
+    require_eq(len(allocs), 1, "%s records of %d bytes" % (mode, SIZE[mode]))
+    a = allocs[0]
+    require(a["stack"] in stacks, "the record's stack %d has a stack record" % a["stack"])
+    s = stacks[a["stack"]]
+    return evs, objects, a, s, frame_names(objects, s)
+
+
 VARIANTS = [(v, m) for v in ("fp", "nofp") for m in EXPECTED] + \
            [(v, m) for v in ("static_fp", "static_nofp") for m in EXPECTED if m != "dlopen"]
 
@@ -84,21 +110,7 @@ def test_fixture_stack(tmp, variant, mode):
         argv.append(exe)
     if mode == "dlopen":
         argv.append(fixture("libstkplugin_%s.so" % variant))
-    t = track(tmp, argv, opts=["--stacks"])
-    evs = t.events
-    objects = {o["id"]: o for o in by_type(evs, "object")}
-    stacks = {}
-    for s in by_type(evs, "stack"):
-        stacks.setdefault(s["id"], s)
-    if mode == "mmap":
-        allocs = [e for e in by_type(evs, "mmap") if e["len"] == SIZE[mode]]
-    else:
-        allocs = [e for e in by_type(evs, "malloc") if e["size"] == SIZE[mode]]
-    require_eq(len(allocs), 1, "%s records of %d bytes" % (mode, SIZE[mode]))
-    a = allocs[0]
-    require(a["stack"] in stacks, "the record's stack %d has a stack record" % a["stack"])
-    s = stacks[a["stack"]]
-    names = frame_names(objects, s)
+    evs, objects, a, s, names = the_stack(tmp, argv, mode)
     want = list(EXPECTED[mode])
     if mode == "thread" and names and names[-1] in CLONE:
         want[-1] = names[-1]
@@ -118,6 +130,21 @@ def test_fixture_stack(tmp, variant, mode):
     ids = [o["id"] for o in by_type(evs, "object")]
     check_eq(len(ids), len(set(ids)), "object records are distinct")
     check_true(all(i > 0 for i in ids), "object ids > 0")
+
+
+@pytest.mark.parametrize("variant", ["fp", "nofp"])
+@pytest.mark.parametrize("mode", ["deep", "deep_mmap"])
+def test_fixture_stack_truncated(tmp, variant, mode):
+    """201 frames of deep() below main: the stack keeps the innermost
+    STACK_MAX frames and says it is truncated, on the heap path and at the
+    mmap syscall alike (the limit the unwinder checks every frame)."""
+    exe = fixture("stk_" + variant)
+    evs, objects, a, s, names = the_stack(tmp, [exe, mode], mode)
+    first = "map_pages" if mode == "deep_mmap" else "leaf_alloc"
+    check_eq(names, [first] + ["deep"] * (STACK_MAX - 1), "functions of the stack, innermost first")
+    check_eq(s["truncated"], 1, "truncated")
+    check_eq(objects[s["frames"][0][0]]["path"], exe, "object of frame 0")
+    check_mappings(evs, a["pid"], s, "%s %s" % (variant, mode))
 
 
 def complete_share(evs):
