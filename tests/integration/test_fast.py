@@ -244,7 +244,10 @@ def test_memtrack_killed_program_runs_on(tmp):
     """SIGKILL of memtrack mid-run: the library stops recording and never
     blocks; the program finishes."""
     done = Path(tmp) / "done"
-    cmd = "%s 20000000 > /dev/null && echo ok > %s" % (fixture("alloc_pairs"), done)
+    # written aside and renamed: the shell's redirection creates the file
+    # before echo writes, and a slow machine was seen reading it empty
+    cmd = "%s 20000000 > /dev/null && echo ok > %s.part && mv %s.part %s" % (
+        fixture("alloc_pairs"), done, done, done)
     p, _ = spawn_track(tmp, cmd, opts=["--fast"])
     try:
         # mid-run: alloc_pairs runs with the library loaded (20,000,000
