@@ -85,7 +85,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all demo test unit-test integration-test test-kernels bench bench-pipeline bench-ctl clean install deps \
+.PHONY: all demo test unit-test integration-test fixtures test-kernels bench bench-pipeline bench-ctl clean install deps \
 	check check-werror format format-check tidy cppcheck shellcheck asan-test tsan-test fuzz
 
 all: $(OUT)/.deps $(OUT)/memtrack $(OUT)/libmemtrack-ctl.a $(OUT)/memtrack-ctl.pc $(OUT)/libmemtrack-fast.so
@@ -257,6 +257,10 @@ unit-test: $(UNIT_BINS)
 
 integration-test: all $(FIXTURE_BINS)
 	$(Q)tests/run.sh --integration
+
+# Build what the integration tests run, without running them (for
+# `tests/run.sh --integration -k NAME` on one test).
+fixtures: all $(FIXTURE_BINS) $(UNIT_BINS)
 
 # A subset of the integration tests (every feature at least once) under
 # Debian 12's kernels, 6.1 and the backports' 6.12, booted under qemu with
