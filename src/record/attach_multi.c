@@ -16,7 +16,6 @@
 #include <linux/bpf.h>
 #include "bpf_abi.h"
 #include "record/attach.h"
-#include "kernel/kernel_features.h"
 
 /*
  * attach_select() returns this mechanism only where kernel_features found
