@@ -166,6 +166,9 @@ struct session *session__new(const struct session_opts *o)
 
 /* The fd limit memtrack raises its own to, as root, when its hard one is lower. */
 #define FD_LIMIT_WANT 65536
+/* The least fd limit error messages ask for: the BPF side and the pipeline
+ * hold ~64, a small tree a few dozen more. */
+#define FD_LIMIT_MIN 128
 
 /*
  * Every probed process holds a few link fds while it lives, every
@@ -467,6 +470,18 @@ static void finish_early(struct session *s)
 /* Words a loader_open() failure as one line naming the fix; returns @buf. */
 static const char *loader_reason(enum loader_step step, int err, char *buf, size_t len)
 {
+	struct rlimit rl;
+
+	/* the maps, programs and links take one fd each, so a low fd limit
+	 * shows up here first, at whichever step ran out (not the kernel's
+	 * fault, whatever the step) */
+	if ((err == -EMFILE || err == -ENFILE) && !getrlimit(RLIMIT_NOFILE, &rl)) {
+		snprintf(
+			buf, len,
+			"out of file descriptors while loading memtrack's BPF programs (limit %llu); raise the fd limit (ulimit -n, at least %d)",
+			(unsigned long long)rl.rlim_cur, FD_LIMIT_MIN);
+		return buf;
+	}
 	switch (step) {
 	case LOADER_BTF:
 		snprintf(
@@ -636,9 +651,14 @@ static int start_pipeline(struct session *s, char *err, size_t errlen)
 	if (!ret)
 		ret = pipeline__start_poller(s->pipe, bpf_map__fd(s->skel->maps.events),
 					     bpf_map__fd(s->skel->maps.ctl_events));
-	if (ret) /* pthread_create's code, or libbpf's: errno may be stale */
-		snprintf(err, errlen, "cannot start the event pipeline: %s%s", strerror(-ret),
-			 ret == -EMFILE ? "; raise the fd limit (ulimit -Hn, at least 128)" : "");
+	/* pthread_create's code, or libbpf's: errno may be stale */
+	if (ret == -EMFILE)
+		snprintf(
+			err, errlen,
+			"cannot start the event pipeline: %s; raise the fd limit (ulimit -n, at least %d)",
+			strerror(-ret), FD_LIMIT_MIN);
+	else if (ret)
+		snprintf(err, errlen, "cannot start the event pipeline: %s", strerror(-ret));
 	return ret;
 }
 

@@ -54,6 +54,29 @@ def test_output_not_writable(tmp):
     check_eq((p.rc, os.path.exists(ran)), (0, True), "touch run directly (rc, created)")
 
 
+def test_fd_limit_too_low_is_named(tmp):
+    """Under `ulimit -n 40` (soft and hard, which root here cannot raise)
+    memtrack runs out of fds while loading its BPF side, at the load or
+    the attach step: one line names the fd limit and the fix (was "the
+    kernel rejected memtrack's BPF programs" or "this kernel needs BTF raw
+    tracepoints"); the command does not run, no artifact is left."""
+    out, ran = str(tmp / "x.mtrk"), str(tmp / "ran")
+    for limit in (40, 60):
+        p = run(["bash", "-c", "ulimit -n %d; exec %s track -o %s -- %s %s"
+                 % (limit, MEMTRACK, out, fixture("touch"), ran)])
+        what = "ulimit -n %d" % limit
+        if p.rc == 0:  # memtrack got its limit raised (CAP_SYS_RESOURCE)
+            check_true(os.path.exists(ran), "the command ran (%s)" % what)
+            os.unlink(ran)
+            continue
+        check_eq(p.rc, 1, "exit status (%s): %s" % (what, p.describe()))
+        check_eq(p.stderr.count("\n"), 1, "one line (%s): %r" % (what, p.stderr))
+        check_true("out of file descriptors" in p.stderr and "(limit %d)" % limit in p.stderr
+                   and "ulimit -n" in p.stderr, "the problem and the fix named: %r" % p.stderr)
+        check_eq((os.path.exists(out), os.path.exists(ran)), (False, False),
+                 "artifact left, command run (%s)" % what)
+
+
 def test_unknown_option(tmp):
     out, ran = str(tmp / "x.mtrk"), str(tmp / "ran")
     p = refused(tmp, ["--no-such-option", "-o", out, "--", fixture("touch"), ran], 2,
