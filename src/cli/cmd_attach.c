@@ -84,7 +84,8 @@ static int parse_ring(const char *arg, uint64_t *bytes)
 
 	/* the kernel takes a map size in 32 bits: 2G at most */
 	if (parse_size(arg, &v) || v < 4096 || v > (1ull << 31) || (v & (v - 1))) {
-		die_msg("invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M", arg);
+		die_msg("invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M",
+			arg);
 		return 2;
 	}
 	*bytes = v;
@@ -189,8 +190,7 @@ static int check_target(pid_t pid)
 			(int)pid);
 		break;
 	case ADOPT_SELF:
-		die_msg("process %d is this memtrack; give the PID of another process",
-			(int)pid);
+		die_msg("process %d is this memtrack; give the PID of another process", (int)pid);
 		break;
 	case ADOPT_ZOMBIE:
 		die_msg("process %d has exited (a zombie, not yet reaped by its parent): nothing runs to record",
@@ -255,6 +255,18 @@ static int record(struct session *s, struct attach_opts *o, struct track_out *ou
 	struct mt_trailer trailer = { 0 };
 	struct session_stats st;
 	int ret = track_place_output(out);
+
+	session_stats(s, &st);
+	if (!o->quiet) { /* the moment recording starts, for whoever waits for it */
+		if (o->s.duration_ns)
+			fprintf(stderr,
+				"memtrack: attached to %d (%u processes), recording for %g s\n",
+				(int)o->pid, st.attached_procs, o->s.duration_ns / 1e9);
+		else
+			fprintf(stderr,
+				"memtrack: attached to %d (%u processes), recording until Ctrl-C or its exit\n",
+				(int)o->pid, st.attached_procs);
+	}
 
 	if (ret) {
 		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first",

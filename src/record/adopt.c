@@ -48,7 +48,8 @@ static int read_stat(pid_t pid, struct proc_stat *st)
 	buf[n] = 0;
 	p = strrchr(buf, ')');
 	/* state ppid pgrp session tty_nr tpgid flags */
-	if (!p || sscanf(p + 1, " %c %d %*d %*d %*d %*d %u", &st->state, &st->ppid, &st->flags) != 3)
+	if (!p ||
+	    sscanf(p + 1, " %c %d %*d %*d %*d %*d %u", &st->state, &st->ppid, &st->flags) != 3)
 		return -EINVAL;
 	return 0;
 }
@@ -266,8 +267,8 @@ static int inject_all(struct pipeline *pipe, struct rec_out *out)
 }
 
 /* Tables, probes and the first RSS record of one process.  Returns 0 or -errno. */
-static int sync_one(pid_t pid, struct probes *probes, struct stacks *stacks,
-		    struct pipeline *pipe, struct rec_out *out)
+static int sync_one(pid_t pid, struct probes *probes, struct stacks *stacks, struct pipeline *pipe,
+		    struct rec_out *out)
 {
 	struct mt_rec r;
 	int ret = 0;

@@ -65,12 +65,12 @@ MT_MUST_CHECK int adopt_track(struct memtrack_bpf *skel, pid_t root, pid_t self,
 
 /* What adopt_sync() did, for the session's notices and figures. */
 struct adopt_result {
-	int err;	      /* 0, or the first failure other than a process gone (-errno) */
-	pid_t err_pid;	      /* the process it concerned */
-	unsigned procs;	      /* processes given their probes */
-	unsigned gone;	      /* processes that exited before their turn */
-	uint64_t t_first_ns;  /* mono_ns() when the root's probes were in */
-	uint64_t t_done_ns;   /* mono_ns() when the last process's were */
+	int err;	     /* 0, or the first failure other than a process gone (-errno) */
+	pid_t err_pid;	     /* the process it concerned */
+	unsigned procs;	     /* processes given their probes */
+	unsigned gone;	     /* processes that exited before their turn */
+	uint64_t t_first_ns; /* mono_ns() when the root's probes were in */
+	uint64_t t_done_ns;  /* mono_ns() when the last process's were */
 };
 
 /*
