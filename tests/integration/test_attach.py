@@ -56,7 +56,9 @@ class Lines:
 def start_fixture(argv, user=None):
     """Starts argv (own session), waits for its "ready" line; returns (Popen, Lines)."""
     if user:
-        argv = ["setpriv", "--reuid=%s" % user, "--regid=%s" % user, "--clear-groups"] + argv
+        pw = pwd.getpwnam(user)
+        argv = ["setpriv", "--reuid=%d" % pw.pw_uid, "--regid=%d" % pw.pw_gid,
+                "--clear-groups"] + argv
     p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          start_new_session=True)
@@ -233,3 +235,174 @@ def test_attach_refuses(tmp):
     finally:
         zombie.kill()
         zombie.wait()
+
+
+def window_run(srv, srv_out, mt, mt_err, secs=0.5):
+    """Opens the fixture's window, keeps it open secs, closes it, stops
+    memtrack; returns (the "window closed" fields, memtrack's rc, its lines)."""
+    srv.send_signal(signal.SIGUSR1)
+    srv_out.expect("window open")
+    time.sleep(secs)
+    srv.send_signal(signal.SIGUSR2)
+    closed = kv(srv_out.expect("window closed"))
+    rc, lines = stop_attach(mt, mt_err)
+    return closed, rc, lines
+
+
+def check_window_leaks(evs, pid, closed, what):
+    leaks = [e for e in window(evs, pid) if e["type"] == "malloc" and e["size"] == LEAK_SIZE]
+    check_eq(len(leaks), int(closed["leaks"]), "%s: leaks inside the window" % what)
+    check_eq((leaks[0]["addr"], leaks[-1]["addr"]) if leaks else None,
+             (int(closed["first"]), int(closed["last"])), "%s: first and last leak" % what)
+
+
+def test_attach_threads(tmp):
+    """A process with 3 more threads: each thread's leak inside the window
+    is recorded once, under its own tid."""
+    srv, srv_out = start_fixture([fixture("server"), "10000", "3"])
+    out = tmp / "thr.mtrk"
+    mt, mt_err = start_attach(srv.pid, out)
+    closed, rc, lines = window_run(srv, srv_out, mt, mt_err)
+    check_eq(rc, 0, "memtrack attach's exit status (%r)" % lines)
+    tids = {int(line.split()[1]): int(line.split()[2])
+            for line in srv_out.seen if line.startswith("thread ")}
+    stop_fixture(srv, srv_out)
+    evs = Artifact(out).events
+    for t, tid in sorted(tids.items()):
+        got = [e for e in evs if e["type"] == "malloc" and e["size"] == 4000 + t]
+        check_eq([(e["pid"], e["tid"]) for e in got], [(srv.pid, tid)],
+                 "thread %d's leak (pid, tid)" % t)
+    check_eq(len(tids), 3, "threads the fixture reported")
+    check_window_leaks(evs, srv.pid, closed, "main thread")
+
+
+def test_attach_fork_exec(tmp):
+    """A child forked while attached is followed: its own leaks before its
+    exec, then the exec'd spinner's 1000 pairs between its markers."""
+    srv, srv_out = start_fixture([fixture("server"), "10000", "0", fixture("spinner"), "1000"])
+    out = tmp / "fork.mtrk"
+    mt, mt_err = start_attach(srv.pid, out)
+    closed, rc, lines = window_run(srv, srv_out, mt, mt_err)
+    check_eq(rc, 0, "memtrack attach's exit status (%r)" % lines)
+    child = [line for line in srv_out.seen if line.startswith("child ")]
+    stop_fixture(srv, srv_out)
+    require_eq(len(child), 1, "the fixture's child line")
+    cpid, code = int(child[0].split()[1]), int(child[0].split()[3])
+    check_eq(code, 0, "the child's exit code")
+    evs = Artifact(out).events
+    forks = [e for e in evs if e["type"] == "fork" and e.get("child") == cpid]
+    check_eq(len(forks), 1, "fork records of the child")
+    execs = [e for e in evs if e["type"] == "exec" and e["pid"] == cpid]
+    require_eq(len(execs), 1, "exec records of the child")
+    pre = [e for e in evs if e["pid"] == cpid and e["type"] == "malloc" and e["size"] == 4321
+           and e["ts"] < execs[0]["ts"]]
+    check_eq(len(pre), 5, "the child's mallocs before its exec")
+    win = window(evs, cpid)
+    check_eq((sum(1 for e in win if e["type"] == "malloc" and e["size"] == 5001),
+              sum(1 for e in win if e["type"] == "free")), (1000, 1000),
+             "the exec'd spinner's mallocs and frees between its markers")
+    check_window_leaks(evs, srv.pid, closed, "the server")
+
+
+def test_attach_static(tmp):
+    """A statically linked process (malloc inside the executable)."""
+    srv, srv_out = start_fixture([fixture("server_static")])
+    out = tmp / "static.mtrk"
+    mt, mt_err = start_attach(srv.pid, out)
+    closed, rc, lines = window_run(srv, srv_out, mt, mt_err)
+    check_eq(rc, 0, "memtrack attach's exit status (%r)" % lines)
+    stop_fixture(srv, srv_out)
+    check_window_leaks(Artifact(out).events, srv.pid, closed, "server_static")
+
+
+def test_attach_other_user(tmp):
+    """A process run as nobody, attached by root."""
+    require(os.geteuid() == 0, "needs root")
+    nobody = pwd.getpwnam("nobody")
+    srv, srv_out = start_fixture([fixture("server")], user="nobody")
+    out = tmp / "nobody.mtrk"
+    with open("/proc/%d/status" % srv.pid) as f:
+        uid = [line.split()[1] for line in f if line.startswith("Uid:")]
+    check_eq(uid, [str(nobody.pw_uid)], "the fixture's uid")
+    mt, mt_err = start_attach(srv.pid, out)
+    closed, rc, lines = window_run(srv, srv_out, mt, mt_err)
+    check_eq(rc, 0, "memtrack attach's exit status (%r)" % lines)
+    stop_fixture(srv, srv_out)
+    check_window_leaks(Artifact(out).events, srv.pid, closed, "nobody's server")
+
+
+def test_attach_shell_children(tmp):
+    """A shell with two running servers: the tree is found (3 processes),
+    each child's window recorded exactly; the run ends when the tree has
+    exited."""
+    srv = fixture("server")
+    files = [tmp / "s1.out", tmp / "s2.out"]
+    sh = subprocess.Popen(["sh", "-c", '"$0" > "$1" & "$0" > "$2" & echo started; wait',
+                           srv, files[0], files[1]], stdout=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, start_new_session=True)
+    Lines(sh.stdout).expect("started")
+    wait_until(lambda: all(f.exists() and "ready" in f.read_text() for f in files),
+               "both servers ready")
+    pids = [int(f.read_text().split("ready ")[1].split()[0]) for f in files]
+    out = tmp / "sh.mtrk"
+    mt, mt_err = start_attach(sh.pid, out)
+    check_true(any("(3 processes)" in line for line in mt_err.seen),
+               "memtrack found the tree of 3: %r" % mt_err.seen)
+    for pid in pids:
+        os.kill(pid, signal.SIGUSR1)
+    for f in files:
+        wait_until(lambda: "window open" in f.read_text(), "window open in %s" % f)
+    time.sleep(0.3)
+    for pid in pids:
+        os.kill(pid, signal.SIGUSR2)
+    for f in files:
+        wait_until(lambda: "window closed" in f.read_text(), "window closed in %s" % f)
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    check_eq(sh.wait(timeout=30), 0, "the shell's exit")
+    # the tree has exited: memtrack ends by itself
+    rest = mt_err.rest()
+    check_eq(mt.wait(timeout=30), 0, "memtrack attach's exit status (%r)" % rest)
+    check_true(any(line.endswith(", the tree exited") for line in rest),
+               "the summary says the tree exited: %r" % rest)
+    evs = Artifact(out).events
+    for pid, f in zip(pids, files):
+        closed = kv([line for line in f.read_text().splitlines()
+                     if line.startswith("window closed")][0])
+        check_window_leaks(evs, pid, closed, "server %d" % pid)
+    exits = sorted(e["pid"] for e in evs if e["type"] == "exit")
+    check_eq(exits, sorted(pids + [sh.pid]), "exit records of the tree")
+
+
+def test_attach_sigkill(tmp):
+    """memtrack SIGKILLed while attached: the process runs on, unstopped,
+    and no uprobe link is left on it once memtrack's reaper is done."""
+    srv, srv_out = start_fixture([fixture("server")])
+    out = tmp / "kill.mtrk"
+    mt, mt_err = start_attach(srv.pid, out, ["--stacks"])
+    check_true(uprobe_links_of(srv.pid) != [], "links on the fixture while attached")
+    mt.kill()
+    mt.wait(timeout=30)
+    wait_until(lambda: uprobe_links_of(srv.pid) == [], "no uprobe link left on the fixture",
+               timeout=30)
+    check_true(proc_state(srv.pid) not in ("T", "t"), "the fixture is not stopped")
+    srv.send_signal(signal.SIGUSR1)
+    srv_out.expect("window open")
+    srv.send_signal(signal.SIGUSR2)
+    srv_out.expect("window closed")
+    frc, phases = stop_fixture(srv, srv_out)
+    check_eq(frc, 0, "the fixture's exit status")
+    check_eq(len([line for line in phases if line.startswith("phase ")]), 3,
+             "the fixture's phases: %r" % phases)
+
+
+def test_attach_duration(tmp):
+    """--duration ends the recording by itself, the process running on."""
+    srv, srv_out = start_fixture([fixture("server")])
+    out = tmp / "dur.mtrk"
+    p = run([MEMTRACK, "attach", "--duration", "0.5", "-o", out, srv.pid])
+    check_eq(p.rc, 0, "memtrack attach --duration 0.5 (%r)" % p.stderr)
+    check_true(proc_state(srv.pid) not in ("T", "t", "Z"), "the fixture runs on")
+    stop_fixture(srv, srv_out)
+    rep = Artifact(out).report
+    check_true(rep["alloc_count"] > 0, "allocations recorded in 0.5 s")
