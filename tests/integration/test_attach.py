@@ -3,6 +3,7 @@
 running, its threads and descendants, from the attach on, never stopping it
 for longer than attaching takes, and leaves nothing of memtrack's on it
 afterwards, also when memtrack is killed with SIGKILL."""
+import json
 import os
 import pwd
 import select
@@ -180,8 +181,25 @@ def test_attach_server_leaks(tmp):
     check_true(set(cache) <= {e["addr"] for e in win if e["type"] == "free"},
                "the cache blocks' frees are recorded in the window")
     rep = art.report
+    check_eq(rep["attached"], True, "report --json: attached")
+    check_true(0 < rep["attach_ns"] <= evs[0]["ts"], "attach_ns %r is before the first record %r"
+               % (rep["attach_ns"], evs[0]["ts"]))
     check_eq(rep["unknown_free_count"], len(unknown), "report's unknown_free_count")
     check_true(set(cache) <= set(unknown), "the cache blocks' frees are unknown frees")
+    # the leak candidates: ranked by bytes and by age, at leak_request
+    p = run([MEMTRACK, "report", out, "--json", "--top", "3"])
+    require_eq(p.rc, 0, "report --top 3 (%r)" % p.stderr)
+    top = json.loads(p.stdout)["top"]
+    end = max(e["ts"] for e in evs)
+    ages = [end - e["ts"] for e in all_leaks]
+    for key in ("leaked", "leak_age"):
+        site = top[key][0] if top[key] else {}
+        check_eq([f["function"] for f in site.get("frames", [])[:1]], ["leak_request"],
+                 "the first site by %s" % key)
+        check_eq((site.get("leaked_count"), site.get("leaked_bytes"),
+                  site.get("leaked_age_max_ns"), site.get("leaked_age_mean_ns")),
+                 (len(all_leaks), LEAK_SIZE * len(all_leaks), max(ages),
+                  sum(ages) // len(ages)), "the leak site by %s (count, bytes, ages)" % key)
     rss = [e for e in evs if e["type"] == "rss" and e["pid"] == pid]
     begin, _ = markers(evs, pid)
     check_true(rss and rss[0]["ts"] < begin["ts"] and rss[0]["file"] > 0,
