@@ -203,7 +203,7 @@ $(OUT)/fixtures/alloc_jemalloc_static: tests/fixtures/alloc_jemalloc.c tests/fix
 $(OUT)/fixtures/server_static: tests/fixtures/server.c tests/fixtures/marker.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -static $< -o $@ -lpthread
+	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -static -DSERVER_STATIC $< -o $@ -lpthread
 
 STK_CFLAGS := -O2 -g -std=gnu11 -D_GNU_SOURCE -Wall -fno-optimize-sibling-calls
 STK_CFLAGS_fp := -fno-omit-frame-pointer
