@@ -206,6 +206,19 @@ def test_attach_server_leaks(tmp):
                "an rss record of %d at the attach: %r" % (pid, rss[:1]))
 
 
+def test_attach_unreadable(tmp):
+    """memtrack with CAP_BPF and CAP_PERFMON but as nobody cannot read init's
+    memory map: one line naming CAP_SYS_PTRACE, exit 2."""
+    require(os.geteuid() == 0, "needs root to start memtrack as nobody with capabilities")
+    pw = pwd.getpwnam("nobody")
+    p = run(["setpriv", "--reuid=%d" % pw.pw_uid, "--regid=%d" % pw.pw_gid, "--clear-groups",
+             "--inh-caps=+bpf,+perfmon", "--ambient-caps=+bpf,+perfmon",
+             MEMTRACK, "attach", "-o", tmp / "x.mtrk", "1"])
+    check_eq((p.rc, p.stderr), (2, "memtrack: cannot read process 1's memory map (/proc/1/maps: "
+             "Permission denied); attaching to another user's process needs CAP_SYS_PTRACE: "
+             "run memtrack as root or with that capability\n"), "memtrack attach 1 as nobody")
+
+
 def test_attach_refuses(tmp):
     """What cannot be attached: one line naming it, exit 2, no artifact."""
     out = tmp / "x.mtrk"
