@@ -221,6 +221,50 @@ def test_attach_unreadable(tmp):
              "run memtrack as root or with that capability\n"), "memtrack attach 1 as nobody")
 
 
+def test_attach_fails_part_way(tmp):
+    """A tree of 41 processes under a hard limit of 72 fds: attaching runs
+    out of fds part way, exit 1 with one line, no artifact, and nothing is
+    left attached to any process of the tree, none stopped."""
+    import resource
+
+    sh = subprocess.Popen(["sh", "-c", 'for i in $(seq 40); do sleep 60 & done; echo ready; wait'],
+                          stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          start_new_session=True)
+    try:
+        Lines(sh.stdout).expect("ready")
+        out = tmp / "part.mtrk"
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (72, 72))
+        p = subprocess.run([MEMTRACK, "attach", "-o", str(out), str(sh.pid)], preexec_fn=limit,
+                           capture_output=True, text=True, timeout=120)
+        check_eq(p.returncode, 1,
+                 "exit status (stderr %r)" % p.stderr)
+        check_true(p.stderr.startswith("memtrack: cannot attach to process ") and
+                   p.stderr.endswith(": Too many open files; nothing is left attached\n") and
+                   p.stderr.count("\n") == 1, "its one line: %r" % p.stderr)
+        check_eq(out.exists(), False, "an artifact of the failed attach")
+        tree = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
+                and pid != str(sh.pid) and os.path.exists("/proc/%s/stat" % pid)
+                and _ppid(int(pid)) == sh.pid] + [sh.pid]
+        check_eq(len(tree), 41, "the tree's processes")
+        wait_until(lambda: all(uprobe_links_of(pid) == [] for pid in tree),
+                   "no uprobe link left on the tree", timeout=30)
+        check_eq([pid for pid in tree if proc_state(pid) in ("T", "t")], [],
+                 "stopped processes of the tree")
+    finally:
+        os.killpg(sh.pid, signal.SIGKILL)
+        sh.wait()
+
+
+def _ppid(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def test_attach_refuses(tmp):
     """What cannot be attached: one line naming it, exit 2, no artifact."""
     out = tmp / "x.mtrk"
