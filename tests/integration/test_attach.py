@@ -112,6 +112,38 @@ def uprobe_links_of(pid):
     return found
 
 
+def session_probe_fds(marker):
+    """(pid, fd) of every BPF link and perf event fd held by a process whose
+    command line holds marker (memtrack and its reaper, a fork of it): the
+    uprobes on 6.1 (perf-event uprobes, which no fdinfo ties to the target)
+    and every link of the session."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if marker.encode() not in f.read():
+                    continue
+            fds = os.listdir("/proc/%s/fd" % d)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink("/proc/%s/fd/%s" % (d, fd))
+            except OSError:
+                continue
+            if link in ("anon_inode:bpf_link", "anon_inode:[perf_event]"):
+                found.append((int(d), int(fd)))
+    return found
+
+
+def nothing_left(pid, marker):
+    """No uprobe-multi link names pid, and no process of the session holds a
+    link or perf event any more: nothing of memtrack's is attached."""
+    return uprobe_links_of(pid) == [] and session_probe_fds(marker) == []
+
+
 def proc_state(pid):
     with open("/proc/%d/stat" % pid) as f:
         return f.read().rsplit(")", 1)[1].split()[0]
@@ -134,7 +166,7 @@ def test_attach_server_leaks(tmp):
     require_eq(len(cache), CACHE_BLOCKS, "cache blocks the fixture printed")
     out = tmp / "srv.mtrk"
     mt, mt_err = start_attach(pid, out, ["--stacks"])
-    check_true(uprobe_links_of(pid) != [], "memtrack holds uprobe links on %d" % pid)
+    check_true(session_probe_fds(str(out)) != [], "memtrack holds links while attached")
     srv.send_signal(signal.SIGUSR1)
     srv_out.expect("window open")
     time.sleep(2)
@@ -142,7 +174,7 @@ def test_attach_server_leaks(tmp):
     closed = kv(srv_out.expect("window closed"))
     rc, lines = stop_attach(mt, mt_err)
     check_eq(rc, 0, "memtrack attach's exit status (stderr %r)" % lines)
-    wait_until(lambda: uprobe_links_of(pid) == [], "no uprobe link left on %d" % pid)
+    wait_until(lambda: nothing_left(pid, str(out)), "no link left on %d" % pid, timeout=30)
     check_true(proc_state(pid) not in ("T", "t"), "the fixture runs on (state %s)"
                % proc_state(pid))
     time.sleep(0.3)
@@ -248,8 +280,8 @@ def test_attach_fails_part_way(tmp):
                 and pid != str(sh.pid) and os.path.exists("/proc/%s/stat" % pid)
                 and _ppid(int(pid)) == sh.pid] + [sh.pid]
         check_eq(len(tree), 41, "the tree's processes")
-        wait_until(lambda: all(uprobe_links_of(pid) == [] for pid in tree),
-                   "no uprobe link left on the tree", timeout=30)
+        wait_until(lambda: all(nothing_left(pid, str(out)) for pid in tree),
+                   "no link left on the tree", timeout=30)
         check_eq([pid for pid in tree if proc_state(pid) in ("T", "t")], [],
                  "stopped processes of the tree")
     finally:
@@ -457,10 +489,10 @@ def test_attach_sigkill(tmp):
     srv, srv_out = start_fixture([fixture("server")])
     out = tmp / "kill.mtrk"
     mt, mt_err = start_attach(srv.pid, out, ["--stacks"])
-    check_true(uprobe_links_of(srv.pid) != [], "links on the fixture while attached")
+    check_true(session_probe_fds(str(out)) != [], "memtrack holds links while attached")
     mt.kill()
     mt.wait(timeout=30)
-    wait_until(lambda: uprobe_links_of(srv.pid) == [], "no uprobe link left on the fixture",
+    wait_until(lambda: nothing_left(srv.pid, str(out)), "no link left on the fixture",
                timeout=30)
     check_true(proc_state(srv.pid) not in ("T", "t"), "the fixture is not stopped")
     srv.send_signal(signal.SIGUSR1)
