@@ -229,7 +229,7 @@ static int report_end(const struct attach_opts *o, const struct session_stats *s
 			o->output, (unsigned long long)st->events, (unsigned long long)drops,
 			unprobed, (int)o->pid, st->attached_procs,
 			(st->t_exited - st->t_loaded) / 1e9,
-			st->signalled ? "" : (o->s.duration_ns ? "" : ", the tree exited"));
+			st->tree_exited ? ", the tree exited" : "");
 	if (o->s.verbose)
 		fprintf(stderr,
 			"memtrack: attach: %.2f ms from tracking to the root's probes, %.2f ms to all\n",

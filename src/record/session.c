@@ -815,7 +815,11 @@ static void wait_attached(struct session *s)
 			s->st.signalled = true;
 			return;
 		}
-		if (mono_ns() >= deadline || !loader_tree_alive(s->skel))
+		if (!loader_tree_alive(s->skel)) {
+			s->st.tree_exited = true;
+			return;
+		}
+		if (mono_ns() >= deadline)
 			return;
 		sigset_t wait_set = s->old_mask;
 		pselect(0, NULL, NULL, NULL, &tick, &wait_set);

@@ -77,6 +77,7 @@ struct session_stats {
 	/* attach: when tracking began, the root's probes were in, all were in */
 	uint64_t t_attach, t_root_probed, t_all_probed;
 	unsigned attached_procs; /* attach: processes of the tree found running */
+	bool tree_exited;	 /* attach: the recording ended because the tree had exited */
 };
 
 /* What session_check_host() found wrong, for the CLI to word. */

@@ -515,3 +515,23 @@ def test_attach_duration(tmp):
     stop_fixture(srv, srv_out)
     rep = Artifact(out).report
     check_true(rep["alloc_count"] > 0, "allocations recorded in 0.5 s")
+
+
+def test_attach_control(tmp):
+    """--control: a mark and a disable sent while attached are in the artifact."""
+    srv, srv_out = start_fixture([fixture("server")])
+    out, sock = tmp / "ctl.mtrk", tmp / "ctl.sock"
+    mt, mt_err = start_attach(srv.pid, out, ["--control", str(sock)])
+    for cmd in (["mark", "hello"], ["disable"]):
+        p = run([MEMTRACK, "ctl", sock] + cmd)
+        check_eq(p.rc, 0, "memtrack ctl %s (%r)" % (" ".join(cmd), p.stderr))
+    rc, lines = stop_attach(mt, mt_err)
+    check_eq(rc, 0, "memtrack attach's exit status (%r)" % lines)
+    stop_fixture(srv, srv_out)
+    evs = Artifact(out).events
+    marks = [e for e in evs if e["type"] == "mark"]
+    check_eq([m.get("name") for m in marks], ["hello"], "marks")
+    dis = [e for e in evs if e["type"] == "disable"]
+    require_eq(len(dis), 1, "disable records")
+    check_eq([e["type"] for e in evs if e["type"] in ("malloc", "free")
+              and e["ts"] > dis[0]["ts"]], [], "heap records after the disable")
