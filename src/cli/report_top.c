@@ -159,7 +159,7 @@ static int print_leak_ages(const struct analysis *a, const struct stack_table *s
 
 	if (!v && errno == ENOMEM)
 		return -ENOMEM;
-	if (v)
+	if (v) // NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
 		qsort(v, k, sizeof(*v), by_leak_age);
 	if (n && k > n)
 		k = n;

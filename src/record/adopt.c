@@ -37,6 +37,7 @@ static int read_stat(pid_t pid, struct proc_stat *st)
 	ssize_t n;
 	int fd;
 
+	*st = (struct proc_stat){ 0 };
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
