@@ -192,6 +192,10 @@ static int check_target(pid_t pid)
 	case ADOPT_SELF:
 		die_msg("process %d is this memtrack; give the PID of another process", (int)pid);
 		break;
+	case ADOPT_MEMTRACK:
+		die_msg("process %d is a memtrack: its tree is that memtrack's recording; attach to a process outside it, or record it with that memtrack",
+			(int)pid);
+		break;
 	case ADOPT_ZOMBIE:
 		die_msg("process %d has exited (a zombie, not yet reaped by its parent): nothing runs to record",
 			(int)pid);

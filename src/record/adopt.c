@@ -55,6 +55,27 @@ static int read_stat(pid_t pid, struct proc_stat *st)
 	return 0;
 }
 
+/*
+ * Whether @pid runs a memtrack executable.  Two sessions parking the same
+ * process would race (either one's SIGCONT may resume it before the other
+ * has attached), so a memtrack inside the tree is left out with its tree,
+ * as the recorder leaves out the children of a memtrack exec'd in it.
+ */
+static bool runs_memtrack(pid_t pid)
+{
+	char path[32], exe[4096];
+	ssize_t n;
+	const char *base;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return false;
+	exe[n] = 0;
+	base = strrchr(exe, '/');
+	return !strcmp(base ? base + 1 : exe, "memtrack");
+}
+
 enum adopt_refusal adopt_check_root(pid_t pid, pid_t self, pid_t reaper, int *err)
 {
 	struct proc_stat st;
@@ -70,6 +91,8 @@ enum adopt_refusal adopt_check_root(pid_t pid, pid_t self, pid_t reaper, int *er
 		return ADOPT_KERNEL;
 	if (st.state == 'Z' || st.state == 'X')
 		return ADOPT_ZOMBIE;
+	if (runs_memtrack(pid))
+		return ADOPT_MEMTRACK;
 	/* what the recorder reads of each process: its mappings (ptrace read access) */
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -108,6 +131,7 @@ static int tree_add(struct adopt_tree *t, pid_t pid)
 struct proc_link {
 	pid_t pid, ppid;
 };
+
 
 /* Every live user process's parent, from /proc/PID/stat, into *@out (malloc'd). */
 static int read_links(struct proc_link **out, size_t *n_out)
@@ -171,7 +195,7 @@ static int walk_once(const struct proc_link *links, size_t n, pid_t self, pid_t 
 			pid_t pid = links[i].pid;
 
 			if (pid == self || pid == reaper || tree_has(t, pid) ||
-			    !tree_has(t, links[i].ppid))
+			    !tree_has(t, links[i].ppid) || runs_memtrack(pid))
 				continue;
 			if (tree_add(t, pid))
 				return -ENOMEM;

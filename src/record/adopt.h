@@ -5,7 +5,8 @@
  * stopping it.
  *
  * The tree is the root and every process whose parent chain (/proc/PID/stat
- * ppid) leads to it, minus memtrack's own processes and what they started.
+ * ppid) leads to it, minus memtrack's own processes and any other memtrack
+ * (another session's tree is that session's), with what they started.
  * It is tracked first (loader_track_running()), so every fork, exec and
  * exit from then on goes through the BPF side like in `track` (a child
  * forked after that is parked and synced by the recorder); the walk is
@@ -38,6 +39,7 @@ enum adopt_refusal {
 	ADOPT_NO_PROCESS, /* no such process */
 	ADOPT_KERNEL,	  /* a kernel thread: no user space to probe */
 	ADOPT_SELF,	  /* memtrack itself, or one of its own processes */
+	ADOPT_MEMTRACK,	  /* another memtrack: its tree is that session's */
 	ADOPT_ZOMBIE,	  /* exited, not yet reaped: nothing runs */
 	ADOPT_NO_ACCESS,  /* its /proc/PID/maps cannot be read */
 };

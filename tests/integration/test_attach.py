@@ -535,3 +535,35 @@ def test_attach_control(tmp):
     require_eq(len(dis), 1, "disable records")
     check_eq([e["type"] for e in evs if e["type"] in ("malloc", "free")
               and e["ts"] > dis[0]["ts"]], [], "heap records after the disable")
+
+
+def test_attach_leaves_other_memtrack(tmp):
+    """A shell running `memtrack track` (another session): attaching the
+    shell leaves that memtrack and its tree to it (two sessions parking one
+    process would race); attaching that memtrack is refused."""
+    inner = tmp / "inner.mtrk"
+    sh = subprocess.Popen(["sh", "-c", '"$0" track -q --no-fast -o "$1" -- sleep 30 & wait',
+                           MEMTRACK, inner], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True)
+    try:
+        inner_mt = wait_until(lambda: [p for p in _children(sh.pid)], "the inner memtrack")[0]
+        wait_until(lambda: any(open("/proc/%d/comm" % c).read().strip() == "sleep"
+                               for c in _children(inner_mt)), "the inner memtrack's sleep")
+        out = tmp / "outer.mtrk"
+        mt, mt_err = start_attach(sh.pid, out)
+        check_true(any("attached to %d (1 processes)" % sh.pid in line for line in mt_err.seen),
+                   "the outer tree is the shell alone: %r" % mt_err.seen)
+        rc, lines = stop_attach(mt, mt_err)
+        check_eq(rc, 0, "memtrack attach's exit status (%r)" % lines)
+        p = run([MEMTRACK, "attach", "-o", tmp / "x.mtrk", inner_mt])
+        check_eq((p.rc, p.stderr), (2, "memtrack: process %d is a memtrack: its tree is that "
+                 "memtrack's recording; attach to a process outside it, or record it with that "
+                 "memtrack\n" % inner_mt), "memtrack attach of another memtrack")
+    finally:
+        os.killpg(sh.pid, signal.SIGTERM)
+        sh.wait(timeout=30)
+
+
+def _children(pid):
+    return [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == pid]
