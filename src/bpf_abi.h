@@ -34,6 +34,12 @@
  * and alloc.bpf.c ignores sites with MT_COOKIE_INTERPOSED.  Cleared at exec.
  */
 #define MT_PROC_FAST 2u
+/*
+ * The process was running when `memtrack attach` found it: its mm was never
+ * seen at a fork or exec, so rss.bpf.c adopts it at its first counter
+ * change in the process's own context (then the flag is cleared).
+ */
+#define MT_PROC_ADOPT_MM 4u
 
 /*
  * The marker syscall of the handover: prctl(MT_FAST_PRCTL, MT_FAST_VERSION),

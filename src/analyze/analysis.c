@@ -11,6 +11,7 @@ struct live_slot {
 	uint64_t addr;	/* 0: empty */
 	uint64_t size;	/* bytes */
 	uint64_t stack; /* call site: stack id, 0 = none */
+	uint64_t ts;	/* when it was allocated (a leak's age at the end) */
 };
 
 void analysis_init(struct analysis *a)
@@ -47,15 +48,13 @@ static struct live_slot *live_find(const struct live_table *t, uint64_t addr)
 }
 
 /* Inserts without growing; the caller made room.  @addr is not live. */
-static void live_put(struct live_table *t, uint64_t addr, uint64_t size, uint64_t stack)
+static void live_put(struct live_table *t, const struct live_slot *s)
 {
 	uint64_t mask = t->nslots - 1, i;
 
-	for (i = live_home(t, addr); t->slots[i].addr; i = (i + 1) & mask)
+	for (i = live_home(t, s->addr); t->slots[i].addr; i = (i + 1) & mask)
 		;
-	t->slots[i].addr = addr;
-	t->slots[i].size = size;
-	t->slots[i].stack = stack;
+	t->slots[i] = *s;
 	t->nlive++;
 }
 
@@ -90,7 +89,7 @@ static int live_grow(struct live_table *t)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < t->nslots; i++)
 		if (t->slots[i].addr)
-			live_put(&n, t->slots[i].addr, t->slots[i].size, t->slots[i].stack);
+			live_put(&n, &t->slots[i]);
 	free(t->slots);
 	*t = n;
 	return 0;
@@ -222,6 +221,7 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 	}
 	s->size = size;
 	s->stack = ev->stack;
+	s->ts = ev->h.ts;
 	site = site_get(&a->sites, ev->stack);
 	if (!site)
 		return -ENOMEM;
@@ -240,8 +240,8 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 	return 0;
 }
 
-/* Everything @p still holds is leaked: its image is gone (exit, exec, end). */
-static void sweep_proc(struct analysis *a, struct proc_summary *p)
+/* Everything @p still holds at @end_ts is leaked: its image is gone (exit, exec, end). */
+static void sweep_proc(struct analysis *a, struct proc_summary *p, uint64_t end_ts)
 {
 	struct site *site;
 
@@ -254,6 +254,7 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p)
 		if (site) {
 			site->leaked_count++;
 			site->leaked_bytes = sat_add(site->leaked_bytes, s->size);
+			site_leak_age(site, end_ts > s->ts ? end_ts - s->ts : 0);
 		}
 		p->leaked_count++;
 		p->leaked_bytes = sat_add(p->leaked_bytes, s->size);
@@ -382,7 +383,7 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		return 0;
 	case MT_FORK: return f[2] & MT_FORK_THREAD ? 0 : fork_child(a, ev->h.pid, f);
 	case MT_EXEC:
-		sweep_proc(a, p);
+		sweep_proc(a, p, ev->h.ts);
 		set_command(p, ev->str);
 		p->fast_heap = false; /* a new image starts on the uprobes */
 		return 0;
@@ -393,7 +394,7 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		a->bad_records += f[0];
 		return 0;
 	case MT_EXIT:
-		sweep_proc(a, p);
+		sweep_proc(a, p, ev->h.ts);
 		p->exited = true;
 		p->exit_code = (int64_t)f[0];
 		p->exit_signal = f[1];
@@ -445,7 +446,7 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 void analysis_finish(struct analysis *a)
 {
 	for (unsigned i = 0; i < a->nprocs; i++)
-		sweep_proc(a, &a->procs[i]);
+		sweep_proc(a, &a->procs[i], a->last_ts);
 	site_table_settle(&a->sites);
 	if (!a->heap_off && add_window(a, a->on_since, 0))
 		a->heap_off = true; /* out of memory: the open window is left out */

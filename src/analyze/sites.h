@@ -29,6 +29,8 @@ struct site {
 	uint64_t peak_bytes;	  /* live_bytes at the tree's heap peak (settled at the end) */
 	uint64_t leaked_count;	  /* blocks never freed before exit/exec/end */
 	uint64_t leaked_bytes;
+	/* ages of the leaked blocks (time from allocation to exit, exec or end) */
+	uint64_t leaked_age_max_ns, leaked_age_sum_ns;
 	uint64_t epoch; /* the table's epoch at the last change of live_bytes */
 };
 
@@ -41,6 +43,14 @@ struct site_table {
 };
 
 void site_table_init(struct site_table *t);
+
+/* Counts a leaked block of @site that was @age_ns old at the end. */
+static inline void site_leak_age(struct site *site, uint64_t age_ns)
+{
+	if (age_ns > site->leaked_age_max_ns)
+		site->leaked_age_max_ns = age_ns;
+	site->leaked_age_sum_ns += age_ns; /* 2^64 ns: 584 years of leaks, summed */
+}
 
 /* The site of @stack, added when new; NULL on -ENOMEM.  May move t->sites. */
 struct site *site_get(struct site_table *t, uint64_t stack);

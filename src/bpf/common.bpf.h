@@ -17,8 +17,9 @@
 #define PROT_EXEC 0x4
 
 /* Set by userspace before load. */
-extern const volatile __u64 wakeup_bytes;	   /* wake the poller at this much unread data */
-extern const volatile __u32 stop_on_spawn;	   /* park new processes until userspace attaches */
+extern const volatile __u64 wakeup_bytes;  /* wake the poller at this much unread data */
+extern const volatile __u32 stop_on_spawn; /* park new processes until userspace attaches */
+extern const volatile __u32 adopt_running; /* memtrack attach: adopt running mms (rss.bpf.c) */
 extern const volatile __u64 rss_granularity_pages; /* report RSS after this much change */
 extern const volatile __u32 nr_cpus;		   /* possible CPUs, for per-CPU counters */
 extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */

@@ -14,7 +14,8 @@ const volatile __u64 rss_granularity_pages = 8; /* 32 KiB: ~1% of a small proces
 const volatile __u32 nr_cpus = 1;
 const volatile __u64 page_size = 4096; /* the loader writes sysconf(_SC_PAGESIZE) */
 const volatile __u32 memtrack_tgid = 0;
-const volatile __u32 fast_path = 0; /* --fast: the in-process heap path (fast.bpf.c) */
+const volatile __u32 adopt_running = 0; /* memtrack attach: see rss.bpf.c */
+const volatile __u32 fast_path = 0;	/* --fast: the in-process heap path (fast.bpf.c) */
 /* sched_process_exit has its group_dead argument (6.18 has, 6.12 not; kernel_features.c) */
 const volatile __u32 exit_has_group_dead = 1;
 

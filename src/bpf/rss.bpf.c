@@ -67,6 +67,30 @@ static __always_inline void rss_counters(struct mm_struct *mm, __s64 v[4])
 		v[i] = counter_sum(&mm->rss_stat[i]);
 }
 
+/*
+ * `memtrack attach`: a process that was running at the attach has an mm no
+ * fork or exec registered.  The first change of its counters made in its
+ * own context (a page fault, an munmap) registers it; a change from another
+ * context (kswapd) waits for one.  Only attach sessions load this path
+ * (adopt_running); others pay nothing.
+ */
+static __always_inline struct mm_owner *adopt_running_mm(struct mm_struct *mm)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
+	struct tracked_proc *tp;
+	__u64 key = (__u64)mm;
+
+	if (!adopt_running || (__u64)BPF_CORE_READ(task, mm) != key)
+		return NULL;
+	tp = bpf_map_lookup_elem(&tracked, &tgid);
+	if (!tp || !(tp->flags & MT_PROC_ADOPT_MM))
+		return NULL;
+	__sync_fetch_and_and(&tp->flags, ~MT_PROC_ADOPT_MM);
+	mm_adopt(tgid, mm);
+	return bpf_map_lookup_elem(&mm_owners, &key);
+}
+
 SEC("tp_btf/rss_stat")
 int BPF_PROG(handle_rss_stat, struct mm_struct *mm, int member)
 {
@@ -75,6 +99,8 @@ int BPF_PROG(handle_rss_stat, struct mm_struct *mm, int member)
 	struct mt_rec *r;
 
 	o = bpf_map_lookup_elem(&mm_owners, &key);
+	if (!o)
+		o = adopt_running_mm(mm);
 	if (!o || (o->flags & MM_EXEC_PENDING))
 		return 0;
 	__s64 v[4];

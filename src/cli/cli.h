@@ -18,6 +18,7 @@
 #include "util/text.h" /* human_bytes, printable, parse_size: the commands' */
 
 int cmd_track(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_diff(int argc, char **argv);

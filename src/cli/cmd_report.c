@@ -88,7 +88,10 @@ static int print_text(struct report *r)
 	printf("command:      %s\n", printable(r->hdr->command, cmd, sizeof(cmd)));
 	printf("duration:     %.3f s%s\n", duration_ns(r) / 1e9,
 	       r->truncated ? " (file truncated)" : "");
-	if (r->trailer)
+	if (r->hdr->flags & MT_HDR_ATTACHED)
+		printf("attached:     to a running process; %llu frees of blocks allocated before (not seen)\n",
+		       (unsigned long long)a->unknown_free_count);
+	else if (r->trailer)
 		printf("exit:         %s %d\n", r->trailer->exit_signal ? "signal" : "code",
 		       r->trailer->exit_signal ? r->trailer->exit_signal : r->trailer->exit_code);
 	printf("allocations:  %llu (%s requested), %llu frees\n",
@@ -182,6 +185,8 @@ static int print_json(struct report *r)
 		total += a->events[t];
 	printf("{\"command\":");
 	json_print_string(stdout, r->hdr->command);
+	printf(",\"attached\":%s", r->hdr->flags & MT_HDR_ATTACHED ? "true" : "false");
+	print_opt_u64("attach_ns", r->hdr->flags & MT_HDR_ATTACHED, r->hdr->attach_ns);
 	printf(",\"duration_ns\":%llu,\"events\":%llu,\"events_by_type\":{",
 	       (unsigned long long)duration_ns(r), (unsigned long long)total);
 	for (unsigned t = 1, first = 1; t < MT_TYPE_MAX; t++) {

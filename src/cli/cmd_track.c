@@ -280,17 +280,17 @@ static void track_notice(void *ctx, const char *msg)
  * one line and 1; -v prints the mechanism chosen per facility.  Returns 0
  * to go on.
  */
-static int check_kernel(struct track_opts *o)
+static int check_kernel(struct kernel_features *kfw, struct session_opts *s)
 {
-	const struct kernel_features *kf = &o->kf;
+	const struct kernel_features *kf = kfw;
 	char buf[256];
 
-	(void)kernel_features_probe(&o->kf); /* no BTF: below_floor says so */
+	(void)kernel_features_probe(kfw); /* no BTF: below_floor says so */
 	if (kernel_features_below_floor(kf, buf, sizeof(buf))) {
 		die_msg("%s", buf);
 		return 1;
 	}
-	if (o->s.verbose) {
+	if (s->verbose) {
 		fprintf(stderr, "memtrack: kernel %s%s:", kf->release,
 			kf->forced ? " (fallbacks forced)" : "");
 		for (int f = 0; f < KF_NFACILITIES; f++)
@@ -298,20 +298,18 @@ static int check_kernel(struct track_opts *o)
 				kernel_features_mech(kf, f));
 		fputc('\n', stderr);
 	}
-	if (o->s.allocators && !attach_select(kf)->available()) {
+	if (s->allocators && !attach_select(kf)->available()) {
 		die_msg("this kernel (Linux %s) has neither uprobe-multi links (Linux 6.6) nor the uprobe perf PMU, which the heap probes need; record without them with --no-allocators",
 			kf->release);
 		return 1;
 	}
-	o->s.kf = kf;
+	s->kf = kf;
 	return 0;
 }
 
-/* Whether memtrack can record here; 0, or the exit status (reported). */
-static int check_host(struct track_opts *o, char *path, size_t len)
+int check_recording_host(struct kernel_features *kf, struct session_opts *s)
 {
 	enum session_host h = session_check_host();
-	int ret;
 
 	if (h == SESSION_HOST_NO_CAPS) {
 		die_msg("memtrack needs root (or CAP_BPF and CAP_PERFMON) to load its BPF programs; run it with sudo");
@@ -321,7 +319,15 @@ static int check_host(struct track_opts *o, char *path, size_t len)
 		die_msg("memtrack cannot run inside a PID namespace (its BPF side sees the host's pids); run it outside and put the namespace inside the command: memtrack track -- unshare -fp --mount-proc CMD");
 		return 1;
 	}
-	if (check_kernel(o))
+	return check_kernel(kf, s) ? 1 : 0;
+}
+
+/* Whether memtrack can record here; 0, or the exit status (reported). */
+static int check_host(struct track_opts *o, char *path, size_t len)
+{
+	int ret;
+
+	if (check_recording_host(&o->kf, &o->s))
 		return 1;
 	ret = o->s.shell ? 0 : spawn_resolve(o->s.argv[0], path, len);
 	if (ret == -ENOENT) {

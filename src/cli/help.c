@@ -48,6 +48,28 @@ static const struct cmd_help commands[] = {
 	  "  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 	  "  -q, --quiet           no summary line\n"
 	  "  -h, --help            this help\n" },
+	{ "attach", "record a running process and its descendants, from now on",
+	  "usage: memtrack attach [options] PID\n"
+	  "Records, with eBPF, the running process PID, its threads and descendants,\n"
+	  "and the children they make from now on: heap calls (uprobes: nothing is\n"
+	  "injected), the mmap family, fork/exec/exit and RSS (a first record each at\n"
+	  "the attach).  Nothing before the attach is seen: frees of older blocks are\n"
+	  "counted as unknown.  Stops on Ctrl-C/SIGINT/SIGTERM, after --duration, or\n"
+	  "when the tree has exited; the process runs on as before, with no probe\n"
+	  "left, also if memtrack is killed.  Exits 0, 1 if events were lost.\n"
+	  "  -o, --output FILE     artifact to write (default memtrack.<name>.<pid>.mtrk)\n"
+	  "      --duration SECS   stop after SECS seconds (default: until a signal)\n"
+	  "      --no-allocators   do not attach the heap probes (cheaper)\n"
+	  "      --physical        also record the tree's physical memory (shared pages\n"
+	  "                        counted once)\n"
+	  "      --ring-size SIZE  BPF ring buffer size, power of two (default 2M)\n"
+	  "      --control PATH    control socket (enable, disable, ping, mark NAME; see\n"
+	  "                        memtrack ctl)\n"
+	  "      --stacks          record the call stack of every allocation and mmap\n"
+	  "                        (tables for every object already mapped)\n"
+	  "  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
+	  "  -q, --quiet           no summary line\n"
+	  "  -h, --help            this help\n" },
 	{ "top", "follow an artifact while track writes it: heap, RSS, processes",
 	  "usage: memtrack top [--interval SECONDS] FILE\n"
 	  "Follows the artifact FILE while memtrack track writes it and redraws a view\n"

@@ -15,6 +15,8 @@ int main(int argc, char **argv)
 		return cmd_help(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "track"))
 		return cmd_track(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "attach"))
+		return cmd_attach(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "top"))
 		return cmd_top(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "dump"))

@@ -46,10 +46,14 @@ static void print_site_text(int rank, const struct site *s, const struct site_fr
 {
 	char b1[32], b2[32], b3[32];
 
-	printf("  #%d  %s at peak, %llu allocations, %s allocated, %llu leaked (%s)  stack %llu\n",
-	       rank, human_bytes(s->peak_bytes, b1, sizeof(b1)), (unsigned long long)s->allocs,
+	printf("  #%d  %s at peak, %llu allocations, %s allocated, %llu leaked (%s", rank,
+	       human_bytes(s->peak_bytes, b1, sizeof(b1)), (unsigned long long)s->allocs,
 	       human_bytes(s->allocated_bytes, b2, sizeof(b2)), (unsigned long long)s->leaked_count,
-	       human_bytes(s->leaked_bytes, b3, sizeof(b3)), (unsigned long long)s->stack);
+	       human_bytes(s->leaked_bytes, b3, sizeof(b3)));
+	if (s->leaked_count)
+		printf(", %.3f s old at most, %.3f s on average", s->leaked_age_max_ns / 1e9,
+		       s->leaked_age_sum_ns / 1e9 / s->leaked_count);
+	printf(")  stack %llu\n", (unsigned long long)s->stack);
 	print_frames_text(f, n, s->stack);
 }
 
@@ -60,10 +64,13 @@ static void print_site_json(const struct site *s, const struct site_frame *f, in
 	char name[128];
 
 	printf("{\"stack\":%llu,\"peak_bytes\":%llu,\"alloc_count\":%llu,\"allocated_bytes\":%llu"
-	       ",\"leaked_count\":%llu,\"leaked_bytes\":%llu,\"truncated\":%s,\"frames\":[",
+	       ",\"leaked_count\":%llu,\"leaked_bytes\":%llu,\"leaked_age_max_ns\":%llu"
+	       ",\"leaked_age_mean_ns\":%llu,\"truncated\":%s,\"frames\":[",
 	       (unsigned long long)s->stack, (unsigned long long)s->peak_bytes,
 	       (unsigned long long)s->allocs, (unsigned long long)s->allocated_bytes,
 	       (unsigned long long)s->leaked_count, (unsigned long long)s->leaked_bytes,
+	       (unsigned long long)s->leaked_age_max_ns,
+	       (unsigned long long)(s->leaked_count ? s->leaked_age_sum_ns / s->leaked_count : 0),
 	       stack && stack->truncated ? "true" : "false");
 	for (int i = 0; i < n; i++) {
 		printf("%s{\"function\":", i ? "," : "");
@@ -84,20 +91,15 @@ static void print_site_json(const struct site *s, const struct site_frame *f, in
 	printf("]}");
 }
 
-/* One ranking; @f is scratch space for SITE_MAX_FRAMES frames. */
-static int print_ranking(const struct analysis *a, const struct stack_table *st,
-			 struct symbolizer *sym, enum site_metric m, size_t n, bool json,
-			 struct site_frame *f)
+/* The sites of @v[0..@k) under @key (JSON) or @title; frees @v.  @f: scratch frames. */
+static int print_sites(const struct site **v, size_t k, const char *key, const char *title,
+		       bool first, const struct stack_table *st, struct symbolizer *sym, bool json,
+		       struct site_frame *f)
 {
-	size_t k = 0;
-	const struct site **v = callsites_ranked(a, m, n, &k);
-
-	if (!v && errno == ENOMEM)
-		return -ENOMEM;
 	if (json)
-		printf("%s\"%s\":[", m ? "," : "", site_metric_name(m));
+		printf("%s\"%s\":[", first ? "" : ",", key);
 	else
-		printf("\ntop %zu call site%s by %s:\n", k, k == 1 ? "" : "s", titles[m]);
+		printf("\ntop %zu call site%s by %s:\n", k, k == 1 ? "" : "s", title);
 	for (size_t i = 0; v && i < k; i++) {
 		int nf = callsite_expand(sym, st, v[i]->stack, f, SITE_MAX_FRAMES);
 
@@ -118,6 +120,51 @@ static int print_ranking(const struct analysis *a, const struct stack_table *st,
 		printf("  (none)\n");
 	free(v);
 	return 0;
+}
+
+/* One ranking; @f is scratch space for SITE_MAX_FRAMES frames. */
+static int print_ranking(const struct analysis *a, const struct stack_table *st,
+			 struct symbolizer *sym, enum site_metric m, size_t n, bool json,
+			 struct site_frame *f)
+{
+	size_t k = 0;
+	const struct site **v = callsites_ranked(a, m, n, &k);
+
+	if (!v && errno == ENOMEM)
+		return -ENOMEM;
+	return print_sites(v, k, site_metric_name(m), titles[m], m == 0, st, sym, json, f);
+}
+
+/* qsort order: the oldest leak first, then the lower stack id. */
+static int by_leak_age(const void *pa, const void *pb)
+{
+	const struct site *a = *(const struct site *const *)pa,
+			  *b = *(const struct site *const *)pb;
+
+	if (a->leaked_age_max_ns != b->leaked_age_max_ns)
+		return a->leaked_age_max_ns > b->leaked_age_max_ns ? -1 : 1;
+	return a->stack < b->stack ? -1 : a->stack > b->stack;
+}
+
+/*
+ * The leaking sites by the age of their oldest leaked block ("leak_age"):
+ * a steady leak's blocks span the run, a cache filled once has its blocks
+ * all of one age, a burst at the end is young.
+ */
+static int print_leak_ages(const struct analysis *a, const struct stack_table *st,
+			   struct symbolizer *sym, size_t n, bool json, struct site_frame *f)
+{
+	size_t k = 0;
+	const struct site **v = callsites_ranked(a, SITE_LEAKED, 0, &k);
+
+	if (!v && errno == ENOMEM)
+		return -ENOMEM;
+	if (v) // NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
+		qsort(v, k, sizeof(*v), by_leak_age);
+	if (n && k > n)
+		k = n;
+	return print_sites(v, k, "leak_age", "leak age (the oldest leaked block)", false, st, sym,
+			   json, f);
 }
 
 static int print_truncated(const struct stack_table *st, bool json)
@@ -168,6 +215,8 @@ int report_top_print(const struct analysis *a, const struct stack_table *st, str
 		printf("{");
 	for (int m = 0; m < SITE_NMETRICS && !err; m++)
 		err = print_ranking(a, st, sym, m, n, json, f);
+	if (!err)
+		err = print_leak_ages(a, st, sym, n, json, f);
 	if (json && !err)
 		printf("}");
 	if (!err)

@@ -40,4 +40,14 @@ int track_place_output(struct track_out *run);
 /* Removes the artifact of a run that recorded nothing (see track_output.c). */
 void track_discard_output(struct track_out *run);
 
+struct kernel_features;
+struct session_opts;
+
+/*
+ * cmd_track.c, shared with cmd_attach.c: whether memtrack can record here
+ * (capabilities, PID namespace, the kernel's mechanisms, into @kf and
+ * s->kf).  Returns 0, or 1 after one line.
+ */
+int check_recording_host(struct kernel_features *kf, struct session_opts *s);
+
 #endif /* MEMTRACK_TRACK_OUTPUT_H */

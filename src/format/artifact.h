@@ -71,6 +71,7 @@ struct mt_header {
 	char kernel_mech[MT_KERNEL_NFACILITIES][MT_KERNEL_MECH_MAX];
 	char command[MT_CMDLINE_MAX]; /* the command line, argv joined by ' ' */
 	uint32_t flags;		      /* MT_HDR_* */
+	uint64_t attach_ns; /* memtrack attach: clock_id time the tree was tracked, else 0 */
 };
 
 /* Header flags: what the run recorded. */
@@ -78,6 +79,7 @@ struct mt_header {
 #define MT_HDR_PHYSICAL 2u	 /* PHYSICAL records were requested */
 #define MT_HDR_START_DISABLED 4u /* heap recording was off at start (--start-disabled) */
 #define MT_HDR_STACKS 8u	 /* call stacks were recorded (--stacks) */
+#define MT_HDR_ATTACHED 16u	 /* memtrack attach: the tree ran before the recording */
 
 struct mt_trailer {
 	uint64_t events[MT_TYPE_MAX];  /* records written, per type */

@@ -271,6 +271,9 @@ static int header_kv(void *ctx, const char *key, const char *val)
 	} else if (!strcmp(key, "flags")) {
 		err = parse_u64(val, UINT32_MAX, &u);
 		h->flags = (uint32_t)u;
+	} else if (!strcmp(key, "attach_ns")) {
+		err = parse_u64(val, UINT64_MAX, &u);
+		h->attach_ns = u;
 	}
 	/* other keys come from newer writers: ignored */
 	if (err) {

@@ -212,6 +212,8 @@ static int write_header(struct mt_writer *w, const struct mt_header *h)
 	err = err ?: put_kv(body, &len, cap, "command", cmd);
 	err = err ?: put_kv_u64(body, &len, cap, "flags", h->flags);
 	err = err ?: put_kernel_mechs(body, &len, cap, h);
+	if (h->flags & MT_HDR_ATTACHED)
+		err = err ?: put_kv_u64(body, &len, cap, "attach_ns", h->attach_ns);
 	if (err)
 		goto out;
 

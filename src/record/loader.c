@@ -230,6 +230,7 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 	skel->data->heap_enabled = !o->heap_disabled;
 	skel->rodata->memtrack_tgid = getpid();
+	skel->rodata->adopt_running = o->adopt_running;
 	skel->rodata->stacks_on = o->stacks;
 	/* without --stacks the unwinder's maps stay at one entry */
 	bpf_map__set_max_entries(skel->maps.unwind_rows, o->stacks ? o->unwind_rows : 1);
@@ -268,6 +269,16 @@ int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 	__u32 key = pid;
 
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int loader_track_running(struct memtrack_bpf *skel, pid_t pid)
+{
+	struct tracked_proc v = { 0, MT_PROC_ADOPT_MM };
+	__u32 key = pid;
+
+	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_NOEXIST))
 		return -errno;
 	return 0;
 }

@@ -34,6 +34,7 @@ struct loader_opts {
 	bool stacks;		     /* unwind call stacks (--stacks) */
 	uint32_t unwind_rows; /* --stacks: rows of the unwind table (MT_UNWIND_ROWS_DEFAULT) */
 	bool fast;	      /* --fast: load the in-process heap path's programs */
+	bool adopt_running;   /* memtrack attach: processes found running (rss.bpf.c) */
 	const struct kernel_features *kf; /* the mechanisms to load (borrowed) */
 	/* out: why physical was turned off (-errno and step), 0 if it was not */
 	int physical_err;
@@ -54,6 +55,13 @@ MT_MUST_CHECK int loader_open(struct loader_opts *o, struct memtrack_bpf **skel,
 
 /* Adds @pid (the root of the tree) to the tracked set. */
 MT_MUST_CHECK int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
+
+/*
+ * Adds @pid, a process found running (memtrack attach), to the tracked set,
+ * its mm to be adopted at its next RSS change.  Returns 0, -EEXIST when the
+ * BPF side has tracked it already (a child forked since), or -errno.
+ */
+MT_MUST_CHECK int loader_track_running(struct memtrack_bpf *skel, pid_t pid);
 
 /* Leaves the future children of @pid (another memtrack) out of the tree. */
 MT_MUST_CHECK int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);

@@ -39,6 +39,7 @@
 
 struct reaper {
 	int sock;	      /* memtrack's end */
+	pid_t pid;	      /* the reaper's pid, 0 if unknown */
 	pthread_mutex_t lock; /* one hand-over (fds, closes, "c") at a time */
 	bool gone;	      /* a send failed for good: the reaper is gone */
 };
@@ -367,15 +368,23 @@ struct reaper *reaper__new(void)
 	if (pid < 0)
 		goto out_close;
 	if (pid == 0) {
+		pid_t reaper;
+
 		close(sv[0]);
-		if (fork() == 0)
+		reaper = fork();
+		if (reaper == 0)
 			reaper_start(sv[1]);
+		/* its pid, for attach to leave it out of a tree (the first message) */
+		if (reaper > 0)
+			(void)!send(sv[1], &reaper, sizeof(reaper), MSG_DONTWAIT);
 		_exit(0);
 	}
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
 	close(sv[1]);
 	r->sock = sv[0];
+	if (recv(r->sock, &r->pid, sizeof(r->pid), MSG_DONTWAIT) != sizeof(r->pid))
+		r->pid = 0;
 	/* room for a fork storm's exits while the reaper waits out a grace period */
 	if (setsockopt(r->sock, SOL_SOCKET, SO_SNDBUFFORCE, &(int){ SEND_BUFFER }, sizeof(int)))
 		(void)setsockopt(r->sock, SOL_SOCKET, SO_SNDBUF, &(int){ SEND_BUFFER },
@@ -493,6 +502,11 @@ unsigned reaper_hand(struct reaper *r, const int *fds, unsigned n)
 		(void)send_fds(r, NULL, 0, 'c', false);
 	pthread_mutex_unlock(&r->lock);
 	return done;
+}
+
+pid_t reaper_pid(const struct reaper *r)
+{
+	return r ? r->pid : 0;
 }
 
 unsigned reaper_hand_all(struct reaper *r)

@@ -28,6 +28,7 @@
 #ifndef MEMTRACK_REAPER_H
 #define MEMTRACK_REAPER_H
 
+#include <sys/types.h>
 #include "compiler.h"
 
 struct reaper;
@@ -38,6 +39,9 @@ struct reaper;
  * closes itself and waits for their grace periods.
  */
 struct reaper *reaper__new(void);
+
+/* The reaper's pid (its socket's peer), or 0 (NULL, or unknown). */
+pid_t reaper_pid(const struct reaper *r);
 
 /*
  * Hands @fds[0..@n) to the reaper and closes them here.  Returns how many

@@ -3,12 +3,14 @@
  * session.c - one recording from start to end; see session.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/stat.h>
@@ -20,6 +22,7 @@
 #include "bpf_abi.h"
 #include "fast/fast_ring.h"
 #include "util/as_user.h"
+#include "record/adopt.h"
 #include "record/attach.h"
 #include "record/control.h"
 #include "record/heap_stub.h"
@@ -55,6 +58,10 @@ struct session {
 	struct spawn child;
 	struct spawn_env env; /* the command's environment */
 	sigset_t old_mask;    /* memtrack's mask before the handlers: the command's */
+	/* attach: the running tree, and the eventfds main and the poller adopt it by */
+	struct adopt_tree tree;
+	struct adopt_result adopt;
+	int adopt_kick, adopt_done;
 	struct session_stats st;
 };
 
@@ -160,6 +167,7 @@ struct session *session__new(const struct session_opts *o)
 	s->out_fd = -1;
 	s->child = (struct spawn){ .pid = -1, .release_fd = -1, .status_fd = -1 };
 	s->stub = (struct heap_stub){ -1, -1, -1 };
+	s->adopt_kick = s->adopt_done = -1;
 	s->st.t_start = mono_ns();
 	return s;
 }
@@ -230,6 +238,29 @@ static void join_argv(char *dst, size_t len, char **argv)
 		used += snprintf(dst + used, len - used, "%s%s", i ? " " : "", argv[i]);
 }
 
+/* The attached process's command line, /proc/PID/cmdline (any bytes: NULs become spaces). */
+static void read_cmdline(pid_t pid, char *dst, size_t len)
+{
+	char path[32];
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, dst, len - 1);
+		close(fd);
+	}
+	if (n < 0)
+		n = 0;
+	while (n > 0 && !dst[n - 1])
+		n--;
+	for (ssize_t i = 0; i < n; i++)
+		if (!dst[i])
+			dst[i] = ' ';
+	dst[n] = 0;
+}
+
 static void fill_header(struct mt_header *h, const struct session_opts *o)
 {
 	struct timespec mono, real;
@@ -246,10 +277,13 @@ static void fill_header(struct mt_header *h, const struct session_opts *o)
 	h->wall_offset_ns = (real.tv_sec * 1000000000ll + real.tv_nsec) - (int64_t)h->start_ns;
 	if (!uname(&u))
 		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", u.release);
-	join_argv(h->command, sizeof(h->command), o->argv);
+	if (o->attach_pid)
+		read_cmdline(o->attach_pid, h->command, sizeof(h->command));
+	else
+		join_argv(h->command, sizeof(h->command), o->argv);
 	h->flags = (o->allocators ? MT_HDR_ALLOCATORS : 0) | (o->physical ? MT_HDR_PHYSICAL : 0) |
 		   (o->start_disabled ? MT_HDR_START_DISABLED : 0) |
-		   (o->stacks ? MT_HDR_STACKS : 0);
+		   (o->stacks ? MT_HDR_STACKS : 0) | (o->attach_pid ? MT_HDR_ATTACHED : 0);
 }
 
 /* --- the control socket and the in-process drain -------------------------- */
@@ -394,6 +428,8 @@ static int start_probes(struct session *s)
 	if (!s->probes)
 		return -ENOMEM;
 	probes__set_fast(s->probes, s->o.fast);
+	if (s->o.attach_pid) /* probes go in once loaded: nothing waits for them */
+		return 0;
 	if (heap_stub_load(&s->stub, s->attach->prog_attach_type))
 		return 0; /* libc is attached after the exec instead */
 	probes__set_progs(s->probes, s->stub.enter_fd, s->stub.exit_fd);
@@ -428,12 +464,15 @@ static int start_early(struct session *s, char *err, size_t errlen)
 		return ret;
 	}
 	s->child.envp = s->env.vars;
+	if (s->o.attach_pid)
+		goto probes;
 	ret = spawn_parked(&s->child, s->o.argv, s->o.shell,
 			   sudo_invoker(&(uid_t){ 0 }, &(gid_t){ 0 }), &s->old_mask);
 	if (ret) {
 		snprintf(err, errlen, "cannot start the command: %s", strerror(-ret));
 		return ret;
 	}
+probes:
 	ret = s->o.allocators ? start_probes(s) : 0;
 	if (ret)
 		snprintf(err, errlen, "out of memory");
@@ -531,6 +570,26 @@ static int hand_parked_to_reaper(struct session *s)
 	return err ? err : reaper_resume_at_end(s->reaper, parked, session);
 }
 
+/*
+ * attach: puts the running tree in the tracked set (adopt.h), from which
+ * moment every fork, exec and exit of it is followed.  Returns 0 or -errno
+ * with @err.
+ */
+static int track_running(struct session *s, char *err, size_t errlen)
+{
+	int ret;
+
+	s->st.t_attach = mono_ns();
+	ret = adopt_track(s->skel, s->o.attach_pid, getpid(), reaper_pid(s->reaper), &s->tree);
+	if (ret == -ESRCH || ret == -ENOENT)
+		snprintf(err, errlen, "process %d exited while memtrack attached", s->o.attach_pid);
+	else if (ret < 0)
+		snprintf(err, errlen, "cannot track process %d's tree: %s", s->o.attach_pid,
+			 strerror(-ret));
+	s->st.attached_procs = s->tree.n;
+	return ret < 0 ? ret : 0;
+}
+
 /* Loads the BPF side and registers the root.  Returns 0 or -errno with @err. */
 static int load_bpf(struct session *s, char *err, size_t errlen)
 {
@@ -545,6 +604,7 @@ static int load_bpf(struct session *s, char *err, size_t errlen)
 		.stacks = s->o.stacks,
 		.unwind_rows = s->o.unwind_rows ? s->o.unwind_rows : MT_UNWIND_ROWS_DEFAULT,
 		.fast = s->o.fast,
+		.adopt_running = s->o.attach_pid != 0,
 		.kf = s->o.kf,
 	};
 	enum loader_step step;
@@ -571,7 +631,11 @@ static int load_bpf(struct session *s, char *err, size_t errlen)
 	}
 	s->o.physical = lo.physical;
 	finish_early(s);
-	if (loader_track_root(s->skel, s->child.pid)) {
+	if (s->o.attach_pid) {
+		ret = track_running(s, err, errlen);
+		if (ret)
+			return ret;
+	} else if (loader_track_root(s->skel, s->child.pid)) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot start the command: %s", strerror(-ret));
 		return ret;
@@ -588,6 +652,28 @@ static int load_bpf(struct session *s, char *err, size_t errlen)
 	if (s->ctl)
 		control__set_switch(s->ctl, s->heap_switch);
 	return 0;
+}
+
+/* Poller thread: main asked for the running tree's probes (adopt.h). */
+static void adopt_handle(void *ctx)
+{
+	struct session *s = ctx;
+	uint64_t v;
+
+	if (read(s->adopt_kick, &v, sizeof(v)) != sizeof(v))
+		return;
+	adopt_sync(&s->tree, s->probes, s->stacks, s->pipe, &s->adopt);
+	(void)!write(s->adopt_done, &(uint64_t){ 1 }, sizeof(uint64_t));
+}
+
+/* attach, before the poller starts: the eventfds it adopts the tree by. */
+static int watch_adopt(struct session *s)
+{
+	s->adopt_kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->adopt_done = eventfd(0, EFD_CLOEXEC);
+	if (s->adopt_kick < 0 || s->adopt_done < 0)
+		return -errno;
+	return pipeline__watch_fd(s->pipe, s->adopt_kick, adopt_handle, s);
 }
 
 /* The unwinder's registry and the recorder, the pipeline's observer. */
@@ -626,6 +712,7 @@ static int start_pipeline(struct session *s, char *err, size_t errlen)
 	int ret;
 
 	fill_header(&s->hdr, &s->o);
+	s->hdr.attach_ns = s->st.t_attach;
 	kernel_features_header(s->o.kf, &s->hdr);
 	s->writer = mt_writer__new(s->out_fd, &s->hdr, 0);
 	if (!s->writer) {
@@ -639,6 +726,8 @@ static int start_pipeline(struct session *s, char *err, size_t errlen)
 		return ret;
 	s->pipe = pipeline__new(&s->o.pipe, s->writer, obs.observe ? &obs : NULL);
 	ret = s->pipe ? 0 : -errno;
+	if (!ret && s->o.attach_pid)
+		ret = watch_adopt(s);
 	if (!ret && s->ctl)
 		ret = start_control(s);
 	if (!ret && s->fast) {
@@ -662,6 +751,35 @@ static int start_pipeline(struct session *s, char *err, size_t errlen)
 	return ret;
 }
 
+/*
+ * attach, the poller running: has it give every process of the tree its
+ * tables, probes and first RSS record, and waits.  A failure other than a
+ * process gone fails the start (everything is detached at teardown).
+ * Returns 0 or -errno with @err.
+ */
+static int probe_running(struct session *s, char *err, size_t errlen)
+{
+	uint64_t v;
+
+	if (write(s->adopt_kick, &(uint64_t){ 1 }, sizeof(v)) != sizeof(v) ||
+	    read(s->adopt_done, &v, sizeof(v)) != sizeof(v)) {
+		snprintf(err, errlen, "cannot reach the event pipeline: %s", strerror(errno));
+		return -errno;
+	}
+	s->st.t_root_probed = s->adopt.t_first_ns;
+	s->st.t_all_probed = s->adopt.t_done_ns;
+	if (s->adopt.err) {
+		snprintf(err, errlen, "cannot attach to process %d: %s", s->adopt.err_pid,
+			 strerror(-s->adopt.err));
+		return s->adopt.err;
+	}
+	if (!s->adopt.procs) {
+		snprintf(err, errlen, "process %d exited while memtrack attached", s->o.attach_pid);
+		return -ESRCH;
+	}
+	return 0;
+}
+
 int session_start(struct session *s, int out_fd, char *err, size_t errlen)
 {
 	int ret;
@@ -675,6 +793,8 @@ int session_start(struct session *s, int out_fd, char *err, size_t errlen)
 		ret = load_bpf(s, err, errlen);
 	if (!ret)
 		ret = start_pipeline(s, err, errlen);
+	if (!ret && s->o.attach_pid)
+		ret = probe_running(s, err, errlen);
 	s->st.t_loaded = mono_ns();
 	return ret;
 }
@@ -684,12 +804,17 @@ void session_abort(struct session *s)
 	if (!s)
 		return;
 	finish_early(s);
-	spawn_abort(&s->child); /* before its exec: nothing ran */
+	if (!s->o.attach_pid)
+		spawn_abort(&s->child); /* before its exec: nothing ran */
 }
 
 int session_release(struct session *s)
 {
-	int err = spawn_release(&s->child);
+	int err;
+
+	if (s->o.attach_pid)
+		return 0;
+	err = spawn_release(&s->child);
 
 	if (err) /* the child exits with 127 */
 		waitpid(s->child.pid, NULL, 0);
@@ -698,11 +823,38 @@ int session_release(struct session *s)
 
 /* --- run and end -------------------------------------------------------------- */
 
+/* attach: until a signal (not forwarded: the tree is not memtrack's), the duration, or the tree's end. */
+static void wait_attached(struct session *s)
+{
+	struct timespec tick = { 0, 20 * 1000000L };
+	uint64_t deadline = s->o.duration_ns ? s->st.t_loaded + s->o.duration_ns : UINT64_MAX;
+
+	for (;;) {
+		if (pending_signal) {
+			pending_signal = 0;
+			s->st.signalled = true;
+			return;
+		}
+		if (!loader_tree_alive(s->skel)) {
+			s->st.tree_exited = true;
+			return;
+		}
+		if (mono_ns() >= deadline)
+			return;
+		sigset_t wait_set = s->old_mask;
+		pselect(0, NULL, NULL, NULL, &tick, &wait_set);
+	}
+}
+
 void session_wait(struct session *s)
 {
 	struct timespec tick = { 0, 20 * 1000000L };
 	bool root_done = false;
 
+	if (s->o.attach_pid) {
+		wait_attached(s);
+		return;
+	}
 	for (;;) {
 		int sig = pending_signal;
 
@@ -880,6 +1032,11 @@ void session__free(struct session *s)
 	if (s->out_fd >= 0)
 		close(s->out_fd);
 	spawn_env_free(&s->env);
+	adopt_tree_free(&s->tree);
+	if (s->adopt_kick >= 0)
+		close(s->adopt_kick);
+	if (s->adopt_done >= 0)
+		close(s->adopt_done);
 	retire__free(s->retire);
 	reaper__free(s->reaper); /* after memtrack's last close */
 	free(s);

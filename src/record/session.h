@@ -39,16 +39,18 @@
 struct session;
 
 struct session_opts {
-	char **argv;	     /* the command (borrowed) */
-	const char *output;  /* the artifact's name, for messages (borrowed) */
-	bool shell;	     /* run argv[0] through /bin/sh -c */
-	bool allocators;     /* attach heap probes */
-	bool physical;	     /* --physical: count the tree's physical pages */
-	bool verbose;	     /* -v: libbpf output, and statistics through notice() */
-	bool start_disabled; /* heap recording off until `enable` (needs control) */
-	bool stacks;	     /* a call stack for each allocation and mmap */
-	bool fast;	     /* heap calls recorded in-process where possible */
-	const char *control; /* the control socket's path, or NULL */
+	char **argv;	      /* the command (borrowed); NULL with attach_pid */
+	pid_t attach_pid;     /* memtrack attach: the running process, else 0 */
+	uint64_t duration_ns; /* attach --duration: stop after this long, 0: no limit */
+	const char *output;   /* the artifact's name, for messages (borrowed) */
+	bool shell;	      /* run argv[0] through /bin/sh -c */
+	bool allocators;      /* attach heap probes */
+	bool physical;	      /* --physical: count the tree's physical pages */
+	bool verbose;	      /* -v: libbpf output, and statistics through notice() */
+	bool start_disabled;  /* heap recording off until `enable` (needs control) */
+	bool stacks;	      /* a call stack for each allocation and mmap */
+	bool fast;	      /* heap calls recorded in-process where possible */
+	const char *control;  /* the control socket's path, or NULL */
 	/* what the kernel offers and the mechanism per facility (borrowed) */
 	const struct kernel_features *kf;
 	uint32_t unwind_rows; /* --stacks: rows of the unwind table */
@@ -72,6 +74,10 @@ struct session_stats {
 	struct fast_drain_stats fast_st;
 	struct stacks_stats stacks;
 	uint64_t t_start, t_loaded, t_exited, t_finished; /* phases (mono_ns) */
+	/* attach: when tracking began, the root's probes were in, all were in */
+	uint64_t t_attach, t_root_probed, t_all_probed;
+	unsigned attached_procs; /* attach: processes of the tree found running */
+	bool tree_exited;	 /* attach: the recording ended because the tree had exited */
 };
 
 /* What session_check_host() found wrong, for the CLI to word. */
@@ -97,6 +103,14 @@ struct session *session__new(const struct session_opts *o);
  * @err (then call session_abort()).
  */
 MT_MUST_CHECK int session_start(struct session *s, int out_fd, char *err, size_t errlen);
+
+/*
+ * With attach_pid, session_start() tracks the running tree instead of
+ * spawning a command (record/adopt.h): nothing is stopped, and the probes
+ * are in when it returns.  session_release() and session_abort() then do
+ * nothing; session_wait() returns on a signal (not forwarded), after
+ * duration_ns, or when the tree has exited.
+ */
 
 /* Kills the command, parked before its exec, after a failed session_start(). */
 void session_abort(struct session *s);

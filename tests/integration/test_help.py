@@ -8,7 +8,7 @@ import re
 from mtlib import BUILD, MEMTRACK, REPO, check_eq, check_true, require, run
 
 # every command main.c runs, in the order `memtrack help` lists them
-COMMANDS = ["track", "top", "dump", "report", "diff", "export", "flamegraph", "ctl", "help"]
+COMMANDS = ["track", "attach", "top", "dump", "report", "diff", "export", "flamegraph", "ctl", "help"]
 
 
 def help_text(cmd):
@@ -63,7 +63,7 @@ def test_list_of_commands(tmp):
 def test_help_of_unknown_command(tmp):
     p = run([MEMTRACK, "help", "nosuch"])
     check_eq((p.rc, p.stdout), (2, ""), "memtrack help nosuch (rc, stdout)")
-    check_eq(p.stderr, "memtrack: no command 'nosuch'; the commands are track, top, dump, report, "
+    check_eq(p.stderr, "memtrack: no command 'nosuch'; the commands are track, attach, top, dump, report, "
              "diff, export, flamegraph, ctl or help (see memtrack help)\n", "its message")
     p = run([MEMTRACK, "help", "report", "extra"])
     check_eq((p.rc, p.stdout, p.stderr.count("\n")), (2, "", 1),
@@ -86,6 +86,9 @@ def test_usage_errors_point_to_help(tmp):
         (["track", "--bogus", "--", "true"], "track"),
         (["track", "-Z", "--", "true"], "track"),
         (["track"], "track"),
+        (["attach"], "attach"),
+        (["attach", "--bogus", "1"], "attach"),
+        (["attach", "1", "2"], "attach"),
         (["dump"], "dump"),
         (["dump", missing, missing], "dump"),
         (["report"], "report"),

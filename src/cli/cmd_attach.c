@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd_attach.c - `memtrack attach PID`: record a process that is already
+ * running, its threads and descendants, from now on, and leave it as it
+ * was.
+ *
+ * The checklist: parse, check the host and the PID, open the output, start
+ * the session in its attach mode (record/session.h: the running tree
+ * tracked and probed, nothing stopped), place the output, wait (a signal,
+ * --duration, or the tree's end), finish, and turn what was recorded into
+ * the exit status: 0, or 1 when events were lost or a process went
+ * unprobed.  Heap calls are recorded by uprobes only: nothing is injected
+ * into the process, so the in-process path (--fast) does not apply.
+ *
+ * THREAD NOTES: main runs this file; the session's notices may come from the
+ * poller thread (control socket problems), as one die_msg() line each.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include "bpf_abi.h"
+#include "cli/cli.h"
+#include "cli/help.h"
+#include "cli/track_output.h"
+#include "format/artifact.h"
+#include "kernel/kernel_features.h"
+#include "record/adopt.h"
+#include "record/session.h"
+
+struct attach_opts {
+	const char *output; /* artifact path */
+	bool quiet;	    /* -q: no summary line */
+	pid_t pid;
+	struct kernel_features kf;
+	struct session_opts s;
+};
+
+enum {
+	OPT_PHYSICAL = 255,
+	OPT_NO_ALLOC = 256,
+	OPT_RING,
+	OPT_CONTROL,
+	OPT_STACKS,
+	OPT_DURATION,
+};
+
+static const struct option attach_options[] = {
+	{ "output", required_argument, NULL, 'o' },
+	{ "no-allocators", no_argument, NULL, OPT_NO_ALLOC },
+	{ "physical", no_argument, NULL, OPT_PHYSICAL },
+	{ "ring-size", required_argument, NULL, OPT_RING },
+	{ "control", required_argument, NULL, OPT_CONTROL },
+	{ "stacks", no_argument, NULL, OPT_STACKS },
+	{ "duration", required_argument, NULL, OPT_DURATION },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+/* --duration SECONDS: a positive decimal, at most a day's worth... of years. */
+static int parse_duration(const char *arg, uint64_t *ns)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v > 0) || v > 1e7) {
+		die_msg("invalid --duration '%s'; give seconds, e.g. --duration 30 or 0.5", arg);
+		return 2;
+	}
+	*ns = (uint64_t)(v * 1e9);
+	return 0;
+}
+
+static int parse_ring(const char *arg, uint64_t *bytes)
+{
+	uint64_t v;
+
+	/* the kernel takes a map size in 32 bits: 2G at most */
+	if (parse_size(arg, &v) || v < 4096 || v > (1ull << 31) || (v & (v - 1))) {
+		die_msg("invalid --ring-size '%s'; give a power of two from 4K to 2G, e.g. 16M",
+			arg);
+		return 2;
+	}
+	*bytes = v;
+	return 0;
+}
+
+/* The PID operand: a decimal number, nothing else.  Returns 0 or 2 (reported). */
+static int parse_pid(const char *arg, pid_t *pid)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v <= 0 || v > 0x3fffffff) {
+		die_msg("invalid PID '%s'; give the process id of a running process, e.g. memtrack attach $(pidof server)",
+			arg);
+		return 2;
+	}
+	*pid = (pid_t)v;
+	return 0;
+}
+
+static int parse_option(int c, char **argv, struct attach_opts *o)
+{
+	struct session_opts *s = &o->s;
+
+	switch (c) {
+	case 'o': o->output = optarg; return 0;
+	case 'v': s->verbose = true; return 0;
+	case 'q': o->quiet = true; return 0;
+	case 'h': exit(help_show("attach"));
+	case OPT_NO_ALLOC: s->allocators = false; return 0;
+	case OPT_PHYSICAL: s->physical = true; return 0;
+	case OPT_STACKS: s->stacks = true; return 0;
+	case OPT_RING: return parse_ring(optarg, &s->ring_bytes);
+	case OPT_DURATION: return parse_duration(optarg, &s->duration_ns);
+	case OPT_CONTROL:
+		if (!*optarg) {
+			die_msg("empty --control path; give the path of a socket to create, e.g. --control /tmp/memtrack.sock");
+			return 2;
+		}
+		s->control = optarg;
+		return 0;
+	default:
+		if (optopt)
+			die_msg("unknown or incomplete option '-%c'; see memtrack help attach",
+				optopt);
+		else
+			die_msg("unknown option '%s'; see memtrack help attach", argv[optind - 1]);
+		return 2;
+	}
+}
+
+/* Returns 0, or the exit status for a usage error (already reported). */
+static int parse_attach_opts(int argc, char **argv, struct attach_opts *o)
+{
+	int c, err = 0;
+
+	*o = (struct attach_opts){ .s = {
+					   .allocators = true,
+					   .ring_bytes = MT_RING_DEFAULT,
+					   .pipe = { PIPELINE_DEFAULT_BATCH_BYTES,
+						     PIPELINE_DEFAULT_BATCHES,
+						     PIPELINE_DEFAULT_FLUSH_MS },
+				   } };
+	optind = 1;
+	opterr = 0;
+	while (!err && (c = getopt_long(argc, argv, "o:vqh", attach_options, NULL)) != -1)
+		err = parse_option(c, argv, o);
+	if (err)
+		return err;
+	if (optind != argc - 1) {
+		die_msg("%s; usage: memtrack attach [options] PID; see memtrack help attach",
+			optind >= argc ? "no PID given" : "more than one PID given");
+		return 2;
+	}
+	if (o->s.stacks && !o->s.allocators) {
+		die_msg("--stacks needs the allocator probes (it learns each process's code while they are attached); drop --no-allocators");
+		return 2;
+	}
+	if (parse_pid(argv[optind], &o->pid))
+		return 2;
+	o->s.attach_pid = o->pid;
+	o->s.wakeup_bytes = o->s.ring_bytes / 16;
+	return 0;
+}
+
+/* Whether @pid can be attached; 0, or 2 after one line naming the problem. */
+static int check_target(pid_t pid)
+{
+	int err;
+
+	switch (adopt_check_root(pid, getpid(), 0, &err)) {
+	case ADOPT_OK: return 0;
+	case ADOPT_NO_PROCESS:
+		die_msg("no process %d; give the PID of a running process (see ps or pidof)",
+			(int)pid);
+		break;
+	case ADOPT_KERNEL:
+		die_msg("process %d is a kernel thread: it has no user space to record; give the PID of a user process",
+			(int)pid);
+		break;
+	case ADOPT_SELF:
+		die_msg("process %d is this memtrack; give the PID of another process", (int)pid);
+		break;
+	case ADOPT_MEMTRACK:
+		die_msg("process %d is a memtrack: its tree is that memtrack's recording; attach to a process outside it, or record it with that memtrack",
+			(int)pid);
+		break;
+	case ADOPT_ZOMBIE:
+		die_msg("process %d has exited (a zombie, not yet reaped by its parent): nothing runs to record",
+			(int)pid);
+		break;
+	case ADOPT_NO_ACCESS:
+		die_msg("cannot read process %d's memory map (/proc/%d/maps: %s); attaching to another user's process needs CAP_SYS_PTRACE: run memtrack as root or with that capability",
+			(int)pid, (int)pid, strerror(err));
+		break;
+	}
+	return 2;
+}
+
+static uint64_t total_drops(const struct mt_trailer *t)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < MT_DROP_SLOTS; i++)
+		n += t->dropped[i];
+	return n;
+}
+
+/* The summary line and the exit status: 0, or 1 when something was lost. */
+static int report_end(const struct attach_opts *o, const struct session_stats *st,
+		      const struct mt_trailer *t)
+{
+	uint64_t drops = total_drops(t);
+	char unprobed[64] = "";
+
+	if (t->unprobed)
+		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
+			 (unsigned long long)t->unprobed);
+	if (!o->quiet)
+		fprintf(stderr,
+			"memtrack: wrote %s: %llu events, %llu lost%s, attached to %d (%u processes) for %.1f s%s\n",
+			o->output, (unsigned long long)st->events, (unsigned long long)drops,
+			unprobed, (int)o->pid, st->attached_procs,
+			(st->t_exited - st->t_loaded) / 1e9,
+			st->tree_exited ? ", the tree exited" : "");
+	if (o->s.verbose)
+		fprintf(stderr,
+			"memtrack: attach: %.2f ms from tracking to the root's probes, %.2f ms to all\n",
+			(st->t_root_probed - st->t_attach) / 1e6,
+			(st->t_all_probed - st->t_attach) / 1e6);
+	if (t->unprobed)
+		die_msg("%llu processes ran without allocator probes (attaching failed: %s), their heap calls are missing; raise the fd limit (ulimit -Hn)",
+			(unsigned long long)t->unprobed, strerror(st->unprobed_errno));
+	if (drops)
+		die_msg("%llu events were lost (ring buffer full); attach again with a larger --ring-size",
+			(unsigned long long)drops);
+	return drops || t->unprobed ? 1 : 0;
+}
+
+static void attach_notice(void *ctx, const char *msg)
+{
+	die_msg("%s", msg);
+}
+
+/* From the running session to the exit status. */
+static int record(struct session *s, struct attach_opts *o, struct track_out *out)
+{
+	struct mt_trailer trailer = { 0 };
+	struct session_stats st;
+	int ret = track_place_output(out);
+
+	session_stats(s, &st);
+	if (!o->quiet) { /* the moment recording starts, for whoever waits for it */
+		if (o->s.duration_ns)
+			fprintf(stderr,
+				"memtrack: attached to %d (%u processes), recording for %g s\n",
+				(int)o->pid, st.attached_procs, o->s.duration_ns / 1e9);
+		else
+			fprintf(stderr,
+				"memtrack: attached to %d (%u processes), recording until Ctrl-C or its exit\n",
+				(int)o->pid, st.attached_procs);
+	}
+
+	if (ret) {
+		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first",
+			out->tmp_path, o->output, strerror(-ret));
+		o->output = out->tmp_path;
+		out->placed = true;
+	}
+	session_wait(s);
+	ret = session_finish(s, &trailer);
+	session_stats(s, &st);
+	if (ret) {
+		die_msg("cannot finish '%s': %s; the events before the error are readable",
+			o->output, strerror(-ret));
+		return 1;
+	}
+	return report_end(o, &st, &trailer);
+}
+
+/* The default artifact name: memtrack.<comm>.<pid>.mtrk, from the target's name. */
+static const char *default_output(pid_t pid)
+{
+	char path[32], comm[64] = "attach";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+	}
+	return track_default_output(comm);
+}
+
+int cmd_attach(int argc, char **argv)
+{
+	struct track_out out = { .fd = -1, .dir = -1 };
+	struct session *s = NULL;
+	struct attach_opts o;
+	char err[512] = "";
+	int ret;
+
+	ret = parse_attach_opts(argc, argv, &o);
+	if (!ret && check_recording_host(&o.kf, &o.s))
+		ret = 1;
+	if (!ret)
+		ret = check_target(o.pid);
+	if (!ret && !o.output)
+		o.output = default_output(o.pid);
+	if (!ret)
+		ret = track_open_output(&out, o.output);
+	if (ret)
+		goto out;
+	o.s.output = o.output;
+	o.s.notice = attach_notice;
+	s = session__new(&o.s);
+	if (!s) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail_setup;
+	}
+	ret = session_start(s, out.fd, err, sizeof(err));
+	out.fd = -1; /* the session's */
+	if (ret)
+		goto fail_setup;
+	ret = record(s, &o, &out);
+	goto out;
+
+fail_setup:
+	die_msg("%s; nothing is left attached", err);
+	session_abort(s);
+	track_discard_output(&out); /* leave nothing half-written */
+	ret = 1;
+out:
+	session__free(s);
+	if (out.fd >= 0)
+		close(out.fd);
+	if (out.dir >= 0)
+		close(out.dir);
+	return ret;
+}

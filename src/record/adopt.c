@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+/*
+ * adopt.c - a running tree found, tracked and probed; see adopt.h.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "pipeline/batch.h"
+#include "pipeline/pipeline.h"
+#include "record/adopt.h"
+#include "record/loader.h"
+#include "record/probes.h"
+#include "record/stacks.h"
+
+/* PF_KTHREAD (include/linux/sched.h), the 9th field of /proc/PID/stat. */
+#define PF_KTHREAD 0x00200000u
+
+struct proc_stat {
+	char state;
+	pid_t ppid;
+	unsigned flags;
+};
+
+/*
+ * Reads @pid's state, parent and flags from /proc/PID/stat.  The command
+ * name (field 2) may hold any byte, ')' and spaces too: the fields are
+ * read after its last ')'.  Returns 0 or -errno (-ENOENT: no such process).
+ */
+static int read_stat(pid_t pid, struct proc_stat *st)
+{
+	char path[32], buf[1024], *p;
+	ssize_t n;
+	int fd;
+
+	*st = (struct proc_stat){ 0 };
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENOENT;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	/* state ppid pgrp session tty_nr tpgid flags */
+	if (!p ||
+	    sscanf(p + 1, " %c %d %*d %*d %*d %*d %u", &st->state, &st->ppid, &st->flags) != 3)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Whether @pid runs a memtrack executable.  Two sessions parking the same
+ * process would race (either one's SIGCONT may resume it before the other
+ * has attached), so a memtrack inside the tree is left out with its tree,
+ * as the recorder leaves out the children of a memtrack exec'd in it.
+ */
+static bool runs_memtrack(pid_t pid)
+{
+	char path[32], exe[4096];
+	ssize_t n;
+	const char *base;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return false;
+	exe[n] = 0;
+	base = strrchr(exe, '/');
+	return !strcmp(base ? base + 1 : exe, "memtrack");
+}
+
+enum adopt_refusal adopt_check_root(pid_t pid, pid_t self, pid_t reaper, int *err)
+{
+	struct proc_stat st;
+	char path[32];
+	int fd;
+
+	*err = 0;
+	if (pid <= 0 || read_stat(pid, &st))
+		return ADOPT_NO_PROCESS;
+	if (pid == self || (reaper > 0 && pid == reaper))
+		return ADOPT_SELF;
+	if (st.flags & PF_KTHREAD)
+		return ADOPT_KERNEL;
+	if (st.state == 'Z' || st.state == 'X')
+		return ADOPT_ZOMBIE;
+	if (runs_memtrack(pid))
+		return ADOPT_MEMTRACK;
+	/* what the recorder reads of each process: its mappings (ptrace read access) */
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		*err = errno;
+		return errno == ENOENT ? ADOPT_NO_PROCESS : ADOPT_NO_ACCESS;
+	}
+	close(fd);
+	return ADOPT_OK;
+}
+
+static bool tree_has(const struct adopt_tree *t, pid_t pid)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->pids[i] == pid)
+			return true;
+	return false;
+}
+
+static int tree_add(struct adopt_tree *t, pid_t pid)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		pid_t *p = realloc(t->pids, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		t->pids = p;
+		t->cap = cap;
+	}
+	t->pids[t->n++] = pid;
+	return 0;
+}
+
+/* One process of /proc: its pid and parent. */
+struct proc_link {
+	pid_t pid, ppid;
+};
+
+
+/* Every live user process's parent, from /proc/PID/stat, into *@out (malloc'd). */
+static int read_links(struct proc_link **out, size_t *n_out)
+{
+	size_t n = 0, cap = 256;
+	struct proc_link *v = malloc(cap * sizeof(*v)), *nv;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int ret = 0;
+
+	if (!v || !d) {
+		ret = -errno;
+		goto out;
+	}
+	while ((e = readdir(d))) {
+		struct proc_stat st;
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+
+		if (*end || pid <= 0 || read_stat(pid, &st) || (st.flags & PF_KTHREAD) ||
+		    st.state == 'Z' || st.state == 'X')
+			continue;
+		if (n == cap) {
+			nv = realloc(v, (cap *= 2) * sizeof(*v));
+			if (!nv) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			v = nv;
+		}
+		v[n++] = (struct proc_link){ (pid_t)pid, st.ppid };
+	}
+out:
+	if (d)
+		closedir(d);
+	if (ret) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n_out = n;
+	return ret;
+}
+
+/*
+ * One walk: adds to @t every process of @links whose parent is in @t (to a
+ * fixed point: grandchildren too), except @self and @reaper, whose trees
+ * are memtrack's own (memtrack attached to its own shell).  Returns the
+ * number added or -errno.
+ */
+static int walk_once(const struct proc_link *links, size_t n, pid_t self, pid_t reaper,
+		     struct adopt_tree *t, size_t *added_from)
+{
+	int added = 0;
+	bool more = true;
+
+	*added_from = t->n;
+	while (more) {
+		more = false;
+		for (size_t i = 0; i < n; i++) {
+			pid_t pid = links[i].pid;
+
+			if (pid == self || pid == reaper || tree_has(t, pid) ||
+			    !tree_has(t, links[i].ppid) || runs_memtrack(pid))
+				continue;
+			if (tree_add(t, pid))
+				return -ENOMEM;
+			added++;
+			more = true;
+		}
+	}
+	return added;
+}
+
+int adopt_track(struct memtrack_bpf *skel, pid_t root, pid_t self, pid_t reaper,
+		struct adopt_tree *t)
+{
+	int total = 0, ret;
+
+	if (!t->n) {
+		ret = tree_add(t, root);
+		if (!ret && (ret = loader_track_running(skel, root)) && ret != -EEXIST)
+			return ret;
+		total = 1;
+	}
+	for (int round = 0; round < 64; round++) {
+		struct proc_link *links;
+		size_t n, from;
+		int added;
+
+		ret = read_links(&links, &n);
+		if (ret)
+			return ret;
+		added = walk_once(links, n, self, reaper, t, &from);
+		free(links);
+		if (added < 0)
+			return added;
+		if (!added)
+			return total;
+		/* a child the BPF side tracked at its fork is the recorder's (EEXIST) */
+		for (size_t i = from; i < t->n; i++) {
+			ret = loader_track_running(skel, t->pids[i]);
+			if (ret && ret != -EEXIST)
+				return ret;
+		}
+		total += added;
+	}
+	return total;
+}
+
+/* Reads "KEY:   N kB" of /proc/PID/status into bytes. */
+static void status_kb(const char *line, const char *key, __u64 *out)
+{
+	size_t len = strlen(key);
+	unsigned long long kb;
+
+	if (!strncmp(line, key, len) && sscanf(line + len, " %llu kB", &kb) == 1)
+		*out = kb << 10;
+}
+
+/*
+ * The process's RSS now, as the BPF side reports it (anon, file, shmem,
+ * swap), so its timeline starts at its real level.  Returns 0 or -errno.
+ */
+static int rss_record(pid_t pid, struct mt_rec *r)
+{
+	char path[32], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	memset(r, 0, sizeof(*r));
+	while (fgets(line, sizeof(line), f)) {
+		status_kb(line, "RssAnon:", &r->f[RSS_ANON]);
+		status_kb(line, "RssFile:", &r->f[RSS_FILE]);
+		status_kb(line, "RssShmem:", &r->f[RSS_SHMEM]);
+		status_kb(line, "VmSwap:", &r->f[RSS_SWAP]);
+	}
+	fclose(f);
+	r->h.type = MT_RSS;
+	r->h.pid = r->h.tid = pid;
+	r->h.nfields = RSS_NFIELDS;
+	r->h.ts = mono_ns();
+	return 0;
+}
+
+/* Injects every record of @out, then empties it.  Returns 0 or -errno. */
+static int inject_all(struct pipeline *pipe, struct rec_out *out)
+{
+	int err = 0;
+
+	for (size_t off = 0; !err && off < out->used; off += rec_size(out->buf + off))
+		err = pipeline_inject(pipe, out->buf + off, rec_size(out->buf + off));
+	out->used = 0;
+	return err;
+}
+
+/* Tables, probes and the first RSS record of one process.  Returns 0 or -errno. */
+static int sync_one(pid_t pid, struct probes *probes, struct stacks *stacks, struct pipeline *pipe,
+		    struct rec_out *out)
+{
+	struct mt_rec r;
+	int ret = 0;
+
+	/* the tables first: no stack through an object comes before its OBJECT record */
+	if (stacks)
+		ret = stacks_sync(stacks, pid, mono_ns(), out);
+	if (!ret)
+		ret = inject_all(pipe, out);
+	if (!ret && probes)
+		ret = probes_sync(probes, pid);
+	if (ret >= 0)
+		ret = rss_record(pid, &r);
+	if (!ret)
+		ret = pipeline_inject(pipe, &r, sizeof(r.h) + RSS_NFIELDS * sizeof(__u64));
+	return ret < 0 ? ret : 0;
+}
+
+void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks *stacks,
+		struct pipeline *pipe, struct adopt_result *res)
+{
+	struct rec_out out = { 0 };
+
+	memset(res, 0, sizeof(*res));
+	for (size_t i = 0; i < t->n; i++) {
+		int ret = sync_one(t->pids[i], probes, stacks, pipe, &out);
+
+		if (ret == -ESRCH || ret == -ENOENT) {
+			res->gone++;
+			continue;
+		}
+		if (ret) {
+			res->err = ret;
+			res->err_pid = t->pids[i];
+			break;
+		}
+		res->procs++;
+		if (!i)
+			res->t_first_ns = mono_ns();
+	}
+	res->t_done_ns = mono_ns();
+	free(out.buf);
+}
+
+void adopt_tree_free(struct adopt_tree *t)
+{
+	free(t->pids);
+	t->pids = NULL;
+	t->n = t->cap = 0;
+}
