@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: MIT
+"""Mapped memory (docs/METRICS.md "Mapped memory"): the program's own
+anonymous private mappings counted beside its heap blocks, the allocator's
+mappings not, followed to the page through mprotect, munmap, mremap,
+MAP_FIXED and brk.  Each run of fixtures/mapped is compared with the same
+binary's run of mode `none` on the same path (what ld.so and libc map)."""
+import pytest
+
+from mtlib import (check_eq, check_true, fixture, of_type, require, root_pid,
+                   shared_track, track)
+
+MIB = 1024 * 1024
+PG = 4096
+PATHS = {"in-process": [], "uprobes": ["--no-fast"]}
+KEYS = ("peak_heap_bytes", "peak_mapped_bytes", "peak_memory_bytes", "mapped_count",
+        "leaked_mapped_bytes")
+
+
+def mapped_run(binary, mode, path, opts=()):
+    o = PATHS[path] + list(opts)
+    return shared_track("mapped-%s-%s-%s-%s" % (binary, mode, path, ",".join(opts)),
+                        [fixture(binary), mode], opts=o)
+
+
+def numbers(t, path=None):
+    r = t.report
+    if path is not None:
+        check_eq([p["heap_path"] for p in r["processes"]], [path], "heap path of the process")
+    procs = r["processes"]
+    require(len(procs) == 1, "one process, got %d" % len(procs))
+    for k in KEYS:
+        check_eq(procs[0][k], r[k], "the process's %s is the tree's" % k)
+    return {k: r[k] for k in KEYS}
+
+
+def delta(binary, mode, path, opts=(), expect_path=None):
+    """The numbers of @mode's run, and of `none`'s; @expect_path: the heap
+    path its process must have (default: @path; None: not checked)."""
+    expect_path = path if expect_path is None else expect_path
+    base = numbers(mapped_run(binary, "none", path, opts), expect_path or None)
+    run = mapped_run(binary, mode, path, opts)
+    return numbers(run, expect_path or None), base, run
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_mapped_glibc_heap_plus_own_mapping(tmp, path):
+    n, base, _ = delta("mapped", "basic", path)
+    check_eq(n["peak_heap_bytes"], 100 * MIB, "peak heap: the 100 MiB block")
+    check_eq(n["peak_mapped_bytes"] - base["peak_mapped_bytes"], 64 * MIB,
+             "peak mapped: the 64 MiB mapping, not glibc's mapping of the block")
+    check_eq(n["peak_memory_bytes"] - base["leaked_mapped_bytes"], 164 * MIB,
+             "peak memory: heap and mapped at one instant")
+    check_eq(n["leaked_mapped_bytes"] - base["leaked_mapped_bytes"], 64 * MIB,
+             "the mapping is still mapped at exit")
+    check_eq(n["mapped_count"] - base["mapped_count"], 1, "mappings of its own")
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+@pytest.mark.parametrize("alloc", ["jemalloc", "mimalloc"])
+def test_mapped_other_allocators(tmp, path, alloc):
+    """jemalloc and mimalloc map their extents and segments inside malloc;
+    the library leaves such processes to the uprobes, whatever the path."""
+    n, base, _ = delta("mapped_" + alloc, "basic", path, expect_path="uprobes")
+    check_true(n["peak_heap_bytes"] >= 100 * MIB, "peak heap holds the 100 MiB block")
+    check_eq(n["peak_mapped_bytes"] - base["peak_mapped_bytes"], 64 * MIB,
+             "peak mapped: the 64 MiB mapping only")
+    check_eq(n["peak_memory_bytes"], n["peak_heap_bytes"] + n["peak_mapped_bytes"],
+             "peak memory: the heap peak with the mapping beside it")
+    check_eq(n["leaked_mapped_bytes"] - base["leaked_mapped_bytes"], 64 * MIB,
+             "the mapping is still mapped at exit")
+
+
+# mode: (peak, left at exit) in pages of the fixture's own mappings
+PAGES = {
+    "mprotect": (10, 7),
+    "munmap": (64, 40),
+    "mremap": (48, 20),
+    "fixed": (32, 23),
+    "brk": (64, 64),
+}
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+@pytest.mark.parametrize("mode", sorted(PAGES))
+def test_mapped_pages(tmp, path, mode):
+    n, base, _ = delta("mapped", mode, path)
+    peak, left = PAGES[mode]
+    check_eq((n["peak_mapped_bytes"] - base["peak_mapped_bytes"]) // PG, peak,
+             "peak mapped pages")
+    check_eq((n["leaked_mapped_bytes"] - base["leaked_mapped_bytes"]) % PG, 0,
+             "whole pages")
+    check_eq((n["leaked_mapped_bytes"] - base["leaked_mapped_bytes"]) // PG, left,
+             "pages still mapped at exit")
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_mapped_thread_arena_not_counted(tmp, path):
+    n, base, t = delta("mapped", "arena", path)
+    root = root_pid(t.events)
+    # glibc reserved the thread's arena PROT_NONE, inside malloc
+    resv = [e for e in of_type(t.events, "mmap")
+            if e["pid"] == root and e["tid"] != root and e["prot"] == 0]
+    check_eq([(e.get("allocator"), e["len"] >= 64 * MIB) for e in resv], [(True, True)],
+             "the arena's reservation: one PROT_NONE mapping of 64 MiB or more, the allocator's")
+    check_true(any(e["pid"] == root and e["tid"] != root and e["prot"] == 3
+                   for e in of_type(t.events, "mprotect")),
+               "glibc made part of the arena accessible")
+    check_eq(n["peak_mapped_bytes"] - base["peak_mapped_bytes"], 1 * MIB,
+             "peak mapped: the thread's 1 MiB stack, not the arena")
+
+
+def test_mapped_no_allocators(tmp):
+    """Without allocator probes every anonymous mapping is the program's:
+    glibc's mapping of the block counts (nothing counts it as heap)."""
+    opts = ("--no-allocators",)
+    n, base, _ = delta("mapped", "basic", "uprobes", opts, expect_path="")
+    check_eq(n["peak_heap_bytes"], 0, "no heap without the probes")
+    check_eq(n["peak_mapped_bytes"] - base["leaked_mapped_bytes"], 64 * MIB + 100 * MIB + PG,
+             "peak mapped: glibc's 100 MiB + 1 page mapping and the 64 MiB one")
+    check_eq(n["leaked_mapped_bytes"] - base["leaked_mapped_bytes"], 64 * MIB,
+             "left at exit: the 64 MiB mapping")
