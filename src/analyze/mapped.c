@@ -85,8 +85,7 @@ int mapped_cut(struct mapped_set *s, uint64_t start, uint64_t end)
 	return 0;
 }
 
-int mapped_add(struct mapped_set *s, uint64_t start, uint64_t end, bool accessible,
-	       uint64_t stack)
+int mapped_add(struct mapped_set *s, uint64_t start, uint64_t end, bool accessible, uint64_t stack)
 {
 	uint64_t at;
 
@@ -154,7 +153,8 @@ cut_new:
 	if (mapped_cut(s, new, new + new_len))
 		goto out;
 	for (uint64_t i = 0; i < n; i++)
-		if (mapped_add(s, moved[i].start, moved[i].end, moved[i].accessible, moved[i].stack))
+		if (mapped_add(s, moved[i].start, moved[i].end, moved[i].accessible,
+			       moved[i].stack))
 			goto out;
 	if (grow_owned && new_len > old_len &&
 	    mapped_add(s, new + old_len, new + new_len, tail.accessible, tail.stack))

@@ -30,8 +30,7 @@ struct mapped_set {
 /* Callers zero the set to initialise it. */
 
 /* Adds [start, end) (replacing what lay there, as MAP_FIXED does).  0 or -ENOMEM. */
-int mapped_add(struct mapped_set *s, uint64_t start, uint64_t end, bool accessible,
-	       uint64_t stack);
+int mapped_add(struct mapped_set *s, uint64_t start, uint64_t end, bool accessible, uint64_t stack);
 
 /* Removes what lies in [start, end) (munmap, or a mapping not the program's over it). 0 or -ENOMEM. */
 int mapped_cut(struct mapped_set *s, uint64_t start, uint64_t end);

@@ -88,7 +88,9 @@ static const struct cmd_help commands[] = {
 	  "                        PCT percent of its BASE value (exactly PCT passes)\n"
 	  "      --metric NAME     gate on NAME only (repeatable; default all):\n"
 	  "                        peak_heap_bytes, total_allocated_bytes, alloc_count,\n"
-	  "                        leaked_bytes, peak_rss_bytes, peak_physical_bytes\n"
+	  "                        leaked_bytes, peak_rss_bytes, peak_physical_bytes,\n"
+	  "                        peak_mapped_bytes, peak_memory_bytes, mapped_count,\n"
+	  "                        leaked_mapped_bytes\n"
 	  "  -h, --help            this help\n"
 	  "Exit status: 0, 1 on a regression or an unreadable file, 2 on usage errors.\n" },
 	{ "export", "write a run for Perfetto, a spreadsheet or pprof",

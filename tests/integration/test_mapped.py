@@ -4,10 +4,12 @@ anonymous private mappings counted beside its heap blocks, the allocator's
 mappings not, followed to the page through mprotect, munmap, mremap,
 MAP_FIXED and brk.  Each run of fixtures/mapped is compared with the same
 binary's run of mode `none` on the same path (what ld.so and libc map)."""
+import json
+
 import pytest
 
-from mtlib import (check_eq, check_true, fixture, of_type, require, root_pid,
-                   shared_track, track)
+from mtlib import (MEMTRACK, check_eq, check_true, fixture, of_type, require, root_pid,
+                   run, shared_track, track)
 
 MIB = 1024 * 1024
 PG = 4096
@@ -119,3 +121,58 @@ def test_mapped_no_allocators(tmp):
              "peak mapped: glibc's 100 MiB + 1 page mapping and the 64 MiB one")
     check_eq(n["leaked_mapped_bytes"] - base["leaked_mapped_bytes"], 64 * MIB,
              "left at exit: the 64 MiB mapping")
+
+
+def peak_anon_rss(evs):
+    """The tree's most anonymous resident bytes at once, from the rss records."""
+    anon, peak = {}, 0
+    for e in evs:
+        if e["type"] == "rss":
+            anon[e["pid"]] = e["anon"]
+            peak = max(peak, sum(anon.values()))
+        elif e["type"] == "exit":
+            anon.pop(e["pid"], None)
+    return peak
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_mapped_python3_objects(tmp, path):
+    """CPython keeps its small objects in pymalloc arenas it maps itself:
+    memory (heap + mapped) follows the anonymous RSS, the heap alone does
+    not (docs/METRICS.md "Mapped memory"; measured: 1.01 of it)."""
+    t = track(tmp, ["python3", "-c", "x = [str(i) * 3 for i in range(1000000)]"],
+              opts=PATHS[path])
+    r = t.report
+    rss = peak_anon_rss(t.events)
+    require(rss > 50 * MIB, "python3's anonymous RSS peaked above 50 MiB (%d)" % rss)
+    check_true(abs(r["peak_memory_bytes"] - rss) <= rss // 10,
+               "peak memory %d within 10%% of the peak anonymous RSS %d"
+               % (r["peak_memory_bytes"], rss))
+    check_true(r["peak_heap_bytes"] < rss // 2, "the heap alone is a fraction of it")
+
+
+def test_mapped_diff_and_text_report(tmp):
+    """diff has the four metrics, tree and per process; the text report
+    prints them."""
+    base, new = (mapped_run("mapped", m, "in-process") for m in ("none", "basic"))
+    p = run([MEMTRACK, "diff", "--json", base.artifact.path, new.artifact.path])
+    check_eq((p.rc, p.stderr), (0, ""), "diff --json (rc, stderr)")
+    d = json.loads(p.stdout)
+    for key in ("peak_mapped_bytes", "peak_memory_bytes", "mapped_count",
+                "leaked_mapped_bytes"):
+        m = d["metrics"][key]
+        check_eq((m["base"], m["new"]), (base.report[key], new.report[key]),
+                 "diff's %s (base, new) are report's" % key)
+        q = d["processes"][0]["metrics"][key]
+        check_eq((q["base"], q["new"]), (m["base"], m["new"]), "the process's %s" % key)
+    check_eq(d["metrics"]["leaked_mapped_bytes"]["change"], 64 * MIB,
+             "leaked_mapped_bytes change: the 64 MiB mapping")
+    p = run([MEMTRACK, "diff", base.artifact.path, new.artifact.path, "--fail-above", "50",
+             "--metric", "peak_mapped_bytes"])
+    check_eq(p.rc, 1, "diff --fail-above 50 --metric peak_mapped_bytes: a regression")
+    p = run([MEMTRACK, "report", new.artifact.path])
+    r = new.report
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith(("peak mapped:", "peak memory:"))]
+    check_eq(len(lines), 2, "the text report's mapped and memory lines")
+    check_true(lines and "%d mappings" % r["mapped_count"] in lines[0],
+               "the mapped line counts the mappings: %r" % lines)
