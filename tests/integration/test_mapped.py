@@ -4,7 +4,9 @@ anonymous private mappings counted beside its heap blocks, the allocator's
 mappings not, followed to the page through mprotect, munmap, mremap,
 MAP_FIXED and brk.  Each run of fixtures/mapped is compared with the same
 binary's run of mode `none` on the same path (what ld.so and libc map)."""
+import csv
 import json
+import re
 
 import pytest
 
@@ -176,3 +178,34 @@ def test_mapped_diff_and_text_report(tmp):
     check_eq(len(lines), 2, "the text report's mapped and memory lines")
     check_true(lines and "%d mappings" % r["mapped_count"] in lines[0],
                "the mapped line counts the mappings: %r" % lines)
+
+
+def test_mapped_exports_and_timeline(tmp):
+    """CSV and Perfetto carry mapped memory; the timeline draws heap +
+    mapped with its peak labelled."""
+    t = mapped_run("mapped", "basic", "in-process")
+    r = t.report
+    out = tmp / "series.csv"
+    p = run([MEMTRACK, "export", "--format=csv", t.artifact.path, "-o", out])
+    require((p.rc, p.stderr) == (0, ""), "export csv: " + p.describe())
+    rows = list(csv.DictReader(out.open()))
+    check_eq(max(int(x["tree_mapped_bytes"]) for x in rows), r["peak_mapped_bytes"],
+             "tree_mapped_bytes maximum == report's peak_mapped_bytes")
+    check_eq(max(int(x["tree_mapped_bytes"]) + int(x["tree_heap_bytes"]) for x in rows),
+             r["peak_memory_bytes"], "heap + mapped maximum == report's peak_memory_bytes")
+    check_eq(int(rows[-1]["tree_mapped_bytes"]), 0, "nothing mapped after the exit")
+    out = tmp / "trace.json"
+    p = run([MEMTRACK, "export", "--format=perfetto", t.artifact.path, "-o", out])
+    require((p.rc, p.stderr) == (0, ""), "export perfetto: " + p.describe())
+    mapped = [e["args"]["bytes"] for e in json.loads(out.read_text())["traceEvents"]
+              if e["ph"] == "C" and e["name"] == "mapped"]
+    check_eq(max(mapped) if mapped else None, r["peak_mapped_bytes"],
+             "the mapped counter track's maximum")
+    page = tmp / "timeline.svg"
+    p = run([MEMTRACK, "report", t.artifact.path, "--svg", page])
+    require(p.rc == 0, "report --svg: " + p.describe())
+    labels = dict(re.findall(r'<g class="peak-label" data-series="(\w+)" data-bytes="(\d+)"',
+                             page.read_text()))
+    check_eq(int(labels.get("memory", -1)), r["peak_memory_bytes"], "the memory peak label")
+    check_true('data-series="memory"' in page.read_text().replace(
+        'class="peak-label" data-series="memory"', ""), "the memory series is drawn")
