@@ -113,6 +113,23 @@ static void live_release(struct live_table *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/*
+ * A mapping made at @stack gained or lost @bytes: its call site's memory.
+ * Out of memory for a new site, the bytes go unattributed (the totals keep them).
+ */
+static void mapped_site_account(void *ctx, uint64_t stack, uint64_t bytes, bool add)
+{
+	struct analysis *a = ctx;
+	struct site *s = site_get(&a->sites, stack);
+
+	if (!s)
+		return;
+	if (add)
+		site_mem_add(&a->sites, s, bytes);
+	else
+		site_mem_sub(&a->sites, s, bytes);
+}
+
 /* ---- processes ---------------------------------------------------------- */
 
 static bool proc_has(const void *ctx, uint64_t pos, const void *pid)
@@ -164,6 +181,8 @@ static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 	p = &a->procs[a->nprocs];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
+	p->mapped.account = mapped_site_account;
+	p->mapped.ctx = a;
 	hash_index_add(&a->pid_index, mix64(pid), a->nprocs++);
 	return p;
 }
@@ -189,6 +208,7 @@ static void memory_peaks(struct analysis *a, struct proc_summary *p, uint64_t ts
 	if (tree > a->peak_memory_bytes) {
 		a->peak_memory_bytes = tree;
 		a->peak_memory_ts = ts;
+		site_table_new_memory_peak(&a->sites);
 	}
 	if (mine > p->peak_memory_bytes)
 		p->peak_memory_bytes = mine;

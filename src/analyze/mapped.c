@@ -10,6 +10,18 @@ static uint64_t range_bytes(const struct map_range *r)
 	return r->accessible ? r->end - r->start : 0;
 }
 
+/* @r's accessible bytes join (@add) or leave the set's count. */
+static void credit(struct mapped_set *s, const struct map_range *r, bool add)
+{
+	uint64_t b = range_bytes(r);
+
+	if (!b)
+		return;
+	s->bytes = add ? s->bytes + b : s->bytes - b;
+	if (s->account)
+		s->account(s->ctx, r->stack, b, add);
+}
+
 /* The first range whose end lies above @x (s->n if none). */
 static uint64_t first_ending_above(const struct mapped_set *s, uint64_t x)
 {
@@ -79,7 +91,7 @@ int mapped_cut(struct mapped_set *s, uint64_t start, uint64_t end)
 	if (bound(s, start, end, &lo, &hi))
 		return -ENOMEM;
 	for (uint64_t i = lo; i < hi; i++)
-		s->bytes -= range_bytes(&s->r[i]);
+		credit(s, &s->r[i], false);
 	memmove(&s->r[lo], &s->r[hi], (s->n - hi) * sizeof(*s->r));
 	s->n -= hi - lo;
 	return 0;
@@ -97,7 +109,7 @@ int mapped_add(struct mapped_set *s, uint64_t start, uint64_t end, bool accessib
 	if (insert_slot(s, at))
 		return -ENOMEM;
 	s->r[at] = (struct map_range){ start, end, stack, accessible };
-	s->bytes += range_bytes(&s->r[at]);
+	credit(s, &s->r[at], true);
 	return 0;
 }
 
@@ -110,9 +122,9 @@ int mapped_protect(struct mapped_set *s, uint64_t start, uint64_t end, bool acce
 	if (bound(s, start, end, &lo, &hi))
 		return -ENOMEM;
 	for (uint64_t i = lo; i < hi; i++) {
-		s->bytes -= range_bytes(&s->r[i]);
+		credit(s, &s->r[i], false);
 		s->r[i].accessible = accessible;
-		s->bytes += range_bytes(&s->r[i]);
+		credit(s, &s->r[i], true);
 	}
 	return 0;
 }
@@ -169,13 +181,15 @@ uint64_t mapped_clear(struct mapped_set *s)
 {
 	uint64_t bytes = s->bytes;
 
+	for (uint64_t i = 0; i < s->n; i++)
+		credit(s, &s->r[i], false);
 	s->n = 0;
-	s->bytes = 0;
 	return bytes;
 }
 
 void mapped_release(struct mapped_set *s)
 {
 	free(s->r);
-	memset(s, 0, sizeof(*s));
+	s->r = NULL;
+	s->n = s->cap = s->bytes = 0;
 }

@@ -21,13 +21,18 @@ struct map_range {
 	bool accessible;     /* prot other than PROT_NONE: counted */
 };
 
+/* Told of every change of accessible bytes, by the stack of the range. */
+typedef void mapped_account(void *ctx, uint64_t stack, uint64_t bytes, bool add);
+
 struct mapped_set {
 	struct map_range *r; /* owned; sorted by start, disjoint */
 	uint64_t n, cap;
-	uint64_t bytes; /* accessible bytes: the process's mapped memory */
+	uint64_t bytes;		 /* accessible bytes: the process's mapped memory */
+	mapped_account *account; /* NULL: none */
+	void *ctx;		 /* borrowed, for account */
 };
 
-/* Callers zero the set to initialise it. */
+/* Callers zero the set to initialise it (and may set account, ctx). */
 
 /* Adds [start, end) (replacing what lay there, as MAP_FIXED does).  0 or -ENOMEM. */
 int mapped_add(struct mapped_set *s, uint64_t start, uint64_t end, bool accessible, uint64_t stack);

@@ -13,6 +13,7 @@ static const char *const titles[SITE_NMETRICS] = {
 	"allocations",
 	"allocated bytes",
 	"leaked bytes",
+	"memory (heap + mapped bytes at the tree's memory peak)",
 };
 
 static void print_frames_text(const struct site_frame *f, int n, uint64_t stack)
@@ -46,10 +47,14 @@ static void print_site_text(int rank, const struct site *s, const struct site_fr
 {
 	char b1[32], b2[32], b3[32];
 
-	printf("  #%d  %s at peak, %llu allocations, %s allocated, %llu leaked (%s)  stack %llu\n",
+	char b4[32];
+
+	printf("  #%d  %s at peak, %llu allocations, %s allocated, %llu leaked (%s), %s memory"
+	       "  stack %llu\n",
 	       rank, human_bytes(s->peak_bytes, b1, sizeof(b1)), (unsigned long long)s->allocs,
 	       human_bytes(s->allocated_bytes, b2, sizeof(b2)), (unsigned long long)s->leaked_count,
-	       human_bytes(s->leaked_bytes, b3, sizeof(b3)), (unsigned long long)s->stack);
+	       human_bytes(s->leaked_bytes, b3, sizeof(b3)),
+	       human_bytes(s->mem_peak, b4, sizeof(b4)), (unsigned long long)s->stack);
 	print_frames_text(f, n, s->stack);
 }
 
@@ -60,11 +65,12 @@ static void print_site_json(const struct site *s, const struct site_frame *f, in
 	char name[128];
 
 	printf("{\"stack\":%llu,\"peak_bytes\":%llu,\"alloc_count\":%llu,\"allocated_bytes\":%llu"
-	       ",\"leaked_count\":%llu,\"leaked_bytes\":%llu,\"truncated\":%s,\"frames\":[",
+	       ",\"leaked_count\":%llu,\"leaked_bytes\":%llu,\"memory_bytes\":%llu"
+	       ",\"truncated\":%s,\"frames\":[",
 	       (unsigned long long)s->stack, (unsigned long long)s->peak_bytes,
 	       (unsigned long long)s->allocs, (unsigned long long)s->allocated_bytes,
 	       (unsigned long long)s->leaked_count, (unsigned long long)s->leaked_bytes,
-	       stack && stack->truncated ? "true" : "false");
+	       (unsigned long long)s->mem_peak, stack && stack->truncated ? "true" : "false");
 	for (int i = 0; i < n; i++) {
 		printf("%s{\"function\":", i ? "," : "");
 		json_print_string(stdout, site_frame_name(&f[i], name, sizeof(name)));

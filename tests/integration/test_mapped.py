@@ -209,3 +209,21 @@ def test_mapped_exports_and_timeline(tmp):
     check_eq(int(labels.get("memory", -1)), r["peak_memory_bytes"], "the memory peak label")
     check_true('data-series="memory"' in page.read_text().replace(
         'class="peak-label" data-series="memory"', ""), "the memory series is drawn")
+
+
+def test_mapped_python3_top_memory_site(tmp):
+    """report --top: the site holding the most memory at its peak is the
+    pymalloc arena mapping made for the strings the program builds."""
+    t = track(tmp, ["python3", "-c", "x = [str(i) * 3 for i in range(1000000)]"],
+              opts=["--stacks"])
+    p = run([MEMTRACK, "report", t.artifact.path, "--top", "3", "--json"])
+    require(p.rc == 0, "report --top: " + p.describe())
+    d = json.loads(p.stdout)
+    top = d["top"]["memory"]
+    require(top, "no memory ranking")
+    funcs = [f["function"] for f in top[0]["frames"]]
+    check_true("PyUnicode_New" in funcs, "the top memory site built strings: %r" % funcs[:12])
+    check_eq(top[0]["alloc_count"], 0, "it is a mapping site (no heap allocations)")
+    check_true(top[0]["memory_bytes"] > d["peak_memory_bytes"] // 2,
+               "it holds most of the memory at the peak (%d of %d)"
+               % (top[0]["memory_bytes"], d["peak_memory_bytes"]))
