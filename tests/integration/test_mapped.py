@@ -5,6 +5,9 @@ mappings not, followed to the page through mprotect, munmap, mremap,
 MAP_FIXED and brk.  Each run of fixtures/mapped is compared with the same
 binary's run of mode `none` on the same path (what ld.so and libc map)."""
 import csv
+import os
+import shutil
+import subprocess
 import json
 import re
 
@@ -14,6 +17,7 @@ from mtlib import (MEMTRACK, check_eq, check_true, fixture, of_type, require, ro
                    run, shared_track, track)
 
 MIB = 1024 * 1024
+DEBIAN_PYTHON = "/usr/bin/python3"  # Debian's (python3 on PATH may be another build)
 PG = 4096
 PATHS = {"in-process": [], "uprobes": ["--no-fast"]}
 KEYS = ("peak_heap_bytes", "peak_mapped_bytes", "peak_memory_bytes", "mapped_count",
@@ -125,6 +129,11 @@ def test_mapped_no_allocators(tmp):
              "left at exit: the 64 MiB mapping")
 
 
+def require_python():
+    if not os.access(DEBIAN_PYTHON, os.X_OK):
+        pytest.skip("no %s (Debian's python3 package)" % DEBIAN_PYTHON)
+
+
 def peak_anon_rss(evs):
     """The tree's most anonymous resident bytes at once, from the rss records."""
     anon, peak = {}, 0
@@ -141,8 +150,9 @@ def peak_anon_rss(evs):
 def test_mapped_python3_objects(tmp, path):
     """CPython keeps its small objects in pymalloc arenas it maps itself:
     memory (heap + mapped) follows the anonymous RSS, the heap alone does
-    not (docs/METRICS.md "Mapped memory"; measured: 1.01 of it)."""
-    t = track(tmp, ["python3", "-c", "x = [str(i) * 3 for i in range(1000000)]"],
+    not (docs/METRICS.md "Mapped memory"; measured: 1.005 to 1.02 of it)."""
+    require_python()
+    t = track(tmp, [DEBIAN_PYTHON, "-c", "x = [str(i) * 3 for i in range(1000000)]"],
               opts=PATHS[path])
     r = t.report
     rss = peak_anon_rss(t.events)
@@ -214,7 +224,8 @@ def test_mapped_exports_and_timeline(tmp):
 def test_mapped_python3_top_memory_site(tmp):
     """report --top: the site holding the most memory at its peak is the
     pymalloc arena mapping made for the strings the program builds."""
-    t = track(tmp, ["python3", "-c", "x = [str(i) * 3 for i in range(1000000)]"],
+    require_python()
+    t = track(tmp, [DEBIAN_PYTHON, "-c", "x = [str(i) * 3 for i in range(1000000)]"],
               opts=["--stacks"])
     p = run([MEMTRACK, "report", t.artifact.path, "--top", "3", "--json"])
     require(p.rc == 0, "report --top: " + p.describe())
@@ -222,8 +233,41 @@ def test_mapped_python3_top_memory_site(tmp):
     top = d["top"]["memory"]
     require(top, "no memory ranking")
     funcs = [f["function"] for f in top[0]["frames"]]
-    check_true("PyUnicode_New" in funcs, "the top memory site built strings: %r" % funcs[:12])
+    # Debian's python3.11 keeps the names of its exported functions only:
+    # the arena's mmap is called from inside the interpreter binary, under
+    # the evaluation loop running the list comprehension
+    check_true(top[0]["frames"] and (top[0]["frames"][0]["object"] or "").startswith(
+        "/usr/bin/python3"), "the mapping is made by the interpreter: %r" % top[0]["frames"][:1])
+    check_true("_PyEval_EvalFrameDefault" in funcs and "PyRun_SimpleStringFlags" in funcs,
+               "the top memory site runs the -c program: %r" % funcs[:16])
     check_eq(top[0]["alloc_count"], 0, "it is a mapping site (no heap allocations)")
     check_true(top[0]["memory_bytes"] > d["peak_memory_bytes"] // 2,
                "it holds most of the memory at the peak (%d of %d)"
                % (top[0]["memory_bytes"], d["peak_memory_bytes"]))
+
+
+GO_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "go",
+                      "alloc200.go")
+
+
+def test_mapped_go_slices(tmp):
+    """A Go program's heap is mapped memory: no malloc, 200 MiB of slices."""
+    go = shutil.which("go")
+    if not go:
+        pytest.skip("no go (Debian's golang-go; scripts/bootstrap.sh installs it)")
+    exe = tmp / "alloc200"
+    env = dict(os.environ, GOCACHE=str(tmp / "gocache"), GO111MODULE="off", HOME=str(tmp))
+    b = subprocess.run([go, "build", "-o", str(exe), GO_SRC], env=env, capture_output=True,
+                       text=True, timeout=300)
+    require(b.returncode == 0, "go build: %s" % b.stderr)
+    t = track(tmp, [exe])
+    line = t.stdout.split()
+    stats = dict(zip(line[0::2], (int(v) for v in line[1::2])))
+    r = t.report
+    check_eq(r["peak_heap_bytes"], 0, "no heap blocks: Go does not call malloc")
+    check_true(r["peak_memory_bytes"] >= stats["HeapAlloc"] >= 200 * MIB,
+               "peak memory %d holds the runtime's live heap %d"
+               % (r["peak_memory_bytes"], stats["HeapAlloc"]))
+    check_true(r["peak_memory_bytes"] <= 2 * stats["Sys"],
+               "peak memory %d is of the order of the runtime's Sys %d"
+               % (r["peak_memory_bytes"], stats["Sys"]))
