@@ -18,6 +18,12 @@ void analysis_init(struct analysis *a)
 	memset(a, 0, sizeof(*a));
 }
 
+void analysis_set_page_size(struct analysis *a, uint64_t bytes)
+{
+	if (bytes >= 4096 && bytes <= (1u << 20) && !(bytes & (bytes - 1)))
+		a->page_size = bytes;
+}
+
 /* ---- live blocks of one process ----------------------------------------- */
 
 /*
@@ -319,7 +325,7 @@ static uint64_t end_of(const struct analysis *a, uint64_t start, uint64_t len)
 {
 	uint64_t end = start + page_up(a, len);
 
-	return end < start ? UINT64_MAX & ~(uint64_t)4095 : end;
+	return end < start ? page_up(a, UINT64_MAX) : end;
 }
 
 /* An anonymous private mapping the program made itself (not an allocator call). */

@@ -129,6 +129,13 @@ struct analysis {
 
 void analysis_init(struct analysis *a);
 
+/*
+ * The page size mapped memory rounds to: the artifact header's @bytes when
+ * it is a power of two from 4096 to 1 MiB (anything else, a crafted
+ * header's, leaves 4096).
+ */
+void analysis_set_page_size(struct analysis *a, uint64_t bytes);
+
 /* Folds one event in.  Returns 0 or -ENOMEM (the event is then lost). */
 int analysis_add(struct analysis *a, const struct mt_event *ev);
 

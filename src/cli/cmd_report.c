@@ -453,6 +453,8 @@ int cmd_report(int argc, char **argv)
 	stack_table_init(&r.stacks);
 	r.a.heap_off = mt_reader__header(rd)->flags & MT_HDR_START_DISABLED;
 	section_init(&sec, from, to);
+	analysis_set_page_size(&r.a, mt_reader__header(rd)->page_size);
+	analysis_set_page_size(&sec.a, mt_reader__header(rd)->page_size);
 	if (html || svg) {
 		tl = timeline__new(mt_reader__header(rd)->start_ns, per_process);
 		if (!tl) {
