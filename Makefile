@@ -61,6 +61,7 @@ FIXTURE_CXX_SRCS := $(wildcard tests/fixtures/*.cc)
 FIXTURE_BINS := $(patsubst tests/fixtures/%.c,$(OUT)/fixtures/%,$(FIXTURE_SRCS)) \
 		$(patsubst tests/fixtures/%.cc,$(OUT)/fixtures/%,$(FIXTURE_CXX_SRCS)) \
 		$(OUT)/fixtures/alloc_jemalloc_static $(OUT)/fixtures/server_static \
+		$(OUT)/fixtures/mapped_jemalloc $(OUT)/fixtures/mapped_mimalloc \
 		$(OUT)/fixtures/alloc_rust_system $(OUT)/fixtures/alloc_rust_jemalloc
 # tests/fixtures/lib/NAME.c -> $(OUT)/fixtures/libNAME.so (preloaded or linked by fixtures)
 FIXTURE_LIB_SRCS := $(wildcard tests/fixtures/lib/*.c)
@@ -204,6 +205,12 @@ $(OUT)/fixtures/server_static: tests/fixtures/server.c tests/fixtures/marker.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall -static -DSERVER_STATIC $< -o $@ -lpthread
+
+# mapped.c linked with another malloc (test_mapped.py): its mappings are its own
+$(OUT)/fixtures/mapped_jemalloc $(OUT)/fixtures/mapped_mimalloc: $(OUT)/fixtures/mapped_%: tests/fixtures/mapped.c tests/fixtures/marker.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -O0 -g -std=gnu11 -D_GNU_SOURCE -Wall $< -o $@ -l$* -lpthread
 
 STK_CFLAGS := -O2 -g -std=gnu11 -D_GNU_SOURCE -Wall -fno-optimize-sibling-calls
 STK_CFLAGS_fp := -fno-omit-frame-pointer

@@ -42,10 +42,12 @@
 #define MT_PROC_ADOPT_MM 4u
 
 /*
- * The marker syscall of the handover: prctl(MT_FAST_PRCTL, MT_FAST_VERSION),
- * an option no kernel knows (it fails with EINVAL).  fast.bpf.c sees it at
- * sys_enter and sets MT_PROC_FAST, so calls before it are BPF's and calls
- * after it the library's.
+ * The marker syscall of the handover: prctl(MT_FAST_PRCTL, MT_FAST_VERSION,
+ * depth_offset), an option no kernel knows (it fails with EINVAL).
+ * fast.bpf.c sees it at sys_enter and sets MT_PROC_FAST, so calls before it
+ * are BPF's and calls after it the library's.  depth_offset: where the
+ * library's per-thread allocator-call depth lies, bytes from the thread
+ * pointer (0: not given); vm.bpf.c reads it at mmap and brk.
  */
 #define MT_FAST_PRCTL 0x4d544601u
 /* 2: the ring's memfd is sealed (fast_ring.h) */
@@ -55,6 +57,8 @@
 struct tracked_proc {
 	__u32 ppid;  /* tgid of the parent in the tree, 0 for the root */
 	__u32 flags; /* MT_PROC_* */
+	/* MT_PROC_FAST: the library's depth word, from the thread pointer (the marker's) */
+	__s64 fast_depth_off;
 };
 
 /*

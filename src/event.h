@@ -58,7 +58,8 @@
 	X(STACK, 20, "stack", NULL, 0)         /* one deduplicated stack */ \
 	/* the in-process heap path (--fast, src/record/fast_drain.c) */    \
 	X(FAST, 21, "fast", NULL, 0)           /* heap calls in-process */  \
-	X(REFUSED, 22, "refused", NULL, 0)     /* what its ring lied about */
+	X(REFUSED, 22, "refused", NULL, 0)     /* what its ring lied about */ \
+	X(MPROTECT, 23, "mprotect", NULL, 0)   /* the mapping syscalls again */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
@@ -99,7 +100,7 @@
 	F(MREMAP_OLD_LEN, "old_len", UINT)                                  \
 	F(MREMAP_FLAGS, "flags", UINT)
 #define MT_FIELDS_BRK(F)                                                    \
-	F(BRK_ADDR, "addr", ADDR)              /* the new program break */
+	F(BRK_ADDR, "addr", ADDR)              /* the break after the call */
 #define MT_FIELDS_FORK(F)                                                   \
 	F(FORK_PARENT, "parent", UINT)         /* tgid */                   \
 	F(FORK_CHILD, "child", UINT)           /* tgid, or tid of a thread */ \
@@ -134,6 +135,10 @@
 #define MT_FIELDS_REFUSED(F)                                                \
 	F(REFUSED_RECORDS, "records", UINT)    /* ring records refused */   \
 	F(REFUSED_CUT, "cut", UINT)            /* 1: the ring lied, unread since */
+#define MT_FIELDS_MPROTECT(F)                                               \
+	F(MPROTECT_ADDR, "addr", UINT)         /* UINT: a new type (FORMAT.md §5.3) */ \
+	F(MPROTECT_LEN, "len", UINT)                                        \
+	F(MPROTECT_PROT, "prot", UINT)
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
@@ -307,6 +312,12 @@ MT_RECORD_TYPES(MT_X_TYPE_FITS)
  * SIGSTOP: userspace must attach what the task needs, then SIGCONT it.
  */
 #define MT_REC_PARKED 0x8000u
+/*
+ * fn of an MMAP or BRK record made while the thread was inside an allocator
+ * call (vm.bpf.c): the allocator's memory, which its heap blocks account
+ * for, not the program's own mapped memory (docs/METRICS.md).
+ */
+#define MT_REC_ALLOCATOR 0x4000u
 
 /* Flags of a FORK record (field 2). */
 #define MT_FORK_THREAD 1u /* clone with CLONE_THREAD */

@@ -19,6 +19,12 @@ void analysis_init(struct analysis *a)
 	memset(a, 0, sizeof(*a));
 }
 
+void analysis_set_page_size(struct analysis *a, uint64_t bytes)
+{
+	if (bytes >= 4096 && bytes <= (1u << 20) && !(bytes & (bytes - 1)))
+		a->page_size = bytes;
+}
+
 /* ---- live blocks of one process ----------------------------------------- */
 
 /*
@@ -112,6 +118,23 @@ static void live_release(struct live_table *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/*
+ * A mapping made at @stack gained or lost @bytes: its call site's memory.
+ * Out of memory for a new site, the bytes go unattributed (the totals keep them).
+ */
+static void mapped_site_account(void *ctx, uint64_t stack, uint64_t bytes, bool add)
+{
+	struct analysis *a = ctx;
+	struct site *s = site_get(&a->sites, stack);
+
+	if (!s)
+		return;
+	if (add)
+		site_mem_add(&a->sites, s, bytes);
+	else
+		site_mem_sub(&a->sites, s, bytes);
+}
+
 /* ---- processes ---------------------------------------------------------- */
 
 static bool proc_has(const void *ctx, uint64_t pos, const void *pid)
@@ -163,6 +186,8 @@ static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 	p = &a->procs[a->nprocs];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
+	p->mapped.account = mapped_site_account;
+	p->mapped.ctx = a;
 	hash_index_add(&a->pid_index, mix64(pid), a->nprocs++);
 	return p;
 }
@@ -178,6 +203,20 @@ static struct site *site_release(struct analysis *a, const struct live_slot *s)
 	if (site)
 		site_live_sub(&a->sites, site, s->size);
 	return site;
+}
+
+/* Heap plus mapped memory: new peaks, the tree's and @p's. */
+static void memory_peaks(struct analysis *a, struct proc_summary *p, uint64_t ts)
+{
+	uint64_t tree = a->live_bytes + a->mapped_bytes, mine = p->live_bytes + p->mapped.bytes;
+
+	if (tree > a->peak_memory_bytes) {
+		a->peak_memory_bytes = tree;
+		a->peak_memory_ts = ts;
+		site_table_new_memory_peak(&a->sites);
+	}
+	if (mine > p->peak_memory_bytes)
+		p->peak_memory_bytes = mine;
 }
 
 /* Removes the block at @addr of @p; returns whether it was live. */
@@ -237,6 +276,7 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 	p->live_bytes += size;
 	if (p->live_bytes > p->peak_heap_bytes)
 		p->peak_heap_bytes = p->live_bytes;
+	memory_peaks(a, p, ev->h.ts);
 	return 0;
 }
 
@@ -264,6 +304,113 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p, uint64_t end_
 		p->live_bytes -= s->size;
 	}
 	live_release(&p->live);
+}
+
+/* ---- mapped memory ------------------------------------------------------ */
+
+#define MAP_SHARED_BITS 0x03u /* MAP_SHARED, MAP_SHARED_VALIDATE */
+#define MAP_PRIVATE_BIT 0x02u
+#define MAP_ANONYMOUS_BIT 0x20u
+#define PROT_ACCESS 0x07u /* PROT_READ | PROT_WRITE | PROT_EXEC */
+#define MREMAP_DONTUNMAP 4u
+
+static uint64_t page_up(const struct analysis *a, uint64_t x)
+{
+	uint64_t ps = a->page_size ? a->page_size : 4096;
+
+	return x + (ps - 1) < x ? x & ~(ps - 1) : (x + ps - 1) & ~(ps - 1);
+}
+
+/* [start, start + len) in pages, clamped at the top of the address space. */
+static uint64_t end_of(const struct analysis *a, uint64_t start, uint64_t len)
+{
+	uint64_t end = start + page_up(a, len);
+
+	return end < start ? page_up(a, UINT64_MAX) : end;
+}
+
+/* An anonymous private mapping the program made itself (not an allocator call). */
+static bool is_own_mapping(const struct mt_event *ev)
+{
+	uint64_t flags = ev->f[MMAP_FLAGS];
+
+	return (flags & MAP_ANONYMOUS_BIT) && (flags & MAP_SHARED_BITS) == MAP_PRIVATE_BIT &&
+	       !(ev->h.fn & MT_REC_ALLOCATOR);
+}
+
+/* The break moved to @addr: growth of the program's own is its mapped memory. */
+static int brk_move(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
+{
+	uint64_t brk = page_up(a, ev->f[BRK_ADDR]);
+	int err = 0;
+
+	if (!p->brk_known) { /* the first break seen: where changes start from */
+		p->brk_known = true;
+		p->brk = brk;
+		return 0;
+	}
+	if (brk > p->brk && !(ev->h.fn & MT_REC_ALLOCATOR))
+		err = mapped_add(&p->mapped, p->brk, brk, true, 0);
+	else if (brk < p->brk)
+		err = mapped_cut(&p->mapped, brk, p->brk);
+	p->brk = brk;
+	return err;
+}
+
+static int mapped_change(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
+{
+	const __u64 *f = ev->f;
+
+	switch (ev->h.type) {
+	case MT_MMAP:
+		if (!is_own_mapping(ev)) /* over pages of ours, it replaces them (MAP_FIXED) */
+			return mapped_cut(&p->mapped, f[MMAP_ADDR],
+					  end_of(a, f[MMAP_ADDR], f[MMAP_LEN]));
+		p->mapped_count++;
+		a->mapped_count++;
+		return mapped_add(&p->mapped, f[MMAP_ADDR], end_of(a, f[MMAP_ADDR], f[MMAP_LEN]),
+				  f[MMAP_PROT] & PROT_ACCESS, ev->stack);
+	case MT_MUNMAP:
+		return mapped_cut(&p->mapped, f[MUNMAP_ADDR],
+				  end_of(a, f[MUNMAP_ADDR], f[MUNMAP_LEN]));
+	case MT_MREMAP:
+		return mapped_move(&p->mapped, f[MREMAP_OLD_ADDR], page_up(a, f[MREMAP_OLD_LEN]),
+				   f[MREMAP_NEW_ADDR], page_up(a, f[MREMAP_NEW_LEN]),
+				   f[MREMAP_FLAGS] & MREMAP_DONTUNMAP);
+	case MT_MPROTECT:
+		return mapped_protect(&p->mapped, f[MPROTECT_ADDR],
+				      end_of(a, f[MPROTECT_ADDR], f[MPROTECT_LEN]),
+				      f[MPROTECT_PROT] & PROT_ACCESS);
+	default: return brk_move(a, p, ev);
+	}
+}
+
+/* Folds a mapping record of @p in, and the totals and peaks it moves. */
+static int mapped_event(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
+{
+	uint64_t before = p->mapped.bytes;
+	int err = mapped_change(a, p, ev);
+
+	a->mapped_bytes = a->mapped_bytes - before + p->mapped.bytes;
+	if (p->mapped.bytes > p->peak_mapped_bytes)
+		p->peak_mapped_bytes = p->mapped.bytes;
+	if (a->mapped_bytes > a->peak_mapped_bytes) {
+		a->peak_mapped_bytes = a->mapped_bytes;
+		a->peak_mapped_ts = ev->h.ts;
+	}
+	memory_peaks(a, p, ev->h.ts);
+	return err;
+}
+
+/* What @p still has mapped is leaked: its image is gone (exit, exec, end). */
+static void sweep_mapped(struct analysis *a, struct proc_summary *p)
+{
+	uint64_t bytes = mapped_clear(&p->mapped);
+
+	a->mapped_bytes -= bytes;
+	p->leaked_mapped_bytes = sat_add(p->leaked_mapped_bytes, bytes);
+	a->leaked_mapped_bytes = sat_add(a->leaked_mapped_bytes, bytes);
+	p->brk_known = false;
 }
 
 /* ---- RSS and physical --------------------------------------------------- */
@@ -359,8 +506,12 @@ static int fork_child(struct analysis *a, uint32_t parent, const __u64 *f)
 		return -ENOMEM;
 	p = analysis_proc(a, parent); /* proc_get may have moved the array */
 	child->ppid = f[0];
-	if (p)
+	if (p) {
 		memcpy(child->command, p->command, sizeof(child->command));
+		/* a copy of the parent's address space: its break too (not its pages: METRICS.md) */
+		child->brk = p->brk;
+		child->brk_known = p->brk_known;
+	}
 	return 0;
 }
 
@@ -382,8 +533,14 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		heap_release(a, p, f[0]);
 		return 0;
 	case MT_FORK: return f[2] & MT_FORK_THREAD ? 0 : fork_child(a, ev->h.pid, f);
+	case MT_MMAP:
+	case MT_MUNMAP:
+	case MT_MREMAP:
+	case MT_MPROTECT:
+	case MT_BRK: return mapped_event(a, p, ev);
 	case MT_EXEC:
 		sweep_proc(a, p, ev->h.ts);
+		sweep_mapped(a, p);
 		set_command(p, ev->str);
 		p->fast_heap = false; /* a new image starts on the uprobes */
 		return 0;
@@ -395,6 +552,7 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		return 0;
 	case MT_EXIT:
 		sweep_proc(a, p, ev->h.ts);
+		sweep_mapped(a, p);
 		p->exited = true;
 		p->exit_code = (int64_t)f[0];
 		p->exit_signal = f[1];
@@ -445,8 +603,10 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 
 void analysis_finish(struct analysis *a)
 {
-	for (unsigned i = 0; i < a->nprocs; i++)
+	for (unsigned i = 0; i < a->nprocs; i++) {
 		sweep_proc(a, &a->procs[i], a->last_ts);
+		sweep_mapped(a, &a->procs[i]);
+	}
 	site_table_settle(&a->sites);
 	if (!a->heap_off && add_window(a, a->on_since, 0))
 		a->heap_off = true; /* out of memory: the open window is left out */
@@ -454,8 +614,10 @@ void analysis_finish(struct analysis *a)
 
 void analysis_release(struct analysis *a)
 {
-	for (unsigned i = 0; i < a->nprocs; i++)
+	for (unsigned i = 0; i < a->nprocs; i++) {
 		live_release(&a->procs[i].live);
+		mapped_release(&a->procs[i].mapped);
+	}
 	hash_index_release(&a->pid_index);
 	free(a->procs);
 	free(a->marks);

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "format/artifact.h"
+#include "analyze/mapped.h"
 #include "analyze/sites.h"
 #include "util/hash_index.h"
 
@@ -49,6 +50,14 @@ struct proc_summary {
 	uint32_t exit_signal;
 	char command[64];     /* basename of the last exec'd path */
 	uint64_t bad_records; /* records its --fast ring lied with, refused (REFUSED) */
+	/* mapped memory: its own anonymous private mappings (METRICS.md) */
+	struct mapped_set mapped;     /* its pages; mapped.bytes: mapped now */
+	uint64_t peak_mapped_bytes;   /* the most mapped.bytes ever was */
+	uint64_t peak_memory_bytes;   /* the most live_bytes + mapped.bytes ever was */
+	uint64_t mapped_count;	      /* mmaps of its own counted */
+	uint64_t leaked_mapped_bytes; /* still mapped at exit/exec/end */
+	uint64_t brk;		      /* the program break, page aligned */
+	bool brk_known;		      /* a brk record of this image was seen */
 };
 
 /* A `mark` record (control socket). */
@@ -83,6 +92,11 @@ struct analysis {
 	uint64_t peak_live_bytes;
 	uint64_t peak_live_ts; /* ns, when peak_live_bytes was first reached */
 	uint64_t leaked_count, leaked_bytes;
+	/* mapped memory (METRICS.md "Mapped memory"), sums over processes */
+	uint64_t mapped_bytes, peak_mapped_bytes, peak_mapped_ts;
+	uint64_t peak_memory_bytes, peak_memory_ts; /* heap + mapped at one instant */
+	uint64_t mapped_count, leaked_mapped_bytes;
+	uint64_t page_size;   /* bytes; 0: 4096 (the artifact header's, when the caller sets it) */
 	uint64_t bad_records; /* ring records refused, all processes (REFUSED) */
 	unsigned bad_procs;   /* processes with any */
 	uint64_t tree_anon, tree_file, tree_shmem; /* sums over live processes */
@@ -114,6 +128,13 @@ struct analysis {
 };
 
 void analysis_init(struct analysis *a);
+
+/*
+ * The page size mapped memory rounds to: the artifact header's @bytes when
+ * it is a power of two from 4096 to 1 MiB (anything else, a crafted
+ * header's, leaves 4096).
+ */
+void analysis_set_page_size(struct analysis *a, uint64_t bytes);
 
 /* Folds one event in.  Returns 0 or -ENOMEM (the event is then lost). */
 int analysis_add(struct analysis *a, const struct mt_event *ev);

@@ -7,7 +7,7 @@
 #include "analyze/callsites.h"
 
 static const char *const metric_names[SITE_NMETRICS] = { "peak", "allocations", "allocated",
-							 "leaked" };
+							 "leaked", "memory" };
 
 const char *site_metric_name(enum site_metric m)
 {
@@ -31,6 +31,7 @@ uint64_t site_value(const struct site *s, enum site_metric m)
 	case SITE_ALLOCATIONS: return s->allocs;
 	case SITE_ALLOCATED: return s->allocated_bytes;
 	case SITE_LEAKED: return s->leaked_bytes;
+	case SITE_MEMORY: return s->mem_peak;
 	default: return 0;
 	}
 }

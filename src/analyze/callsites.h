@@ -23,6 +23,7 @@ enum site_metric {
 	SITE_ALLOCATIONS, /* "allocations": heap allocations */
 	SITE_ALLOCATED,	  /* "allocated": bytes those requested */
 	SITE_LEAKED,	  /* "leaked": bytes never freed */
+	SITE_MEMORY, /* "memory": heap + mapped bytes from the site at the tree's memory peak */
 	SITE_NMETRICS,
 };
 

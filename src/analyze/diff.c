@@ -6,9 +6,11 @@
 #include "analyze/diff.h"
 
 static const char *const names[DIFF_NMETRICS] = {
-	[DIFF_PEAK_HEAP] = "peak_heap_bytes", [DIFF_ALLOCATED] = "total_allocated_bytes",
-	[DIFF_ALLOC_COUNT] = "alloc_count",   [DIFF_LEAKED] = "leaked_bytes",
-	[DIFF_PEAK_RSS] = "peak_rss_bytes",   [DIFF_PEAK_PHYSICAL] = "peak_physical_bytes",
+	[DIFF_PEAK_HEAP] = "peak_heap_bytes",	  [DIFF_ALLOCATED] = "total_allocated_bytes",
+	[DIFF_ALLOC_COUNT] = "alloc_count",	  [DIFF_LEAKED] = "leaked_bytes",
+	[DIFF_PEAK_RSS] = "peak_rss_bytes",	  [DIFF_PEAK_PHYSICAL] = "peak_physical_bytes",
+	[DIFF_PEAK_MAPPED] = "peak_mapped_bytes", [DIFF_PEAK_MEMORY] = "peak_memory_bytes",
+	[DIFF_MAPPED_COUNT] = "mapped_count",	  [DIFF_LEAKED_MAPPED] = "leaked_mapped_bytes",
 };
 
 const char *diff_metric_name(enum diff_metric_id id)
@@ -58,6 +60,10 @@ bool diff_tree_metric(const struct analysis *a, bool physical, enum diff_metric_
 	case DIFF_LEAKED: *out = a->leaked_bytes; return true;
 	case DIFF_PEAK_RSS: *out = a->peak_rss_bytes; return a->has_rss;
 	case DIFF_PEAK_PHYSICAL: *out = a->peak_physical_bytes; return physical;
+	case DIFF_PEAK_MAPPED: *out = a->peak_mapped_bytes; return true;
+	case DIFF_PEAK_MEMORY: *out = a->peak_memory_bytes; return true;
+	case DIFF_MAPPED_COUNT: *out = a->mapped_count; return true;
+	case DIFF_LEAKED_MAPPED: *out = a->leaked_mapped_bytes; return true;
 	default: return false;
 	}
 }
@@ -71,6 +77,10 @@ bool diff_proc_metric(const struct analysis *a, const struct proc_summary *p,
 	case DIFF_ALLOC_COUNT: *out = p->allocs; return true;
 	case DIFF_LEAKED: *out = p->leaked_bytes; return true;
 	case DIFF_PEAK_RSS: *out = p->peak_rss_bytes; return a->has_rss;
+	case DIFF_PEAK_MAPPED: *out = p->peak_mapped_bytes; return true;
+	case DIFF_PEAK_MEMORY: *out = p->peak_memory_bytes; return true;
+	case DIFF_MAPPED_COUNT: *out = p->mapped_count; return true;
+	case DIFF_LEAKED_MAPPED: *out = p->leaked_mapped_bytes; return true;
 	default: return false;
 	}
 }

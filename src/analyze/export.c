@@ -4,8 +4,9 @@
  *
  * Trace Event Format (the JSON object form Perfetto's UI and chrome://tracing
  * open): timestamps in microseconds since the recording started.  Per
- * process, counter tracks "heap" (args.bytes) and "rss" (args anon, file,
- * shmem: drawn stacked); "physical" (args.bytes) is the tree's and sits on
+ * process, counter tracks "heap" (args.bytes), "mapped" (args.bytes: its own
+ * mapped memory, docs/METRICS.md) and "rss" (args anon, file, shmem: drawn
+ * stacked); "physical" (args.bytes) is the tree's and sits on
  * the tree's first process; fork, exec and exit are process-scoped instant
  * events; process names are metadata ("M") events written at the end, when
  * every process's last command is known.
@@ -27,7 +28,8 @@ void export_begin(struct exporter *x)
 		fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", x->out);
 	else
 		fputs("time_s,pid,command,event,heap_bytes,rss_anon_bytes,rss_file_bytes,"
-		      "rss_shmem_bytes,rss_bytes,tree_heap_bytes,tree_rss_bytes,physical_bytes\n",
+		      "rss_shmem_bytes,rss_bytes,tree_heap_bytes,tree_rss_bytes,physical_bytes,"
+		      "mapped_bytes,tree_mapped_bytes\n",
 		      x->out);
 }
 
@@ -41,6 +43,12 @@ static void te_heap(struct exporter *x, uint64_t ts, const struct proc_summary *
 {
 	te_open(x, "heap", 'C', ts, p->pid);
 	fprintf(x->out, ",\"args\":{\"bytes\":%" PRIu64 "}}", p->live_bytes);
+}
+
+static void te_mapped(struct exporter *x, uint64_t ts, const struct proc_summary *p)
+{
+	te_open(x, "mapped", 'C', ts, p->pid);
+	fprintf(x->out, ",\"args\":{\"bytes\":%" PRIu64 "}}", p->mapped.bytes);
 }
 
 static void te_rss(struct exporter *x, uint64_t ts, const struct proc_summary *p)
@@ -76,6 +84,11 @@ static void perfetto_event(struct exporter *x, const struct mt_event *ev,
 	case MT_REALLOC:
 	case MT_ALIGNED_ALLOC:
 	case MT_FREE: te_heap(x, ev->h.ts, p); break;
+	case MT_MMAP:
+	case MT_MUNMAP:
+	case MT_MREMAP:
+	case MT_MPROTECT:
+	case MT_BRK: te_mapped(x, ev->h.ts, p); break;
 	case MT_RSS:
 		if (!p->exited)
 			te_rss(x, ev->h.ts, p);
@@ -88,6 +101,7 @@ static void perfetto_event(struct exporter *x, const struct mt_event *ev,
 	case MT_EXIT:
 		te_instant(x, ev);
 		te_heap(x, ev->h.ts, p);
+		te_mapped(x, ev->h.ts, p);
 		if (ev->h.type == MT_EXIT)
 			te_rss(x, ev->h.ts, p);
 		break;
@@ -128,7 +142,10 @@ static void csv_row(struct exporter *x, const struct mt_event *ev, const struct 
 	fprintf(x->out, ",%" PRIu64 ",%" PRIu64 ",", a->live_bytes, a->tree_rss_bytes);
 	if (x->physical || a->has_physical)
 		fprintf(x->out, "%" PRIu64, a->physical_bytes);
-	fputc('\n', x->out);
+	fputc(',', x->out);
+	if (p)
+		fprintf(x->out, "%" PRIu64, p->mapped.bytes);
+	fprintf(x->out, ",%" PRIu64 "\n", a->mapped_bytes);
 	x->rows++;
 }
 
@@ -136,8 +153,7 @@ void export_observe(void *ctx, const struct mt_event *ev, const struct proc_summ
 {
 	struct exporter *x = ctx;
 
-	if (ev->h.type == 0 || ev->h.type >= MT_TYPE_MAX || ev->h.type == MT_MMAP ||
-	    ev->h.type == MT_MUNMAP || ev->h.type == MT_MREMAP || ev->h.type == MT_BRK)
+	if (ev->h.type == 0 || ev->h.type >= MT_TYPE_MAX)
 		return;
 	if (!p && ev->h.type != MT_PHYSICAL)
 		return;

@@ -16,6 +16,7 @@ int load_artifact(const char *path, struct loaded *l, const struct load_hooks *h
 	rd = mt_reader__open(path, l->error, sizeof(l->error));
 	if (!rd)
 		return -EIO;
+	analysis_set_page_size(&l->a, mt_reader__header(rd)->page_size);
 	if (hooks) {
 		l->a.observer = hooks->observer;
 		l->a.observer_ctx = hooks->ctx;

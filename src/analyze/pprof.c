@@ -216,8 +216,8 @@ static uint64_t location_id(struct pprof *pp, uint32_t object, uint64_t addr)
 static void sample(struct pprof *pp, const struct site *s)
 {
 	const struct mt_stack *st = stack_table_get(pp->st, s->stack);
-	uint64_t locs[MT_STACK_MAX],
-		v[4] = { s->allocs, s->allocated_bytes, s->peak_bytes, s->leaked_bytes };
+	uint64_t locs[MT_STACK_MAX], v[5] = { s->allocs, s->allocated_bytes, s->peak_bytes,
+					      s->leaked_bytes, s->mem_peak };
 	uint32_t n = 0;
 	struct pb smp = { .p = NULL };
 
@@ -227,7 +227,7 @@ static void sample(struct pprof *pp, const struct site *s)
 	else /* no stack recorded: one location naming that */
 		locs[n++] = location_id(pp, 0, 0);
 	pb_packed(&smp, S_LOCATION_ID, locs, n);
-	pb_packed(&smp, S_VALUE, v, 4);
+	pb_packed(&smp, S_VALUE, v, 5);
 	pb_message(&pp->out, P_SAMPLE, &smp);
 	pb_release(&smp);
 }
@@ -259,12 +259,13 @@ static void mappings(struct pprof *pp)
 
 static void sample_types(struct pprof *pp)
 {
-	static const char *const types[4][2] = { { "alloc_objects", "count" },
-						 { "alloc_space", "bytes" },
-						 { "inuse_space", "bytes" },
-						 { "leaked", "bytes" } };
+	static const char *const types[5][2] = {
+		{ "alloc_objects", "count" }, { "alloc_space", "bytes" },
+		{ "inuse_space", "bytes" },   { "leaked", "bytes" },
+		{ "memory", "bytes" }, /* heap + mapped at its peak */
+	};
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		pb_reset(&pp->msg);
 		pb_varint_field(&pp->msg, VT_TYPE, str(pp, types[i][0]));
 		pb_varint_field(&pp->msg, VT_UNIT, str(pp, types[i][1]));
@@ -303,7 +304,7 @@ int pprof_write(const struct analysis *a, const struct stack_table *st, struct s
 	sample_types(&pp);
 	mappings(&pp);
 	for (uint64_t i = 0; i < a->sites.nsites && !pp.err; i++)
-		if (a->sites.sites[i].allocs)
+		if (a->sites.sites[i].allocs || a->sites.sites[i].mem_peak) /* a mapping site too */
 			sample(&pp, &a->sites.sites[i]);
 	pb_varint_field(&pp.out, P_TIME_NANOS, run->start_wall_ns);
 	pb_varint_field(&pp.out, P_DURATION_NANOS, run->duration_ns);

@@ -52,6 +52,7 @@ struct site *site_get(struct site_table *t, uint64_t stack)
 	memset(s, 0, sizeof(*s));
 	s->stack = stack;
 	s->epoch = t->epoch;
+	s->mem_epoch = t->mem_epoch;
 	hash_index_add(&t->index, mix64(stack), t->nsites++);
 	t->last = t->nsites;
 	return s;
@@ -59,8 +60,10 @@ struct site *site_get(struct site_table *t, uint64_t stack)
 
 void site_table_settle(struct site_table *t)
 {
-	for (uint64_t i = 0; i < t->nsites; i++)
+	for (uint64_t i = 0; i < t->nsites; i++) {
 		site_live_touch(t, &t->sites[i]);
+		site_mem_touch(t, &t->sites[i]);
+	}
 }
 
 void site_table_release(struct site_table *t)

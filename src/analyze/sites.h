@@ -12,6 +12,11 @@
  * since, by site_table_settle() at the end).  Sites' peak_bytes so sum to
  * the tree's peak_live_bytes.
  *
+ * The same again for memory (heap blocks plus mapped memory, METRICS.md
+ * "Mapped memory"): mem_live counts a site's live heap bytes and the
+ * accessible bytes of the mappings it made, mem_peak what it held at the
+ * tree's memory peak (mem_epoch counts those peaks).
+ *
  * Ownership: the table owns its arrays.  A struct site pointer is valid
  * until the next site_get() (the array may move).
  */
@@ -31,7 +36,10 @@ struct site {
 	uint64_t leaked_bytes;
 	/* ages of the leaked blocks (time from allocation to exit, exec or end) */
 	uint64_t leaked_age_max_ns, leaked_age_sum_ns;
-	uint64_t epoch; /* the table's epoch at the last change of live_bytes */
+	uint64_t epoch;	    /* the table's epoch at the last change of live_bytes */
+	uint64_t mem_live;  /* live_bytes plus the mapped bytes of its mappings */
+	uint64_t mem_peak;  /* mem_live at the tree's memory peak (settled at the end) */
+	uint64_t mem_epoch; /* the table's mem_epoch at the last change of mem_live */
 };
 
 struct site_table {
@@ -40,6 +48,7 @@ struct site_table {
 	struct hash_index index; /* owned: sites by stack */
 	uint64_t last;		 /* sites index + 1 of the last lookup, 0 = none */
 	uint64_t epoch;		 /* new tree-wide heap peaks so far */
+	uint64_t mem_epoch;	 /* new tree-wide memory peaks so far */
 };
 
 void site_table_init(struct site_table *t);
@@ -75,21 +84,45 @@ static inline void site_live_touch(const struct site_table *t, struct site *s)
 	}
 }
 
+/* Before @s's memory changes: what it held at the latest memory peak is its peak. */
+static inline void site_mem_touch(const struct site_table *t, struct site *s)
+{
+	if (s->mem_epoch != t->mem_epoch) {
+		s->mem_peak = s->mem_live;
+		s->mem_epoch = t->mem_epoch;
+	}
+}
+
+/* @s's mappings gained / lost @bytes of mapped memory. */
+static inline void site_mem_add(const struct site_table *t, struct site *s, uint64_t bytes)
+{
+	site_mem_touch(t, s);
+	s->mem_live += bytes;
+}
+
+static inline void site_mem_sub(const struct site_table *t, struct site *s, uint64_t bytes)
+{
+	site_mem_touch(t, s);
+	s->mem_live -= bytes;
+}
+
 /*
  * @s's live bytes grow by @bytes / shrink by @bytes, snapshotting its peak
- * first.  Unsigned (modulo 2^64) on purpose: a block's size leaves exactly
+ * first (and its memory: heap blocks are memory too).  Unsigned (modulo 2^64) on purpose: a block's size leaves exactly
  * what it added, whatever the size (a signed delta overflowed at 2^63).
  */
 static inline void site_live_add(const struct site_table *t, struct site *s, uint64_t bytes)
 {
 	site_live_touch(t, s);
 	s->live_bytes += bytes;
+	site_mem_add(t, s, bytes);
 }
 
 static inline void site_live_sub(const struct site_table *t, struct site *s, uint64_t bytes)
 {
 	site_live_touch(t, s);
 	s->live_bytes -= bytes;
+	site_mem_sub(t, s, bytes);
 }
 
 /* The tree reached a new heap peak: what every site holds now is its peak. */
@@ -98,7 +131,13 @@ static inline void site_table_new_peak(struct site_table *t)
 	t->epoch++;
 }
 
-/* Brings every site's peak_bytes up to date (after the last event). */
+/* The tree reached a new memory peak (heap + mapped). */
+static inline void site_table_new_memory_peak(struct site_table *t)
+{
+	t->mem_epoch++;
+}
+
+/* Brings every site's peak_bytes and mem_peak up to date (after the last event). */
 void site_table_settle(struct site_table *t);
 
 void site_table_release(struct site_table *t);

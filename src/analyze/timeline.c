@@ -201,10 +201,16 @@ void timeline_observe(void *ctx, const struct mt_event *ev, const struct proc_su
 	case MT_CALLOC:
 	case MT_REALLOC:
 	case MT_ALIGNED_ALLOC:
-	case MT_FREE: break;
+	case MT_FREE:
+	case MT_MMAP:
+	case MT_MUNMAP:
+	case MT_MREMAP:
+	case MT_MPROTECT:
+	case MT_BRK: break;
 	default: return;
 	}
 	series_set(&tl->tree[TL_HEAP], b, a->live_bytes);
+	series_set(&tl->tree[TL_MEMORY], b, a->live_bytes + a->mapped_bytes);
 	series_set(&tl->tree[TL_RSS], b, a->tree_rss_bytes);
 	series_set(&tl->tree[TL_ANON], b, a->tree_anon);
 	series_set(&tl->tree[TL_FILE], b, a->tree_file);

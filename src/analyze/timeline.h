@@ -3,7 +3,7 @@
  * timeline.h - memory over time, for `report --html` and `--svg`.
  *
  * Fed by the analysis observer, a timeline keeps each series (tree heap,
- * RSS anon/file/shmem and their sum, physical; with per_process the heap and
+ * RSS anon/file/shmem and their sum, physical, heap + mapped memory; with per_process the heap and
  * RSS of the first TL_MAX_PROCS processes) as TL_BUCKETS time buckets of
  * (min, max, last value).  When the recording outgrows the buckets, their
  * width doubles and neighbours merge: min of mins, max of maxes.  Memory is
@@ -29,6 +29,7 @@ enum tl_series_id {
 	TL_FILE,
 	TL_SHMEM,
 	TL_PHYSICAL,
+	TL_MEMORY, /* heap + mapped memory (tree): drawn over the heap, the band between is mapped */
 	TL_NSERIES,
 };
 

@@ -33,6 +33,7 @@ static const struct series_style styles[TL_NSERIES] = {
 	[TL_HEAP] = { "heap", "#d62728" },	 [TL_RSS] = { "RSS", "#08519c" },
 	[TL_ANON] = { "RSS anon", "#9ecae1" },	 [TL_FILE] = { "RSS file", "#c7e9c0" },
 	[TL_SHMEM] = { "RSS shmem", "#fdd0a2" }, [TL_PHYSICAL] = { "physical", "#2ca02c" },
+	[TL_MEMORY] = { "memory", "#ff9896" },
 };
 
 static const char *const proc_colors[MAX_PROC_LINES] = {
@@ -108,6 +109,8 @@ static void draw_axes(struct plot *pl)
 		top = a->peak_rss_bytes;
 	if (pl->m->physical && a->peak_physical_bytes > top)
 		top = a->peak_physical_bytes;
+	if (a->peak_memory_bytes > top)
+		top = a->peak_memory_bytes;
 	if (top < 1024)
 		top = 1024;
 	while (top / unit >= 1024 && k < 4) {
@@ -318,6 +321,9 @@ static void draw_legend(struct plot *pl, const int *procs, int nprocs)
 		legend_item(pl->out, &x, &y, styles[TL_RSS].color,
 			    pl->m->per_process ? "1 3" : "5 0", "RSS (tree)");
 	legend_item(pl->out, &x, &y, styles[TL_HEAP].color, "5 0", "heap (tree)");
+	if (a->peak_mapped_bytes)
+		legend_item(pl->out, &x, &y, styles[TL_MEMORY].color, "5 0",
+			    "memory: heap + mapped (tree)");
 	if (pl->m->physical)
 		legend_item(pl->out, &x, &y, styles[TL_PHYSICAL].color, "5 0", "physical (tree)");
 	if (nprocs) {
@@ -381,6 +387,8 @@ static void write_svg_body(struct plot *pl, bool standalone)
 			 a->procs[procs[i]].command);
 		draw_series(pl, procs[i], TL_HEAP, name, proc_colors[i], "4 3", 1.2);
 	}
+	if (a->peak_mapped_bytes) /* stacked: mapped memory is the band above the heap */
+		draw_series(pl, -1, TL_MEMORY, "memory", styles[TL_MEMORY].color, NULL, 1.5);
 	draw_series(pl, -1, TL_HEAP, "heap", styles[TL_HEAP].color, NULL, 1.5);
 	if (pl->m->physical)
 		draw_series(pl, -1, TL_PHYSICAL, "physical", styles[TL_PHYSICAL].color, NULL, 1.5);
@@ -392,6 +400,9 @@ static void write_svg_body(struct plot *pl, bool standalone)
 	if (pl->m->physical)
 		draw_peak(pl, "physical", "physical", styles[TL_PHYSICAL].color,
 			  a->peak_physical_bytes, a->peak_physical_ts, &slot);
+	if (a->peak_mapped_bytes)
+		draw_peak(pl, "memory", "memory", styles[TL_MEMORY].color, a->peak_memory_bytes,
+			  a->peak_memory_ts, &slot);
 	draw_legend(pl, procs, nprocs);
 	fprintf(pl->out,
 		"<line id=\"hover-line\" x1=\"0\" x2=\"0\" y1=\"%d\" y2=\"%d\" stroke=\"#000\" "
@@ -494,6 +505,8 @@ int timeline_write_html(const struct timeline *tl, const struct timeline_meta *m
 		"\"span_ns\":%" PRIu64 ",\"series\":[\n",
 		SVG_W, PLOT_X, PLOT_W, pl->span_ns);
 	write_hover_series(pl, -1, TL_HEAP, "heap", &first);
+	if (a->peak_mapped_bytes)
+		write_hover_series(pl, -1, TL_MEMORY, "memory (heap + mapped)", &first);
 	if (a->has_rss) {
 		write_hover_series(pl, -1, TL_RSS, "RSS", &first);
 		for (int k = TL_ANON; k <= TL_SHMEM; k++)

@@ -15,20 +15,11 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "bpf/common.bpf.h"
+#include "bpf/alloc.bpf.h"
 #include "bpf/unwind.bpf.h"
 
-struct call_args {
-	__u64 size;   /* bytes requested (nmemb * size for calloc) */
-	__u64 arg;    /* realloc: old pointer; aligned: alignment; mallocx: flags */
-	__u64 memptr; /* posix_memalign: where the result is stored */
-	__u64 sp;     /* stack pointer at the outermost entry */
-	__u64 stack;  /* its call stack's id (--stacks), 0: none */
-	__u16 fn;     /* enum mt_fn of the outermost call */
-	__u8 kind;    /* its enum mt_fn_kind */
-	__u8 noret;   /* no return probe: the first nested call's result is its own */
-	__u32 depth;  /* allocator calls with a return probe nested inside it */
-};
 
+/* the thread's outermost allocator call (vm.bpf.c reads it too) */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	/* creating a preallocated map costs ~10 ms at start */

@@ -35,6 +35,7 @@ int BPF_PROG(handle_fast_marker, struct pt_regs *regs, long id)
 	r = ctl_reserve(MT_FAST, sizeof(r->h));
 	if (!r)
 		return 0; /* no record, no handover: the uprobes go on recording */
+	tp->fast_depth_off = (__s64)PT_REGS_PARM3_CORE_SYSCALL(regs);
 	__sync_fetch_and_or(&tp->flags, MT_PROC_FAST);
 	fill_hdr(r, MT_FAST, 0, 0);
 	rec_submit(r, true);

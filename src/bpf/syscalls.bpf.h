@@ -8,6 +8,7 @@
 
 #if defined(__TARGET_ARCH_x86)
 #define NR_mmap 9
+#define NR_mprotect 10
 #define NR_munmap 11
 #define NR_brk 12
 #define NR_mremap 25
@@ -22,12 +23,15 @@
 #define SYSCALL_PARM2(regs) BPF_CORE_READ(regs, si)
 #define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
 #define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, r9) /* libbpf 1.1 has no PT_REGS_PARM6 */
+/* the user thread pointer of @task (the FS base: glibc's TCB) */
+#define TASK_THREAD_POINTER(task) BPF_CORE_READ(task, thread.fsbase)
 #elif defined(__TARGET_ARCH_arm64)
 #define NR_brk 214
 #define NR_munmap 215
 #define NR_mremap 216
 #define NR_execve 221
 #define NR_mmap 222
+#define NR_mprotect 226
 #define NR_execveat 281
 #define NR_prctl 167
 #define NR_clone 220
@@ -37,6 +41,7 @@
 #define SYSCALL_PARM2(regs) BPF_CORE_READ(regs, regs[1])
 #define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
 #define SYSCALL_PARM6(regs) BPF_CORE_READ(regs, regs[5])
+#define TASK_THREAD_POINTER(task) BPF_CORE_READ(task, thread.uw.tp_value)
 #else
 #error "memtrack knows the syscall numbers of x86 and arm64 only"
 #endif

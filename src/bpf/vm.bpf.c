@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * vm.bpf.c - the memory-mapping syscalls of the tree: mmap, munmap, mremap,
- * brk.  The entry hook stashes the arguments per thread, the exit hook
- * records the call only when it succeeded.
+ * brk, mprotect.  The entry hook stashes the arguments per thread, the exit
+ * hook records the call only when it succeeded.
+ *
+ * An mmap or brk made while the thread is inside an allocator call is
+ * marked MT_REC_ALLOCATOR: the allocator's memory, not the program's own
+ * (docs/METRICS.md "Mapped memory").  The uprobe path knows that from its
+ * per-thread call (alloc.bpf.h); the in-process library from its
+ * per-thread depth word, which it told fast.bpf.c where to find.
  *
  * These are the BTF raw tracepoints sys_enter/sys_exit, not the per-syscall
  * tracefs events: those are perf events, and the kernel tears each one down
@@ -21,15 +27,16 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "bpf/common.bpf.h"
+#include "bpf/alloc.bpf.h"
 #include "bpf/syscalls.bpf.h"
 #include "bpf/unwind.bpf.h"
 
 
 struct sys_args {
-	__u64 a[6]; /* the syscall's arguments */
-	__u32 nr;   /* enum mt_type it will produce */
-	__u32 pad;
-	__u64 stack; /* mmap: the caller's stack id (--stacks), 0: none */
+	__u64 a[6];   /* the syscall's arguments */
+	__u32 nr;     /* enum mt_type it will produce */
+	__u32 rec_fn; /* the record's fn: MT_REC_ALLOCATOR or 0 */
+	__u64 stack;  /* mmap: the caller's stack id (--stacks), 0: none */
 };
 
 struct {
@@ -41,6 +48,43 @@ struct {
 	__type(value, struct sys_args);
 } sys_inflight SEC(".maps");
 
+/* alloc.bpf.c's: the thread's outermost allocator call (by tid) */
+extern struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, struct call_args);
+} inflight SEC(".maps");
+
+/*
+ * Whether the thread making a syscall with user stack pointer @sp is inside
+ * an allocator call.  The uprobes: its outermost call's entry lies above
+ * (one whose entry is not above is stale, alloc.bpf.c outer_call).  The
+ * in-process library (MT_PROC_FAST): its depth word, at the offset the
+ * marker gave from the thread pointer, is nonzero.  That word is the
+ * process's claim about itself: a lie misattributes its own memory only.
+ */
+static __always_inline bool in_allocator(__u32 tgid, __u32 tid, __u64 sp)
+{
+	struct call_args *c = bpf_map_lookup_elem(&inflight, &tid);
+	struct tracked_proc *tp;
+	struct task_struct *task;
+	__u32 depth = 0;
+	__u64 at;
+
+	if (c && sp < c->sp)
+		return true;
+	tp = bpf_map_lookup_elem(&tracked, &tgid);
+	if (!tp || !(tp->flags & MT_PROC_FAST) || !tp->fast_depth_off)
+		return false;
+	task = (struct task_struct *)bpf_get_current_task();
+	at = TASK_THREAD_POINTER(task) + tp->fast_depth_off;
+	if (bpf_probe_read_user(&depth, sizeof(depth), (void *)at))
+		return false;
+	return depth != 0;
+}
+
 static __always_inline __u32 type_of_syscall(long id)
 {
 	switch (id) {
@@ -48,6 +92,7 @@ static __always_inline __u32 type_of_syscall(long id)
 	case NR_munmap: return MT_MUNMAP;
 	case NR_mremap: return MT_MREMAP;
 	case NR_brk: return MT_BRK;
+	case NR_mprotect: return MT_MPROTECT;
 	default: return 0;
 	}
 }
@@ -75,6 +120,8 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 	args.a[5] = SYSCALL_PARM6(regs);
 	if (type == MT_MMAP)
 		args.stack = take_stack(regs->ip, regs->sp, regs->bp, true);
+	if ((type == MT_MMAP || type == MT_BRK) && in_allocator(pid_tgid >> 32, tid, regs->sp))
+		args.rec_fn = MT_REC_ALLOCATOR;
 	bpf_map_update_elem(&sys_inflight, &tid, &args, BPF_ANY);
 	return 0;
 }
@@ -96,9 +143,9 @@ static __always_inline void mmap_exit(const struct sys_args *a, long ret)
 		r = ctl_reserve(MT_MMAP, sizeof(r->h) + MMAP_NFIELDS * sizeof(__u64));
 		if (!r)
 			return;
-		fill_hdr(r, MT_MMAP, 0, MMAP_NFIELDS);
+		fill_hdr(r, MT_MMAP, a->rec_fn, MMAP_NFIELDS);
 	} else {
-		r = rec_reserve(MT_MMAP, 0, MMAP_NFIELDS);
+		r = rec_reserve(MT_MMAP, a->rec_fn, MMAP_NFIELDS);
 		if (!r)
 			return;
 	}
@@ -110,7 +157,7 @@ static __always_inline void mmap_exit(const struct sys_args *a, long ret)
 	r->f[MMAP_OFFSET] = a->a[5];
 	r->f[MMAP_STACK] = a->stack;
 	if (park && park_process(NULL, r->h.pid))
-		r->h.fn = MT_REC_PARKED;
+		r->h.fn |= MT_REC_PARKED;
 	rec_submit(r, park);
 }
 
@@ -145,17 +192,36 @@ static __always_inline void mremap_exit(const struct sys_args *a, long ret)
 	rec_submit(r, false);
 }
 
-/* brk returns the new break on success and the old one on failure. */
+/*
+ * brk returns the new break on success and the old one on failure.  brk(0)
+ * asks for the current break: recorded too (ld.so asks at every start), so
+ * the analysis knows the break a later change starts from.
+ */
 static __always_inline void brk_exit(const struct sys_args *a, long ret)
 {
 	struct mt_rec *r;
 
-	if (!a->a[0] || (__u64)ret != a->a[0])
+	if (a->a[0] && (__u64)ret != a->a[0])
 		return;
-	r = rec_reserve(MT_BRK, 0, BRK_NFIELDS);
+	r = rec_reserve(MT_BRK, a->rec_fn, BRK_NFIELDS);
 	if (!r)
 		return;
 	r->f[BRK_ADDR] = ret;
+	rec_submit(r, false);
+}
+
+static __always_inline void mprotect_exit(const struct sys_args *a, long ret)
+{
+	struct mt_rec *r;
+
+	if (ret != 0)
+		return;
+	r = rec_reserve(MT_MPROTECT, 0, MPROTECT_NFIELDS);
+	if (!r)
+		return;
+	r->f[MPROTECT_ADDR] = a->a[0];
+	r->f[MPROTECT_LEN] = a->a[1];
+	r->f[MPROTECT_PROT] = a->a[2];
 	rec_submit(r, false);
 }
 
@@ -179,6 +245,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	case MT_MUNMAP: munmap_exit(&a, ret); break;
 	case MT_MREMAP: mremap_exit(&a, ret); break;
 	case MT_BRK: brk_exit(&a, ret); break;
+	case MT_MPROTECT: mprotect_exit(&a, ret); break;
 	default: break;
 	}
 	return 0;

@@ -44,7 +44,7 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 			if (!strcmp(arg, "--metric")) {
 				m = diff_metric_lookup(argv[++i]);
 				if (m < 0) {
-					die_msg("unknown metric '%s'; use peak_heap_bytes, total_allocated_bytes, alloc_count, leaked_bytes, peak_rss_bytes or peak_physical_bytes",
+					die_msg("unknown metric '%s'; use peak_heap_bytes, total_allocated_bytes, alloc_count, leaked_bytes, peak_rss_bytes, peak_physical_bytes, peak_mapped_bytes, peak_memory_bytes, mapped_count or leaked_mapped_bytes",
 						argv[i]);
 					return -EINVAL;
 				}

@@ -21,6 +21,8 @@ static void print_event(FILE *out, const struct mt_event *ev)
 		(unsigned long long)ev->h.ts, ev->h.pid, ev->h.tid);
 	if (ev->h.type <= MT_FREE && ev->h.fn != mt_natural_fn(ev->h.type) && mt_fn_name(ev->h.fn))
 		fprintf(out, ",\"fn\":\"%s\"", mt_fn_name(ev->h.fn));
+	if ((ev->h.type == MT_MMAP || ev->h.type == MT_BRK) && (ev->h.fn & MT_REC_ALLOCATOR))
+		fputs(",\"allocator\":true", out); /* made inside an allocator call */
 	for (unsigned i = 0; i < nf; i++) {
 		if (def->fields[i].kind == MT_FK_SINT)
 			fprintf(out, ",\"%s\":%lld", def->fields[i].name, (long long)ev->f[i]);

@@ -15,7 +15,7 @@
 #include "analyze/load.h"
 
 #define FLAME_USAGE \
-	"usage: memtrack flamegraph FILE -o OUT.svg [--metric peak|allocations|allocated|leaked] [--folded]; see memtrack help flamegraph"
+	"usage: memtrack flamegraph FILE -o OUT.svg [--metric peak|allocations|allocated|leaked|memory] [--folded]; see memtrack help flamegraph"
 
 struct flame_opts {
 	const char *in, *out;
@@ -55,7 +55,7 @@ static int parse_args(int argc, char **argv, struct flame_opts *o)
 			continue;
 		}
 		if (site_metric_parse(val, &o->metric)) {
-			die_msg("unknown metric '%s'; use --metric peak, allocations, allocated or leaked",
+			die_msg("unknown metric '%s'; use --metric peak, allocations, allocated, leaked or memory",
 				val);
 			return -EINVAL;
 		}
@@ -76,6 +76,7 @@ static const char *const titles[SITE_NMETRICS] = {
 	"Heap allocations by call site",
 	"Bytes allocated by call site",
 	"Bytes leaked by call site",
+	"Memory at its peak by call site (heap + mapped bytes at the tree's memory peak)",
 };
 
 /* Writes the graph to @path ("-" or NULL: stdout).  Returns 0 or 1 after one line. */

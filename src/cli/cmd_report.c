@@ -101,6 +101,12 @@ static int print_text(struct report *r)
 	printf("peak heap:    %s live\n", human_bytes(a->peak_live_bytes, b1, sizeof(b1)));
 	printf("leaked:       %llu allocations, %s never freed\n",
 	       (unsigned long long)a->leaked_count, human_bytes(a->leaked_bytes, b2, sizeof(b2)));
+	printf("peak mapped:  %s (%llu mappings of the program's own, %s still mapped at exit)\n",
+	       human_bytes(a->peak_mapped_bytes, b1, sizeof(b1)),
+	       (unsigned long long)a->mapped_count,
+	       human_bytes(a->leaked_mapped_bytes, b2, sizeof(b2)));
+	printf("peak memory:  %s (heap + mapped)\n",
+	       human_bytes(a->peak_memory_bytes, b1, sizeof(b1)));
 	if (a->has_rss)
 		printf("peak RSS:     %s (tree)\n", human_bytes(a->peak_rss_bytes, b3, sizeof(b3)));
 	if (r->physical)
@@ -133,6 +139,9 @@ static int print_text(struct report *r)
 		       p->command[0] ? printable(p->command, cmd, sizeof(cmd)) : "?",
 		       (unsigned long long)p->allocs,
 		       human_bytes(p->allocated_bytes, b1, sizeof(b1)));
+		if (p->peak_mapped_bytes)
+			printf("  peak mapped %s",
+			       human_bytes(p->peak_mapped_bytes, b2, sizeof(b2)));
 		if (a->has_rss)
 			printf("  peak RSS %s", human_bytes(p->peak_rss_bytes, b2, sizeof(b2)));
 		if (p->fast_heap)
@@ -214,6 +223,10 @@ static int print_json(struct report *r)
 	       (unsigned long long)a->free_count, (unsigned long long)a->unknown_free_count,
 	       (unsigned long long)a->peak_live_bytes, (unsigned long long)a->leaked_count,
 	       (unsigned long long)a->leaked_bytes);
+	printf(",\"peak_mapped_bytes\":%llu,\"peak_memory_bytes\":%llu,\"mapped_count\":%llu"
+	       ",\"leaked_mapped_bytes\":%llu",
+	       (unsigned long long)a->peak_mapped_bytes, (unsigned long long)a->peak_memory_bytes,
+	       (unsigned long long)a->mapped_count, (unsigned long long)a->leaked_mapped_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
 	print_kernel_json(r->hdr);
@@ -239,6 +252,12 @@ static int print_json(struct report *r)
 		       ",\"leaked_bytes\":%llu",
 		       (unsigned long long)p->allocs, (unsigned long long)p->allocated_bytes,
 		       (unsigned long long)p->peak_heap_bytes, (unsigned long long)p->leaked_bytes);
+		printf(",\"peak_mapped_bytes\":%llu,\"peak_memory_bytes\":%llu,\"mapped_count\":%llu"
+		       ",\"leaked_mapped_bytes\":%llu",
+		       (unsigned long long)p->peak_mapped_bytes,
+		       (unsigned long long)p->peak_memory_bytes,
+		       (unsigned long long)p->mapped_count,
+		       (unsigned long long)p->leaked_mapped_bytes);
 		print_opt_u64("peak_rss_bytes", a->has_rss, p->peak_rss_bytes);
 		printf(",\"heap_path\":\"%s\",\"bad_records\":%llu",
 		       p->fast_heap ? "in-process" : "uprobes", (unsigned long long)p->bad_records);
@@ -439,6 +458,8 @@ int cmd_report(int argc, char **argv)
 	stack_table_init(&r.stacks);
 	r.a.heap_off = mt_reader__header(rd)->flags & MT_HDR_START_DISABLED;
 	section_init(&sec, from, to);
+	analysis_set_page_size(&r.a, mt_reader__header(rd)->page_size);
+	analysis_set_page_size(&sec.a, mt_reader__header(rd)->page_size);
 	if (html || svg) {
 		tl = timeline__new(mt_reader__header(rd)->start_ns, per_process);
 		if (!tl) {

@@ -169,6 +169,7 @@ static int open_artifact(struct top *t)
 	}
 	t->hdr = mt_reader__header(t->r);
 	t->a.heap_off = t->hdr->flags & MT_HDR_START_DISABLED;
+	analysis_set_page_size(&t->a, t->hdr->page_size);
 	return 0;
 }
 

@@ -95,7 +95,8 @@ static const struct cmd_help commands[] = {
 	  "(and physical memory), events, drops and every process.\n"
 	  "      --json            the summary as one JSON object\n"
 	  "      --top N           with track --stacks: the N call sites with the most\n"
-	  "                        peak heap, allocations, allocated and leaked bytes\n"
+	  "                        peak heap, allocations, allocated and leaked bytes,\n"
+	  "                        and memory (heap + mapped at the memory peak)\n"
 	  "      --between A B     only the section between the marks A and B\n"
 	  "      --html OUT.html   also write a memory timeline page (no network needed)\n"
 	  "      --svg OUT.svg     also write the timeline as a standalone SVG\n"
@@ -110,7 +111,9 @@ static const struct cmd_help commands[] = {
 	  "                        PCT percent of its BASE value (exactly PCT passes)\n"
 	  "      --metric NAME     gate on NAME only (repeatable; default all):\n"
 	  "                        peak_heap_bytes, total_allocated_bytes, alloc_count,\n"
-	  "                        leaked_bytes, peak_rss_bytes, peak_physical_bytes\n"
+	  "                        leaked_bytes, peak_rss_bytes, peak_physical_bytes,\n"
+	  "                        peak_mapped_bytes, peak_memory_bytes, mapped_count,\n"
+	  "                        leaked_mapped_bytes\n"
 	  "  -h, --help            this help\n"
 	  "Exit status: 0, 1 on a regression or an unreadable file, 2 on usage errors.\n" },
 	{ "export", "write a run for Perfetto, a spreadsheet or pprof",
@@ -131,7 +134,8 @@ static const struct cmd_help commands[] = {
 	  "interactive SVG flame graph (click to zoom, Ctrl-F to search).\n"
 	  "  -o, --output OUT      the file to write (-: stdout)\n"
 	  "      --metric METRIC   peak (the default: bytes live at the tree's heap\n"
-	  "                        peak), allocations, allocated or leaked\n"
+	  "                        peak), allocations, allocated, leaked or memory\n"
+	  "                        (heap + mapped bytes at the tree's memory peak)\n"
 	  "      --folded          folded stacks (\"main;f;g 1234\") for other tools,\n"
 	  "                        on stdout without -o\n"
 	  "  -h, --help            this help\n" },

@@ -13,6 +13,7 @@ static const char *const titles[SITE_NMETRICS] = {
 	"allocations",
 	"allocated bytes",
 	"leaked bytes",
+	"memory (heap + mapped bytes at the tree's memory peak)",
 };
 
 static void print_frames_text(const struct site_frame *f, int n, uint64_t stack)
@@ -46,6 +47,8 @@ static void print_site_text(int rank, const struct site *s, const struct site_fr
 {
 	char b1[32], b2[32], b3[32];
 
+	char b4[32];
+
 	printf("  #%d  %s at peak, %llu allocations, %s allocated, %llu leaked (%s", rank,
 	       human_bytes(s->peak_bytes, b1, sizeof(b1)), (unsigned long long)s->allocs,
 	       human_bytes(s->allocated_bytes, b2, sizeof(b2)), (unsigned long long)s->leaked_count,
@@ -53,7 +56,8 @@ static void print_site_text(int rank, const struct site *s, const struct site_fr
 	if (s->leaked_count)
 		printf(", %.3f s old at most, %.3f s on average", s->leaked_age_max_ns / 1e9,
 		       s->leaked_age_sum_ns / 1e9 / s->leaked_count);
-	printf(")  stack %llu\n", (unsigned long long)s->stack);
+	printf("), %s memory  stack %llu\n", human_bytes(s->mem_peak, b4, sizeof(b4)),
+	       (unsigned long long)s->stack);
 	print_frames_text(f, n, s->stack);
 }
 
@@ -65,13 +69,13 @@ static void print_site_json(const struct site *s, const struct site_frame *f, in
 
 	printf("{\"stack\":%llu,\"peak_bytes\":%llu,\"alloc_count\":%llu,\"allocated_bytes\":%llu"
 	       ",\"leaked_count\":%llu,\"leaked_bytes\":%llu,\"leaked_age_max_ns\":%llu"
-	       ",\"leaked_age_mean_ns\":%llu,\"truncated\":%s,\"frames\":[",
+	       ",\"leaked_age_mean_ns\":%llu,\"memory_bytes\":%llu,\"truncated\":%s,\"frames\":[",
 	       (unsigned long long)s->stack, (unsigned long long)s->peak_bytes,
 	       (unsigned long long)s->allocs, (unsigned long long)s->allocated_bytes,
 	       (unsigned long long)s->leaked_count, (unsigned long long)s->leaked_bytes,
 	       (unsigned long long)s->leaked_age_max_ns,
 	       (unsigned long long)(s->leaked_count ? s->leaked_age_sum_ns / s->leaked_count : 0),
-	       stack && stack->truncated ? "true" : "false");
+	       (unsigned long long)s->mem_peak, stack && stack->truncated ? "true" : "false");
 	for (int i = 0; i < n; i++) {
 		printf("%s{\"function\":", i ? "," : "");
 		json_print_string(stdout, site_frame_name(&f[i], name, sizeof(name)));

@@ -56,7 +56,7 @@ static void start_session(void)
 	close(memfd);
 	interpose_patch_exe();
 	/* the handover: fails with EINVAL, after fast.bpf.c has seen it */
-	prctl(MT_FAST_PRCTL, MT_FAST_VERSION, 0, 0, 0);
+	prctl(MT_FAST_PRCTL, MT_FAST_VERSION, interpose_depth_offset(), 0, 0);
 	ring_start(heap_switch);
 	return;
 fail:

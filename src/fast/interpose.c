@@ -62,6 +62,11 @@ static uint16_t fn_id[I_COUNT]; /* what a record of each calls it */
 
 static __thread unsigned tls_depth TLS_IE;
 
+long interpose_depth_offset(void)
+{
+	return (char *)&tls_depth - (char *)__builtin_thread_pointer();
+}
+
 /*
  * An operator new of the C++ runtime waiting for its result.  As on the
  * uprobe path (which cannot put a return probe on it), operator new is not

@@ -22,6 +22,15 @@ void interpose_resolve(void) HIDDEN;
  */
 void interpose_patch_exe(void) HIDDEN;
 
+/*
+ * Where every thread's allocator-call depth (nonzero inside a malloc,
+ * free ... of ours, the delegate's own work included) lies: bytes from the
+ * thread pointer, the same for every thread (initial-exec TLS).  The
+ * marker hands it to fast.bpf.c, so vm.bpf.c can tell the allocator's
+ * mappings from the program's (MT_REC_ALLOCATOR).
+ */
+long interpose_depth_offset(void) HIDDEN;
+
 /* Whether this process's malloc is ours, then libc's (no other allocator linked). */
 bool interpose_owns_malloc(void) HIDDEN;
 

@@ -265,7 +265,7 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 
 int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct tracked_proc v = { 0, 0 };
+	struct tracked_proc v = { 0 };
 	__u32 key = pid;
 
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_ANY))

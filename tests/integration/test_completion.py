@@ -61,7 +61,8 @@ def test_files_by_extension(tmp):
 
 def test_option_values(tmp):
     check_eq(complete(["memtrack", "diff", "--metric", "peak_"], tmp),
-             ["peak_heap_bytes", "peak_physical_bytes", "peak_rss_bytes"], "diff --metric peak_<TAB>")
+             ["peak_heap_bytes", "peak_mapped_bytes", "peak_memory_bytes", "peak_physical_bytes",
+              "peak_rss_bytes"], "diff --metric peak_<TAB>")
     check_eq(complete(["memtrack", "flamegraph", "a.mtrk", "--metric", "a"], tmp),
              ["allocated", "allocations"], "flamegraph --metric a<TAB>")
     # bash breaks --format=p into "--format" "=" "p" (= is in COMP_WORDBREAKS)

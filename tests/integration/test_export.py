@@ -55,7 +55,8 @@ def test_export_csv(tmp):
     check_eq(list(rows[0].keys()), ["time_s", "pid", "command", "event", "heap_bytes",
                                     "rss_anon_bytes", "rss_file_bytes", "rss_shmem_bytes",
                                     "rss_bytes", "tree_heap_bytes", "tree_rss_bytes",
-                                    "physical_bytes"], "CSV columns")
+                                    "physical_bytes", "mapped_bytes", "tree_mapped_bytes"],
+             "CSV columns")
     heap_rows = [r for r in rows if r["event"] in ("malloc", "calloc", "realloc",
                                                    "aligned_alloc", "free")]
     check_eq(len(heap_rows), sum(1 for e in t.events if e["type"] in

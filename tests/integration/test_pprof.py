@@ -81,13 +81,20 @@ def test_pprof_roundtrip(tmp):
     require(out.read_bytes()[:2] == b"\x1f\x8b", "gzip magic")
     types, samples, locs, maps, default = decode(out)
     check_eq(types, [("alloc_objects", "count"), ("alloc_space", "bytes"), ("inuse_space", "bytes"),
-                     ("leaked", "bytes")], "sample types")
+                     ("leaked", "bytes"), ("memory", "bytes")], "sample types")
     check_eq(default, ["inuse_space"], "default sample type")
-    by_stack = sorted((fns[:-len(START)], vals) for vals, fns, _ in samples)
-    check_eq(by_stack, [(["b", "a", "main"], [3, 12000, 12000, 0]),
-                        (["c", "main"], [100, 20000, 200, 0]),
-                        (["d", "main"], [1, 777, 0, 777])], "samples: functions and values")
-    check_true(all(fns[-len(START):] == START for _, fns, _ in samples), "every stack ends in _start")
+    # heap sites; the others are mapping sites (ld.so's, libc's), memory only
+    by_stack = sorted((fns[:-len(START)], vals) for vals, fns, _ in samples if vals[0])
+    check_eq(by_stack, [(["b", "a", "main"], [3, 12000, 12000, 0, 12000]),
+                        (["c", "main"], [100, 20000, 200, 0, 200]),
+                        (["d", "main"], [1, 777, 0, 777, 0])], "samples: functions and values")
+    check_eq(sum(vals[4] for vals, _, _ in samples), tracked().report["peak_memory_bytes"],
+             "memory samples sum to report's peak_memory_bytes")
+    check_eq([vals[:4] for vals, _, _ in samples if not vals[0]],
+             [[0, 0, 0, 0]] * sum(1 for vals, _, _ in samples if not vals[0]),
+             "mapping sites carry memory only")
+    check_true(all(fns[-len(START):] == START for vals, fns, _ in samples if vals[0]),
+               "every heap site's stack ends in _start")
     exe = fixture("callsites")
     check_true(exe in maps.values(), "a mapping names the fixture: %s" % maps)
     b_loc = [locs[ids[0]] for vals, fns, ids in samples if fns[0] == "b"][0]
@@ -101,8 +108,9 @@ def test_pprof_without_stacks(tmp):
     p = memtrack("export", "--format=pprof", tracked(stacks=False).artifact.path, "-o", out)
     check_true("has no call stacks" in p.stderr, "warning: %r" % p.stderr)
     types, samples, locs, maps, default = decode(out)
-    check_eq([(vals, fns) for vals, fns, _ in samples], [([104, 12000 + 20000 + 777, 12200, 777], ["(no stack)"])],
-             "the one sample")
+    mem = tracked(stacks=False).report["peak_memory_bytes"]
+    check_eq([(vals, fns) for vals, fns, _ in samples],
+             [([104, 12000 + 20000 + 777, 12200, 777, mem], ["(no stack)"])], "the one sample")
 
 
 def test_call_site_outputs_unwritable(tmp):

@@ -115,8 +115,9 @@ def test_timeline_html_values(tmp):
     labels = re.findall(r'<g class="peak-label" data-series="(\w+)" data-bytes="(\d+)" '
                         r'data-ts-ns="(\d+)">.*?<text[^>]*>([^<]*)</text>', page.read_text())
     got = {s: int(v) for s, v, _, _ in labels}
-    check_eq(got, {"heap": rep["peak_heap_bytes"], "rss": rep["peak_rss_bytes"]},
-             "peak labels' values")
+    # memory: heap + mapped (ld.so's and libc's own mappings at least)
+    check_eq(got, {"heap": rep["peak_heap_bytes"], "rss": rep["peak_rss_bytes"],
+                   "memory": rep["peak_memory_bytes"]}, "peak labels' values")
     check_eq(rep["peak_heap_bytes"], 2000000, "report's peak heap")
     heap = [l for l in labels if l[0] == "heap"]
     require(heap, "no heap peak label")

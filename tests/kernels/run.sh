@@ -42,7 +42,8 @@ or (test_fixture_same_both_ways and (heap_pairs or heap_realloc or threads or fo
 or vfork_alloc or spawn_alloc or cxx_ops)) or test_mmap_munmap_mremap_brk or test_rss_ramp \
 or test_cow_rss_and_physical or test_fixture_stack or test_only_the_enabled_phase_is_recorded \
 or test_sigkilled_memtrack_leaves_readable_file or test_memtrack_killed_program_runs_on \
-or test_teardown_closer_leaves_and_exits"
+or test_teardown_closer_leaves_and_exits or test_mapped_glibc_heap_plus_own_mapping \
+or test_mapped_thread_arena_not_counted"
 TESTS=${MT_KERNEL_TESTS:-$DEFAULT_TESTS}
 # the modules the guest needs to reach the host's root; builtin ones are skipped
 ROOT_MODULES="virtio_pci 9pnet_virtio 9p overlay"
