@@ -6,9 +6,8 @@ Every allocation fixture and the real programs of test_exact.py run twice
 under `setarch -R`: with --fast, and on the uprobes with the library
 preloaded but unable to reach memtrack (MEMTRACK_FAST_SOCKET names no
 socket), so both runs execute the same process image (the library's
-thread-local storage makes glibc's per-thread DTV 16 bytes larger, its
-environment variables are copied by python...) and differ only in which
-path records.  The heap records of each process (matched by executable)
+thread-local storage makes glibc's per-thread DTV 16 bytes larger) and
+differ only in which path records.  The heap records of each process (matched by executable)
 must be the same list: type, fn, sizes, alignment, and which earlier block
 each address is (addresses move with the ring's mapping).  Timestamps and
 pids are ignored.  A process with more than one thread interleaves
@@ -22,9 +21,12 @@ exit through its internal __libc_free; the uprobes on free see that call
 library, which sees calls that come through the symbol table, does not.
 
 Then: the independent interposer count of test_exact.py for --fast, which
-path `report` says each process used, the fallbacks (static binary, env -i,
-an allocator linked into the program), and a --fast program that outlives a
-SIGKILLed memtrack.
+path `report` says each process used, the fallbacks (static binary, an
+allocator linked into the program), env -i, a --fast program that outlives
+a SIGKILLed memtrack; and what the program sees of memtrack in its
+environment (nothing: the default path against --no-fast and the counter
+run alone, with no library preloaded in the --no-fast run), through every
+exec and spawn path (fixtures exec_ways and show_env).
 """
 import collections
 import os
@@ -206,19 +208,119 @@ def test_report_says_which_path(tmp):
     check_true("heap in-process" in text.stdout, "the text report names the path")
 
 
-def test_env_cleared_falls_back(tmp):
-    """env -i: the program loses LD_PRELOAD; the uprobes record it as without --fast."""
+def test_env_cleared_stays_in_process(tmp):
+    """env -i: env clears its environment and execs; the library puts its
+    two entries back (memtrack tracks the whole tree), so heap_pairs goes
+    in-process, sees an empty environment, and records what it records
+    without the library."""
     cmd = ["env", "-i", fixture("heap_pairs")]
     slow = run_track(tmp, cmd, "uprobes.mtrk", False, preload=False)
     fast = run_track(tmp, cmd, "fast.mtrk", True)
-    pid = [e["pid"] for e in of_type(fast.events, "exec") if e["path"].endswith("heap_pairs")]
-    require(pid, "heap_pairs was exec'd")
-    check_eq([e["pid"] for e in of_type(fast.events, "fast")],
-             [e["pid"] for e in of_type(fast.events, "exec") if e["path"].endswith("/env")],
-             "processes that went in-process (env only)")
+    check_eq(sorted(e["pid"] for e in of_type(fast.events, "fast")),
+             sorted(e["pid"] for e in of_type(fast.events, "exec")),
+             "processes that went in-process (env, then heap_pairs)")
     check_eq([r for p, r in normalized(fast.events) if p.endswith("heap_pairs")],
              [r for p, r in normalized(slow.events) if p.endswith("heap_pairs")],
-             "heap_pairs' records, --fast (fallen back) vs uprobes")
+             "heap_pairs' records, --fast vs --no-fast without the library")
+
+
+def show_env_out(stdout):
+    """{label: {key: value}} of show_env's lines."""
+    out = collections.defaultdict(dict)
+    for line in stdout.splitlines():
+        label, rest = line.split(" ", 1)
+        key, value = rest.rsplit(" ", 1)
+        out[label][key] = value
+    return dict(out)
+
+
+def execs_in_process(evs):
+    """[(executable, whether that image announced)] for each exec record."""
+    fast = of_type(evs, "fast")
+    return [(x["path"].rsplit("/", 1)[-1],
+             any(f["pid"] == x["pid"] and f["ts"] >= x["ts"] for f in fast))
+            for x in of_type(evs, "exec")]
+
+
+@pytest.mark.parametrize("user_preload", [False, True], ids=["no_preload", "user_preload"])
+def test_program_sees_no_memtrack_variables(tmp, user_preload):
+    """The library takes its LD_PRELOAD entry and MEMTRACK_FAST_SOCKET out
+    of the environment before main: show_env, in-process, sees what it sees
+    under --no-fast (the user's own LD_PRELOAD entry stays), main's envp
+    too, and the auxiliary vector still follows the environment."""
+    cmd = fixture("show_env")
+    art, out = test_exact.tracked_alone(tmp, cmd, "default.mtrk", counted_env=user_preload)
+    _, plain = test_exact.tracked_alone(tmp, cmd, "nofast.mtrk", opts=["--no-fast"],
+                                        counted_env=user_preload)
+    seen = show_env_out(out).get("env", {})
+    check_eq(seen.get("LD_PRELOAD"), str(test_exact.NO_COUNTER) if user_preload else "(unset)",
+             "LD_PRELOAD as show_env sees it")
+    check_eq(seen.get("MEMTRACK_FAST_SOCKET"), "(unset)", "MEMTRACK_FAST_SOCKET as show_env sees it")
+    check_eq(seen.get("auxv pagesz"), str(os.sysconf("SC_PAGE_SIZE")),
+             "AT_PAGESZ found past argv's environment")
+    check_eq(out, plain, "show_env's output, default path vs --no-fast")
+    check_eq(execs_in_process(art.events), [("sh", True), ("show_env", True)],
+             "images exec'd (memtrack's sh, which execs its one command) and whether in-process")
+
+
+NO_FAST_SAME = {
+    "python_pass": "/usr/bin/python3 -c pass",
+    "perl_1": "perl -e 1",
+    "sh_true": "true",
+    "show_env": None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_FAST_SAME))
+def test_counts_as_no_fast(tmp, name):
+    """With memtrack's entries out of the environment, the default path's
+    heap records (per process: type, count, bytes) are --no-fast's, run in
+    the same environment, and the counter's, run alone (test_exact)."""
+    cmd = NO_FAST_SAME[name] or fixture("show_env")
+    art, _ = test_exact.tracked_alone(tmp, cmd, "default.mtrk", counted_env=False)
+    plain, _ = test_exact.tracked_alone(tmp, cmd, "nofast.mtrk", opts=["--no-fast"],
+                                        counted_env=False)
+    require(of_type(art.events, "fast"), "no process went in-process")
+    check_eq(test_exact.per_process(test_exact.memtrack_counts(art.events)),
+             test_exact.per_process(test_exact.memtrack_counts(plain.events)),
+             "heap records per process, default path vs --no-fast")
+    test_exact.check_as_counted_alone(tmp, cmd)
+
+
+EXEC_WAYS = ["execve", "unset", "execv", "execvp", "execvpe", "execl", "execlp", "execle",
+             "fexecve", "execveat", "vfork", "posix_spawn", "posix_spawnp", "system", "popen"]
+
+
+def test_exec_ways_stay_in_process(tmp):
+    """Every exec and spawn path puts memtrack's entries back: the exec'd
+    show_env goes in-process each time (its own envp, unsetenv of
+    LD_PRELOAD, the exec family, vfork, posix_spawn, system's and popen's
+    internal spawns), sees none of them, and the tree's records equal
+    --no-fast's; against the counter run alone, with the ways that keep
+    the counter in the environment."""
+    cmd = "%s %s %s" % (fixture("exec_ways"), fixture("show_env"), " ".join(EXEC_WAYS))
+    art, out = test_exact.tracked_alone(tmp, cmd, "default.mtrk", counted_env=False)
+    plain, plain_out = test_exact.tracked_alone(tmp, cmd, "nofast.mtrk", opts=["--no-fast"],
+                                                counted_env=False)
+    shown = show_env_out(out)
+    check_eq(sorted(shown), sorted(EXEC_WAYS), "the ways show_env ran")
+    for way, seen in sorted(shown.items()):
+        check_eq((seen.get("LD_PRELOAD"), seen.get("MEMTRACK_FAST_SOCKET")),
+                 ("(unset)", "(unset)"), "memtrack's variables as show_env sees them (%s)" % way)
+    check_eq(out, plain_out, "show_env's output, default path vs --no-fast")
+    went = execs_in_process(art.events)
+    check_eq(collections.Counter(name for name, _ in went),
+             collections.Counter({"exec_ways": 1, "show_env": len(EXEC_WAYS) - 1, "3": 1,
+                                  "sh": 3}),
+             "images exec'd (memtrack's sh; fexecve's by /dev/fd/3; sh for system and popen)")
+    check_eq([name for name, fast in went if not fast], [], "images that did not go in-process")
+    check_eq(test_exact.per_process(test_exact.memtrack_counts(art.events)),
+             test_exact.per_process(test_exact.memtrack_counts(plain.events)),
+             "heap records per process, default path vs --no-fast")
+    kept = [w for w in EXEC_WAYS if w not in ("execve", "unset")]
+    test_exact.check_as_counted_alone(
+        tmp, "%s %s %s" % (fixture("exec_ways"), fixture("show_env"), " ".join(kept)),
+        min_fast=len(kept) + 1)
 
 
 def in_process(root, name):
