@@ -19,8 +19,6 @@ static struct {
 	size_t lib_len;
 } E;
 
-unsigned long env_lost_execs;
-
 static bool starts(const char *s, const char *prefix)
 {
 	return !strncmp(s, prefix, strlen(prefix));
@@ -41,7 +39,8 @@ static bool is_lib(const char *e, size_t len, const char *self)
 		return true;
 	if (self)
 		return false;
-	return len >= sizeof(base) - 1 && !memcmp(e + len - (sizeof(base) - 1), base, sizeof(base) - 1) &&
+	return len >= sizeof(base) - 1 &&
+	       !memcmp(e + len - (sizeof(base) - 1), base, sizeof(base) - 1) &&
 	       (len == sizeof(base) - 1 || e[len - sizeof(base)] == '/');
 }
 
@@ -53,7 +52,8 @@ static bool is_lib(const char *e, size_t len, const char *self)
 static bool find_lib(const char *v, const char **at, size_t *len)
 {
 	Dl_info info;
-	const char *self = dladdr((void *)env_take, &info) && info.dli_fname ? info.dli_fname : NULL;
+	const char *self =
+		dladdr((void *)env_take, &info) && info.dli_fname ? info.dli_fname : NULL;
 
 	for (int pass = 0; pass < 2; pass++, self = NULL)
 		for (const char *p = v; *p;) {
@@ -185,17 +185,17 @@ static bool has_lib(const char *v)
 
 struct env_need env_need(char *const envp[])
 {
-	struct env_need need = { 0, 0, -1 };
+	struct env_need need = { 0, 0, -1, false };
 	size_t n;
 
 	if (!E.taken || !envp)
 		return need;
 	for (n = 0; envp[n]; n++) {
 		if (starts(envp[n], SOCKET))
-			return (struct env_need){ 0, 0, -1 };
+			return (struct env_need){ 0, 0, -1, false };
 		if (need.preload_at < 0 && starts(envp[n], PRELOAD))
 			need.preload_at = (long)n;
-		if (n >= ENV_MAX_ENTRIES)
+		if (n >= MT_FAST_ENV_MAX_ENTRIES)
 			goto too_big;
 	}
 	need.slots = n + 3;
@@ -210,11 +210,10 @@ struct env_need env_need(char *const envp[])
 	} else {
 		need.preload_bytes = strlen(PRELOAD) + E.lib_len + 1;
 	}
-	if (need.preload_bytes <= ENV_MAX_PRELOAD_BYTES)
+	if (need.preload_bytes <= MT_FAST_ENV_MAX_PRELOAD)
 		return need;
 too_big:
-	__atomic_add_fetch(&env_lost_execs, 1, __ATOMIC_RELAXED);
-	return (struct env_need){ 0, 0, -1 };
+	return (struct env_need){ 0, 0, -1, true };
 }
 
 /* Writes "LD_PRELOAD=lib[:old]" into @out. */
@@ -234,8 +233,7 @@ static void write_preload(char *out, const char *old)
 	*p = 0;
 }
 
-char *const *env_build(char *const envp[], const struct env_need *need, char **slots,
-		       char *preload)
+char *const *env_build(char *const envp[], const struct env_need *need, char **slots, char *preload)
 {
 	size_t n = 0;
 

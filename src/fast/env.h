@@ -18,16 +18,10 @@
 #ifndef MEMTRACK_FAST_ENV_H
 #define MEMTRACK_FAST_ENV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "fast/fast_lib.h"
 
-/*
- * Beyond these an exec passes the program's envp unchanged (its image then
- * records on the uprobes, which are exact) and the loss is counted
- * (env_lost_execs): the stack of the exec'ing thread holds the copy.
- */
-#define ENV_MAX_ENTRIES 16384
-#define ENV_MAX_PRELOAD_BYTES 65536
 
 /*
  * Keeps the socket's entry and the library's LD_PRELOAD entry and removes
@@ -45,13 +39,15 @@ struct env_need {
 	size_t slots;	      /* pointers, the terminating NULL included */
 	size_t preload_bytes; /* the LD_PRELOAD= entry written */
 	long preload_at;      /* the envp's LD_PRELOAD entry, -1: none */
+	bool overflow;	      /* beyond MT_FAST_ENV_MAX_* (fast_ring.h): passed as is */
 };
 
 /*
  * Sizes the envp @envp would become.  0 slots when there is nothing to put
  * back: memtrack's entries were never taken, @envp names a socket of its
  * own (the program set it), or @envp is NULL (passed as is).  An @envp
- * beyond ENV_MAX_* is passed as is too, and counted.
+ * beyond MT_FAST_ENV_MAX_* (fast_ring.h) is passed as is too: the image
+ * records on the uprobes (exactly), and `overflow` says so.
  */
 struct env_need env_need(char *const envp[]) HIDDEN;
 
@@ -70,8 +66,5 @@ char *const *env_build(char *const envp[], const struct env_need *need, char **s
  * swapped `environ` that a setenv() copied meanwhile (exec.c).
  */
 void env_strip(char **env, const char *preload, char *orig_preload) HIDDEN;
-
-/* Execs that passed the program's envp unchanged (ENV_MAX_*), since load. */
-extern unsigned long env_lost_execs HIDDEN;
 
 #endif /* MEMTRACK_FAST_ENV_H */

@@ -13,6 +13,7 @@
 #include "fast/env.h"
 #include "fast/exec.h"
 #include "fast/next_sym.h"
+#include "fast/ring.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -44,15 +45,23 @@ void exec_resolve(void)
 	libc.popen = (popen_fn *)next_sym("popen", self);
 }
 
+/* env_build(), and the count of an envp that did not fit (ring.h). */
+static char *const *exec_env(char *const envp[], const struct env_need *need, char **ptrs, char *ld)
+{
+	if (need->overflow)
+		ring_note_env_overflow();
+	return env_build(envp, need, ptrs, ld);
+}
+
 /*
  * Declares @out, @envp with memtrack's entries put back, in buffers on
  * this stack frame (env.h); the frame must last until the exec.
  */
-#define WITH_ENV(envp, out)                                                   \
-	struct env_need out##_plan = env_need(envp);                          \
-	char *out##_ptrs[out##_plan.slots ? out##_plan.slots : 1];           \
+#define WITH_ENV(envp, out)                                                     \
+	struct env_need out##_plan = env_need(envp);                            \
+	char *out##_ptrs[out##_plan.slots ? out##_plan.slots : 1];              \
 	char out##_ld[out##_plan.preload_bytes ? out##_plan.preload_bytes : 1]; \
-	char *const *out = env_build(envp, &out##_plan, out##_ptrs, out##_ld)
+	char *const *out = exec_env(envp, &out##_plan, out##_ptrs, out##_ld)
 
 static int no_libc(void)
 {
@@ -124,19 +133,19 @@ static size_t count_args(const char *arg, va_list ap)
  * The execl forms: the arguments into an argv on this stack (as glibc's
  * do), then, if @le (execle), the envp after the NULL into @envp_out.
  */
-#define EXECL_ARGV(argv, arg, le, envp_out)                           \
-	va_list ap;                                                   \
-	size_t argc_;                                                 \
-	va_start(ap, arg);                                            \
-	argc_ = count_args(arg, ap);                                  \
-	va_end(ap);                                                   \
-	char *argv[argc_ + 1];                                        \
-	va_start(ap, arg);                                            \
-	argv[0] = (char *)arg;                                        \
-	for (size_t i_ = 1; i_ <= argc_; i_++)                        \
-		argv[i_] = va_arg(ap, char *);                        \
-	argv[argc_] = NULL;                                           \
-	envp_out = (le) ? va_arg(ap, char *const *) : NULL;           \
+#define EXECL_ARGV(argv, arg, le, envp_out)                 \
+	va_list ap;                                         \
+	size_t argc_;                                       \
+	va_start(ap, arg);                                  \
+	argc_ = count_args(arg, ap);                        \
+	va_end(ap);                                         \
+	char *argv[argc_ + 1];                              \
+	va_start(ap, arg);                                  \
+	argv[0] = (char *)arg;                              \
+	for (size_t i_ = 1; i_ <= argc_; i_++)              \
+		argv[i_] = va_arg(ap, char *);              \
+	argv[argc_] = NULL;                                 \
+	envp_out = (le) ? va_arg(ap, char *const *) : NULL; \
 	va_end(ap)
 
 EXPORT int execl(const char *path, const char *arg, ...)

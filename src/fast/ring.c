@@ -148,3 +148,9 @@ void ring_drop(void)
 	tls_tid = 0;
 	fast_vfork_flag = 0;
 }
+
+void ring_note_env_overflow(void)
+{
+	if (R.hdr)
+		__atomic_add_fetch(&R.hdr->env_overflow, 1, __ATOMIC_RELAXED);
+}

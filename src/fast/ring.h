@@ -50,6 +50,12 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
  */
 int ring_create(void) HIDDEN;
 
+/*
+ * Notes in the ring's header that this process exec'd a program without
+ * memtrack's entries (exec.c: env_overflow, fast_ring.h).  Async-signal-safe.
+ */
+void ring_note_env_overflow(void) HIDDEN;
+
 /* Starts recording into the ring, with memtrack's switch @heap_switch (borrowed, mapped by the link). */
 void ring_start(const volatile uint32_t *heap_switch) HIDDEN;
 

@@ -504,3 +504,32 @@ def test_fd_limit_64_raised_by_root(tmp):
     check_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
     check_eq(p.stdout.split(), ["64", "64"], "the command's fd limits (soft, hard)")
     check_eq(report_json(out)["unprobed_processes"], 0, "processes unprobed")
+
+
+def test_environment_too_large_execs_on_uprobes(tmp):
+    """An exec whose environment is beyond what the library copies
+    (MT_FAST_ENV_MAX_ENTRIES, 16,384 variables) passes the program's envp as
+    it is: show_env records on the uprobes, exactly (--no-fast's records),
+    sees nothing of memtrack, and the run names it (env_overflow, the
+    summary line)."""
+    exe = fixture("show_env")
+    cmd = ("exec /usr/bin/python3 -c \"import os; e = dict(os.environ); "
+           "e.update(('V%%d' %% i, '1') for i in range(17000)); "
+           "os.execve('%s', ['%s', 'big'], e)\"" % (exe, exe))
+    art, out = test_exact.tracked_alone(tmp, cmd, "default.mtrk", counted_env=False)
+    plain, plain_out = test_exact.tracked_alone(tmp, cmd, "nofast.mtrk", opts=["--no-fast"],
+                                                counted_env=False)
+    check_eq(out, plain_out, "show_env's output, default path vs --no-fast")
+    check_eq((show_env_out(out)["big"]["LD_PRELOAD"],
+              show_env_out(out)["big"]["MEMTRACK_FAST_SOCKET"]), ("(unset)", "(unset)"),
+             "memtrack's variables as show_env sees them")
+    check_eq(execs_in_process(art.events), [("sh", True), ("python3", True), ("show_env", False)],
+             "images exec'd and whether they went in-process")
+    check_eq(test_exact.per_process(test_exact.memtrack_counts(art.events)),
+             test_exact.per_process(test_exact.memtrack_counts(plain.events)),
+             "heap records per process, default path vs --no-fast")
+    check_eq(report_json(art.path)["env_overflow"], 1, "report --json's env_overflow")
+    p = run([MEMTRACK, "track", "-o", str(Path(tmp) / "loud.mtrk"), "--", "/bin/sh", "-c", cmd])
+    require_eq(p.rc, 0, "memtrack's exit status: %s" % p.describe())
+    check_true("1 processes exec'd a program on the uprobes (environment beyond 16384 entries"
+               in p.stderr, "the summary names the exec (%r)" % p.stderr)
