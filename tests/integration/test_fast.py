@@ -122,7 +122,7 @@ FIXTURES = [
     ["heap_pairs"], ["heap_calloc"], ["heap_realloc"], ["heap_aligned"], ["heap_fail"],
     ["heap_grow", "300000", "1000"], ["heap_many", "20000"], ["alloc_pairs", "20000"],
     ["cxx_ops"], ["cxx_map"], ["threads"], ["thread_pairs", "4", "2000"],
-    ["fork_seq", "3"], ["vfork_alloc"], ["spawn_alloc"], ["dlopen_thread"],
+    ["fork_seq", "3"], ["vfork_alloc"], ["vfork_threads"], ["spawn_alloc"], ["dlopen_thread"],
 ]
 
 
