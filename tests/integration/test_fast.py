@@ -15,10 +15,11 @@ differently from run to run, and a real program's mremap'd blocks may grow
 in place or move: those compare as multisets without addresses.
 
 One difference is by design and left out of the comparison: frees of a
-block the process never allocated.  glibc frees a thread's tcache at thread
-exit through its internal __libc_free; the uprobes on free see that call
-(an allocation they never saw: tcache_init allocates internally), the
-library, which sees calls that come through the symbol table, does not.
+block not live in the process (never allocated, or freed already).  glibc
+frees a thread's tcache at thread exit through its internal __libc_free
+(its cached blocks, then the tcache, which tcache_init allocated
+internally); the uprobes on free see those calls, the library, which sees
+calls that come through the symbol table, does not.
 
 Then: the independent interposer count of test_exact.py for --fast, which
 path `report` says each process used, the fallbacks (static binary, an
