@@ -153,7 +153,7 @@ void env_take(void)
 	}
 	if (sock < 0 || strlen(env[sock]) >= sizeof(E.socket))
 		return;
-	strcpy(E.socket, env[sock]);
+	memcpy(E.socket, env[sock], strlen(env[sock]) + 1);
 	E.taken = true;
 	gone[k++] = (size_t)sock;
 	if (pre >= 0 && cut_lib(env[pre]))

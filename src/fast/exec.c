@@ -54,14 +54,14 @@ static char *const *exec_env(char *const envp[], const struct env_need *need, ch
 }
 
 /*
- * Declares @out, @envp with memtrack's entries put back, in buffers on
+ * Declares `env`, @envp with memtrack's entries put back, in buffers on
  * this stack frame (env.h); the frame must last until the exec.
  */
-#define WITH_ENV(envp, out)                                                     \
-	struct env_need out##_plan = env_need(envp);                            \
-	char *out##_ptrs[out##_plan.slots ? out##_plan.slots : 1];              \
-	char out##_ld[out##_plan.preload_bytes ? out##_plan.preload_bytes : 1]; \
-	char *const *out = exec_env(envp, &out##_plan, out##_ptrs, out##_ld)
+#define WITH_ENV(envp)                                                    \
+	struct env_need env_plan = env_need(envp);                        \
+	char *env_ptrs[env_plan.slots ? env_plan.slots : 1];              \
+	char env_ld[env_plan.preload_bytes ? env_plan.preload_bytes : 1]; \
+	char *const *env = exec_env((envp), &env_plan, env_ptrs, env_ld)
 
 static int no_libc(void)
 {
@@ -71,14 +71,14 @@ static int no_libc(void)
 
 static int do_execve(const char *path, char *const argv[], char *const envp[])
 {
-	WITH_ENV(envp, env);
+	WITH_ENV(envp);
 
 	return libc.execve ? libc.execve(path, argv, env) : no_libc();
 }
 
 static int do_execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	WITH_ENV(envp, env);
+	WITH_ENV(envp);
 
 	return libc.execvpe ? libc.execvpe(file, argv, env) : no_libc();
 }
@@ -90,14 +90,14 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 
 EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-	WITH_ENV(envp, env);
+	WITH_ENV(envp);
 
 	return libc.execveat ? libc.execveat(dirfd, path, argv, env, flags) : no_libc();
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	WITH_ENV(envp, env);
+	WITH_ENV(envp);
 
 	return libc.fexecve ? libc.fexecve(fd, argv, env) : no_libc();
 }
@@ -130,54 +130,72 @@ static size_t count_args(const char *arg, va_list ap)
 }
 
 /*
- * The execl forms: the arguments into an argv on this stack (as glibc's
- * do), then, if @le (execle), the envp after the NULL into @envp_out.
+ * The execl forms gather their arguments into an argv on their stack (as
+ * glibc's do): count_args() counts them, fill_args() copies them and
+ * leaves *@ap past the NULL (execle's envp is next).
  */
-#define EXECL_ARGV(argv, arg, le, envp_out)                 \
-	va_list ap;                                         \
-	size_t argc_;                                       \
-	va_start(ap, arg);                                  \
-	argc_ = count_args(arg, ap);                        \
-	va_end(ap);                                         \
-	char *argv[argc_ + 1];                              \
-	va_start(ap, arg);                                  \
-	argv[0] = (char *)arg;                              \
-	for (size_t i_ = 1; i_ <= argc_; i_++)              \
-		argv[i_] = va_arg(ap, char *);              \
-	argv[argc_] = NULL;                                 \
-	envp_out = (le) ? va_arg(ap, char *const *) : NULL; \
-	va_end(ap)
+static void fill_args(char **argv, size_t n, const char *arg, va_list *ap)
+{
+	argv[0] = (char *)arg;
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = va_arg(*ap, char *);
+	argv[n] = NULL;
+}
 
 EXPORT int execl(const char *path, const char *arg, ...)
 {
-	char *const *unused;
+	va_list ap;
+	size_t n;
 
-	EXECL_ARGV(argv, arg, false, unused);
-	(void)unused;
+	va_start(ap, arg);
+	n = count_args(arg, ap);
+	va_end(ap);
+	char *argv[n + 1];
+
+	va_start(ap, arg);
+	fill_args(argv, n, arg, &ap);
+	va_end(ap);
 	return do_execve(path, argv, environ);
 }
 
 EXPORT int execlp(const char *file, const char *arg, ...)
 {
-	char *const *unused;
+	va_list ap;
+	size_t n;
 
-	EXECL_ARGV(argv, arg, false, unused);
-	(void)unused;
+	va_start(ap, arg);
+	n = count_args(arg, ap);
+	va_end(ap);
+	char *argv[n + 1];
+
+	va_start(ap, arg);
+	fill_args(argv, n, arg, &ap);
+	va_end(ap);
 	return do_execvpe(file, argv, environ);
 }
 
 EXPORT int execle(const char *path, const char *arg, ...)
 {
 	char *const *envp;
+	va_list ap;
+	size_t n;
 
-	EXECL_ARGV(argv, arg, true, envp);
+	va_start(ap, arg);
+	n = count_args(arg, ap);
+	va_end(ap);
+	char *argv[n + 1];
+
+	va_start(ap, arg);
+	fill_args(argv, n, arg, &ap);
+	envp = va_arg(ap, char *const *);
+	va_end(ap);
 	return do_execve(path, argv, envp);
 }
 
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	WITH_ENV(envp, env);
+	WITH_ENV(envp);
 
 	return libc.posix_spawn ? libc.posix_spawn(pid, path, fa, attr, argv, env) : ENOSYS;
 }
@@ -185,7 +203,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	WITH_ENV(envp, env);
+	WITH_ENV(envp);
 
 	return libc.posix_spawnp ? libc.posix_spawnp(pid, file, fa, attr, argv, env) : ENOSYS;
 }
@@ -316,7 +334,7 @@ EXPORT FILE *popen(const char *command, const char *mode)
 	pthread_mutex_lock(&popen_lock);
 	saved = environ;
 	{
-		WITH_ENV(saved, env);
+		WITH_ENV(saved);
 
 		environ = (char **)env;
 		f = libc.popen(command, mode);
