@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "fast/env.h"
+#include "fast/fast_ring.h"
 #include "fast/exec.h"
 #include "fast/next_sym.h"
 #include "fast/ring.h"
@@ -316,13 +317,21 @@ EXPORT int system(const char *line)
 
 /*
  * popen(): libc's, with `environ` the built envp while it spawns (one
- * popen() at a time).  A setenv() of another thread in that window copies
- * the built array: memtrack's entries are taken out of that copy.
+ * popen() at a time).  The built array is static and stays as it is after
+ * the swap: another thread's setenv() or getenv() that read `environ` in
+ * that window may still walk it (a stack copy gone by then crashed such a
+ * setenv).  A setenv() that copied the built array meanwhile gets
+ * memtrack's entries taken out of its copy.  (Only the one popen() at a
+ * time writes these buffers: popen_lock.)
  */
 static pthread_mutex_t popen_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *popen_envp[MT_FAST_ENV_MAX_ENTRIES + 3];
+static char popen_ld[MT_FAST_ENV_MAX_PRELOAD];
 
 EXPORT FILE *popen(const char *command, const char *mode)
 {
+	struct env_need plan;
+	char *const *env;
 	char **saved;
 	FILE *f;
 	int err;
@@ -333,18 +342,15 @@ EXPORT FILE *popen(const char *command, const char *mode)
 	}
 	pthread_mutex_lock(&popen_lock);
 	saved = environ;
-	{
-		WITH_ENV(saved);
-
-		environ = (char **)env;
-		f = libc.popen(command, mode);
-		err = errno;
-		if (environ == env)
-			environ = saved;
-		else
-			env_strip(environ, env_ld,
-				  env_plan.preload_at >= 0 ? saved[env_plan.preload_at] : NULL);
-	}
+	plan = env_need(saved); /* within the buffers' bounds, or 0 slots */
+	env = exec_env(saved, &plan, popen_envp, popen_ld);
+	environ = (char **)env;
+	f = libc.popen(command, mode);
+	err = errno;
+	if (environ == env)
+		environ = saved;
+	else
+		env_strip(environ, popen_ld, plan.preload_at >= 0 ? saved[plan.preload_at] : NULL);
 	pthread_mutex_unlock(&popen_lock);
 	errno = err;
 	return f;

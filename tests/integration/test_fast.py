@@ -534,3 +534,17 @@ def test_environment_too_large_execs_on_uprobes(tmp):
     require_eq(p.rc, 0, "memtrack's exit status: %s" % p.describe())
     check_true("1 processes exec'd a program on the uprobes (environment beyond 16384 entries"
                in p.stderr, "the summary names the exec (%r)" % p.stderr)
+
+
+def test_popen_while_another_thread_sets_the_environment(tmp):
+    """popen() swaps `environ` for the built envp while it spawns; another
+    thread's setenv() in that window walks (or copies) the built array: it
+    must stay valid (a copy on popen's stack crashed setenv), and memtrack's
+    entries never stay in the program's environment.  Every popen'd sh
+    goes in-process."""
+    t = track(tmp, [fixture("popen_setenv"), "100"])
+    check_eq(t.stdout, "seen 0\n", "memtrack's entries the program found in environ")
+    went = execs_in_process(t.events)
+    check_eq(collections.Counter(went),
+             collections.Counter({("popen_setenv", True): 1, ("sh", True): 100}),
+             "images exec'd and whether they went in-process")
