@@ -188,9 +188,9 @@ struct env_need env_need(char *const envp[])
 	struct env_need need = { 0, 0, -1, false };
 	size_t n;
 
-	if (!E.taken || !envp)
+	if (!E.taken)
 		return need;
-	for (n = 0; envp[n]; n++) {
+	for (n = 0; envp && envp[n]; n++) { /* NULL: empty (Linux), as clearenv() leaves it */
 		if (starts(envp[n], SOCKET))
 			return (struct env_need){ 0, 0, -1, false };
 		if (need.preload_at < 0 && starts(envp[n], PRELOAD))
@@ -239,7 +239,7 @@ char *const *env_build(char *const envp[], const struct env_need *need, char **s
 
 	if (!need->slots)
 		return envp;
-	for (; envp[n]; n++)
+	for (; envp && envp[n]; n++)
 		slots[n] = envp[n];
 	if (need->preload_bytes) {
 		write_preload(preload, need->preload_at >= 0

@@ -45,7 +45,8 @@ struct env_need {
 /*
  * Sizes the envp @envp would become.  0 slots when there is nothing to put
  * back: memtrack's entries were never taken, @envp names a socket of its
- * own (the program set it), or @envp is NULL (passed as is).  An @envp
+ * own (the program set it).  A NULL @envp is an empty one (Linux execve;
+ * clearenv() leaves `environ` NULL).  An @envp
  * beyond MT_FAST_ENV_MAX_* (fast_ring.h) is passed as is too: the image
  * records on the uprobes (exactly), and `overflow` says so.
  */
