@@ -242,10 +242,11 @@ char *const *env_build(char *const envp[], const struct env_need *need, char **s
 	for (; envp && envp[n]; n++)
 		slots[n] = envp[n];
 	if (need->preload_bytes) {
-		write_preload(preload, need->preload_at >= 0
-					       ? envp[need->preload_at] + strlen(PRELOAD)
-					       : NULL);
-		if (need->preload_at >= 0)
+		/* preload_at is set only for an envp that has an LD_PRELOAD entry */
+		bool replace = envp && need->preload_at >= 0;
+
+		write_preload(preload, replace ? envp[need->preload_at] + strlen(PRELOAD) : NULL);
+		if (replace)
 			slots[need->preload_at] = preload;
 		else
 			slots[n++] = preload;
