@@ -123,6 +123,9 @@ static int print_text(struct report *r)
 	if (r->trailer && r->trailer->killed_in_call)
 		printf("cut short:    %llu heap calls a killed process was inside (they never returned: not recorded)\n",
 		       (unsigned long long)r->trailer->killed_in_call);
+	if (r->trailer && r->trailer->env_overflow)
+		printf("exec'd:       %llu processes exec'd a program on the uprobes (too large an environment to keep it in-process; recorded exactly there)\n",
+		       (unsigned long long)r->trailer->env_overflow);
 	if (a->bad_records)
 		printf("refused:      %llu forged records of the in-process rings, from %u processes\n",
 		       (unsigned long long)a->bad_records, a->bad_procs);
@@ -211,6 +214,8 @@ static int print_json(struct report *r)
 	       r->trailer ? (unsigned long long)r->trailer->unprobed : 0ull);
 	printf(",\"killed_in_call\":%llu",
 	       r->trailer ? (unsigned long long)r->trailer->killed_in_call : 0ull);
+	printf(",\"env_overflow\":%llu",
+	       r->trailer ? (unsigned long long)r->trailer->env_overflow : 0ull);
 	printf(",\"bad_records\":%llu", (unsigned long long)a->bad_records);
 	printf(",\"truncated\":%s", r->truncated ? "true" : "false");
 	if (r->trailer)

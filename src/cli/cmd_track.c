@@ -25,6 +25,7 @@
 #include "cli/cli.h"
 #include "cli/help.h"
 #include "cli/track_output.h"
+#include "fast/fast_ring.h"
 #include "format/artifact.h"
 #include "kernel/kernel_features.h"
 #include "util/as_user.h"
@@ -237,7 +238,7 @@ static int report_end(const struct track_opts *o, const struct session_stats *st
 {
 	uint64_t drops = total_drops(t), events = st->events;
 	int status = exit_status_of(st->status);
-	char unprobed[64] = "", refused[96] = "", killed[96] = "";
+	char unprobed[64] = "", refused[96] = "", killed[96] = "", env[160] = "";
 
 	if (t->unprobed)
 		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
@@ -246,6 +247,12 @@ static int report_end(const struct track_opts *o, const struct session_stats *st
 		snprintf(killed, sizeof(killed),
 			 ", %llu heap calls cut short by a kill (never returned, not recorded)",
 			 (unsigned long long)t->killed_in_call);
+	if (t->env_overflow)
+		snprintf(
+			env, sizeof(env),
+			", %llu processes exec'd a program on the uprobes (environment beyond %u entries or a %u-byte LD_PRELOAD)",
+			(unsigned long long)t->env_overflow, MT_FAST_ENV_MAX_ENTRIES,
+			MT_FAST_ENV_MAX_PRELOAD);
 	if (st->fast && st->fast_st.bad_records)
 		snprintf(refused, sizeof(refused),
 			 ", %llu forged records refused from %llu processes",
@@ -253,9 +260,9 @@ static int report_end(const struct track_opts *o, const struct session_stats *st
 			 (unsigned long long)st->fast_st.bad_procs);
 	if (!o->quiet)
 		fprintf(stderr,
-			"memtrack: wrote %s: %llu events, %llu lost%s%s%s, command exited with %d\n",
+			"memtrack: wrote %s: %llu events, %llu lost%s%s%s%s, command exited with %d\n",
 			o->output, (unsigned long long)events, (unsigned long long)drops, unprobed,
-			killed, refused, status);
+			killed, env, refused, status);
 	if (o->allow_drops)
 		return status;
 	if (t->unprobed)

@@ -5,13 +5,15 @@
  * The library's files depend one way (each includes only the headers of
  * the layers below it):
  *
+ *   env.c        memtrack's two environment entries: out of `environ`, back for execs
  *   link.c       the socket to memtrack: connect, hello, answer, wakeups
  *   ring.c       the ring: the producer side of fast_ring.h (uses link)
  *   interpose.c  the allocator entry points (record into the ring)
  *   vfork.c      the vfork entry point (tells the ring whose calls are not ours)
+ *   exec.c       the exec and spawn entry points (pass env.c's envp)
  *   handover.c   the constructor and fork handler: makes the ring, hands it
  *                to memtrack, announces (uses all of the above)
- *   next_sym.c   symbol lookup without allocating (used by interpose, vfork)
+ *   next_sym.c   symbol lookup without allocating (used by interpose, vfork, exec)
  *
  * Everything is hidden but the entry points.
  */

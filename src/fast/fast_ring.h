@@ -42,6 +42,13 @@
 /* a producer pokes the consumer (one byte on the socket) every this many records */
 #define MT_FAST_WAKE_EVERY (MT_FAST_SLOTS / 4)
 #define MT_FAST_SOCKET_ENV "MEMTRACK_FAST_SOCKET"
+/*
+ * Beyond these the library execs with the program's envp as it is, without
+ * its two entries (it builds the copy on the exec'ing thread's stack), and
+ * counts it in the header's env_overflow.
+ */
+#define MT_FAST_ENV_MAX_ENTRIES 16384u
+#define MT_FAST_ENV_MAX_PRELOAD 65536u
 /* the seals memtrack requires on a ring's memfd (F_GET_SEALS) */
 #define MT_FAST_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 /*
@@ -58,7 +65,11 @@ struct mt_fast_hdr {
 	/* memtrack: 1 once it reads no more (it unmaps or abandons the ring):
 	 * a producer waiting on a full ring stops, socket or not */
 	__u32 closed;
-	__u8 pad0[44];
+	/* the library: execs this process made with its own envp, memtrack's
+	 * entries not put back (too large an environment: exec.c), so the image
+	 * records on the uprobes; a claim of the process, read as "any" */
+	__u32 env_overflow;
+	__u8 pad0[40];
 	__u64 head; /* next position a producer takes (atomic) */
 	__u8 pad1[56];
 	__u64 tail; /* next position the consumer reads (its own, informative) */

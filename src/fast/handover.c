@@ -3,9 +3,11 @@
  * handover.c - how libmemtrack-fast.so takes a process over from the
  * uprobes (see fast_ring.h and fast.bpf.c): the top layer of the library.
  *
- * At load (and in a fork child, before fork returns) the library makes a
- * ring (ring.h), sends it to memtrack over the socket named by
- * MEMTRACK_FAST_SOCKET (link.h), waits for memtrack to accept it (memtrack
+ * At load the library takes its two environment entries out of the
+ * program's environment (env.h; its exec entry points, exec.h, put them
+ * back for what the program execs).  At load and in a fork child (before
+ * fork returns) it makes a ring (ring.h), sends it to memtrack over the
+ * socket named by MEMTRACK_FAST_SOCKET (link.h), waits for memtrack to accept it (memtrack
  * says yes only for a process of its tree), and then announces with the
  * marker prctl: from that syscall on, this process's outermost heap calls
  * are recorded by the entry points (interpose.c) and the uprobes ignore
@@ -23,6 +25,8 @@
 #include <unistd.h>
 #include <linux/types.h>
 #include "bpf_abi.h"
+#include "fast/env.h"
+#include "fast/exec.h"
 #include "fast/fast_ring.h"
 #include "fast/interpose.h"
 #include "fast/link.h"
@@ -42,7 +46,7 @@ static void drop_session(void)
  */
 static void start_session(void)
 {
-	const char *path = getenv(MT_FAST_SOCKET_ENV);
+	const char *path = env_socket();
 	const volatile uint32_t *heap_switch = NULL;
 	int memfd;
 
@@ -92,6 +96,8 @@ __attribute__((constructor(101))) static void fast_init(void)
 {
 	interpose_resolve();
 	vfork_resolve();
+	exec_resolve();
+	env_take(); /* before main: the program never sees memtrack's entries */
 	start_session_masked();
 	pthread_atfork(NULL, NULL, atfork_child);
 }

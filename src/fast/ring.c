@@ -14,7 +14,7 @@
 #include "fast/ring.h"
 
 volatile int fast_recording;
-volatile uint32_t fast_vfork_flag;
+__thread uint32_t fast_vfork_flag TLS_IE;
 
 /* Where a call is on until the answer maps memtrack's switch. */
 static const uint32_t always_on = 1;
@@ -77,7 +77,7 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
 	if (__builtin_expect(fast_vfork_flag, 0)) {
 		if (syscall(SYS_getpid) != R.pid)
 			return;	     /* a vfork child: the uprobes record it */
-		fast_vfork_flag = 0; /* its child has exec'd or exited since */
+		fast_vfork_flag = 0; /* this thread's child has exec'd or exited since */
 	}
 	if (__builtin_expect(!tls_tid, 0))
 		tls_tid = syscall(SYS_gettid);
@@ -147,4 +147,10 @@ void ring_drop(void)
 	R.hdr = NULL;
 	tls_tid = 0;
 	fast_vfork_flag = 0;
+}
+
+void ring_note_env_overflow(void)
+{
+	if (R.hdr)
+		__atomic_add_fetch(&R.hdr->env_overflow, 1, __ATOMIC_RELAXED);
 }

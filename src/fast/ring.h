@@ -29,11 +29,14 @@ extern volatile int fast_recording HIDDEN;
 extern const volatile uint32_t *fast_heap_switch HIDDEN;
 
 /*
- * Raised by the vfork entry point (vfork.c): while it is up, a record whose
- * getpid() is not this ring's process is a vfork child's and is dropped
- * (the uprobes record that child); the first record of ours lowers it.
+ * Raised by the vfork entry point (vfork.c) for the calling thread: a
+ * vfork child runs on that thread's TLS (and memory), so while it is up, a
+ * record of that thread whose getpid() is not this ring's process is the
+ * vfork child's and is dropped (the uprobes record that child); the
+ * thread's first record of ours, once the child exec'd or exited, lowers
+ * it.  Other threads of the process, allocating meanwhile, never see it.
  */
-extern volatile uint32_t fast_vfork_flag HIDDEN;
+extern __thread uint32_t fast_vfork_flag HIDDEN TLS_IE;
 
 /*
  * Appends one heap record (type, fn, fields) for the calling thread.  Waits
@@ -49,6 +52,12 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
  * closes it once it is handed over), or -1 with no ring.
  */
 int ring_create(void) HIDDEN;
+
+/*
+ * Notes in the ring's header that this process exec'd a program without
+ * memtrack's entries (exec.c: env_overflow, fast_ring.h).  Async-signal-safe.
+ */
+void ring_note_env_overflow(void) HIDDEN;
 
 /* Starts recording into the ring, with memtrack's switch @heap_switch (borrowed, mapped by the link). */
 void ring_start(const volatile uint32_t *heap_switch) HIDDEN;

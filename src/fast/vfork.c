@@ -10,7 +10,8 @@ __asm__(".text\n"
 	".globl vfork\n"
 	".type vfork, @function\n"
 	"vfork:\n"
-	"	movl $1, fast_vfork_flag(%rip)\n"
+	"	movq fast_vfork_flag@gottpoff(%rip), %rax\n" /* the calling thread's (ring.h) */
+	"	movl $1, %fs:(%rax)\n"
 	"	jmp *fast_real_vfork(%rip)\n"
 	".size vfork, .-vfork\n");
 

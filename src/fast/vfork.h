@@ -5,8 +5,9 @@
  * vfork(): the child runs on this process's memory, library included, but
  * is a process of its own that never announced: its calls belong to the
  * uprobes (attached to it when it was parked at vfork).  Our vfork raises
- * the ring's fast_vfork_flag (ring.h) and jumps to libc's (a jump, not a
- * call: the child must return straight to the program).  posix_spawn's
+ * the calling thread's fast_vfork_flag (ring.h: thread-local, as the child
+ * runs on that thread's TLS) and jumps to libc's (a jump, not a call: the
+ * child must return straight to the program).  posix_spawn's
  * child (glibc's own clone) does not allocate.
  */
 #ifndef MEMTRACK_FAST_VFORK_H

@@ -90,6 +90,7 @@ struct mt_trailer {
 	uint64_t frames;	       /* event frames before the trailer */
 	uint64_t unprobed;	       /* processes left without (all) their allocator probes */
 	uint64_t killed_in_call;       /* in-process heap calls a killed thread never finished */
+	uint64_t env_overflow; /* in-process processes that exec'd one image on the uprobes */
 };
 
 /* Writer statistics, valid at any time. */

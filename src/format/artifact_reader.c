@@ -326,6 +326,9 @@ static int trailer_kv(void *ctx, const char *key, const char *val)
 	} else if (!strcmp(key, "killed_in_call")) {
 		err = parse_u64(val, UINT64_MAX, &u);
 		t->killed_in_call = u;
+	} else if (!strcmp(key, "env_overflow")) {
+		err = parse_u64(val, UINT64_MAX, &u);
+		t->env_overflow = u;
 	}
 	if (err) {
 		c->bad_key = key;

@@ -543,6 +543,7 @@ int mt_writer__finish(struct mt_writer *w, const struct mt_trailer *t)
 	}
 	err = err ?: put_kv_u64(body, &len, cap, "unprobed", t->unprobed);
 	err = err ?: put_kv_u64(body, &len, cap, "killed_in_call", t->killed_in_call);
+	err = err ?: put_kv_u64(body, &len, cap, "env_overflow", t->env_overflow);
 	err = err ?: put_kv_s64(body, &len, cap, "exit_code", t->exit_code);
 	err = err ?: put_kv_s64(body, &len, cap, "exit_signal", t->exit_signal);
 	err = err ?: put_kv_u64(body, &len, cap, "duration_ns", t->duration_ns);

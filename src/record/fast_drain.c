@@ -513,6 +513,8 @@ static void add_counts(struct fast_drain_stats *st, const struct fast_conn *c)
 	st->bad_records += c->rd.refused;
 	st->bad_procs += c->rd.refused > 0;
 	st->cut += c->rd.lied;
+	st->env_overflow += __atomic_load_n(&((const struct mt_fast_hdr *)c->ring)->env_overflow,
+					    __ATOMIC_RELAXED) != 0;
 }
 
 static void conn_free(struct fast_drain *d, struct fast_conn *c)

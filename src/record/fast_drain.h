@@ -38,6 +38,8 @@ struct fast_drain_stats {
 	uint64_t bad_records; /* ring records refused (not a heap call of its own, a lie) */
 	uint64_t bad_procs;   /* rings that refused any */
 	uint64_t cut;	      /* rings cut off for breaking the ring's protocol */
+	uint64_t
+		env_overflow; /* rings whose process exec'd without memtrack's entries (fast_ring.h) */
 };
 
 /* Whether process @pid may record in-process (called on the poller thread). */

@@ -885,6 +885,8 @@ static void fill_trailer(struct session *s, struct mt_trailer *t)
 		 */
 		fast_drain__stats(s->fast, &s->st.fast_st);
 		t->killed_in_call = s->st.fast_st.lost;
+		/* exec'd images on the uprobes, recorded exactly there: named, not dropped */
+		t->env_overflow = s->st.fast_st.env_overflow;
 	}
 	if (s->probes) {
 		probes__stats(s->probes, &s->st.probes);

@@ -11,16 +11,26 @@ so these runs also check that a wrapper's calls are counted once.
 
 memtrack itself is preloaded too (it passes its environment on); its own
 calls are logged under its pid, which is not in the tree, and left out.
+
+Then the issue-25 measure: the counter run alone, without memtrack, against
+memtrack's default path run in the same environment (ASLR off, hash seeds
+fixed, and libcount_none.so, a do-nothing library of a name as long,
+preloaded in the counter's place): per process, the same calls and bytes.
 """
 import collections
+import ctypes
 import os
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from mtlib import (BUILD, MEMTRACK, Artifact, Failure, check_eq, fixture,
                    heap, require, require_eq, tree_pids)
 
 COUNTER = BUILD / "fixtures" / "libcount_heap.so"
+NO_COUNTER = BUILD / "fixtures" / "libcount_none.so"  # as long a path: the same environment
+SEEDS = {"PYTHONHASHSEED": "0", "PERL_HASH_SEED": "0", "PERL_PERTURB_KEYS": "0"}
 
 C_SOURCE = r"""
 #include <stdio.h>
@@ -170,3 +180,94 @@ def test_exact_sort(tmp):
 
 def test_exact_cxx_map_string(tmp):
     check_exact(tmp, fixture("cxx_map"))
+
+
+def _no_aslr():
+    """preexec_fn: ASLR off (setarch -R) without a setarch process of the tree."""
+    ctypes.CDLL(None).personality(0x0040000)  # ADDR_NO_RANDOMIZE
+
+
+def alone_env(preload=None, extra=None):
+    """The caller's environment with the hash seeds fixed, TMPDIR=/tmp (the
+    --fast socket's directory: a fixed length) and LD_PRELOAD=@preload."""
+    env = dict(os.environ, TMPDIR="/tmp", **SEEDS)
+    for k in ("LD_PRELOAD", "MEMTRACK_FAST_SOCKET", "MT_COUNT_LOG"):
+        env.pop(k, None)
+    if preload:
+        env["LD_PRELOAD"] = str(preload)
+    env.update(extra or {})
+    return env
+
+
+def run_alone(argv, env, cwd, timeout=180):
+    p = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, text=True, timeout=timeout, preexec_fn=_no_aslr)
+    require_eq(p.returncode, 0, "exit status of %s (stderr: %s)" % (argv, p.stderr.strip()))
+    return p.stdout
+
+
+def counted_alone(tmp, shell_cmd, cwd=None):
+    """`sh -c shell_cmd` without memtrack, ASLR off, the counter preloaded:
+    {pid: counts} (as interposer_counts)."""
+    require(COUNTER.exists(), "%s is not built (make fixtures builds it)" % COUNTER)
+    log = Path(tmp) / "alone.log"
+    if log.exists():
+        log.unlink()
+    run_alone(["/bin/sh", "-c", shell_cmd],
+              alone_env(COUNTER, {"MT_COUNT_LOG": str(log)}), cwd or tmp)
+    return interposer_counts(log, None)
+
+
+def tracked_alone(tmp, shell_cmd, name, opts=(), cwd=None, counted_env=True):
+    """memtrack track (options @opts) of `sh -c shell_cmd`, ASLR off, in
+    counted_alone's environment (libcount_none.so in the counter's place)
+    or, with counted_env False, in alone_env()'s; returns (artifact, stdout)."""
+    out = Path(tmp) / name
+    extra = {"MT_COUNT_LOG": str(Path(tmp) / "alone.log")} if counted_env else None
+    require(NO_COUNTER.exists(), "%s is not built (make fixtures builds it)" % NO_COUNTER)
+    env = alone_env(NO_COUNTER if counted_env else None, extra)
+    stdout = run_alone([MEMTRACK, "track", "-q", "-o", str(out)] + list(opts)
+                       + ["--", "/bin/sh", "-c", shell_cmd], env, cwd or tmp)
+    return Artifact(out), stdout
+
+
+def per_process(counts):
+    """{pid: counts} as a sorted list of each process's sorted counts (runs
+    differ in pids)."""
+    return sorted(sorted(c.items()) for c in counts.values() if c)
+
+
+def check_as_counted_alone(tmp, shell_cmd, cwd=None, min_fast=1):
+    """The default path's heap records, per process, equal the calls the
+    counter logged in a run of its own."""
+    art, _ = tracked_alone(tmp, shell_cmd, "default.mtrk", cwd=cwd)
+    fast = {e["pid"] for e in art.events if e["type"] == "fast"}
+    require(len(fast) >= min_fast, "processes that went in-process: %d, expected at least %d"
+            % (len(fast), min_fast))
+    mine = per_process(memtrack_counts(art.events))
+    theirs = per_process(counted_alone(tmp, shell_cmd, cwd=cwd))
+    require(theirs, "the counter logged no call: is it preloaded?")
+    check_eq(mine, theirs, "heap records per process (type, count/bytes), default path "
+             "vs the counter run alone")
+    return art
+
+
+ALONE = {
+    "python": "/usr/bin/python3 -c \"import json,collections; "
+              "json.dumps([{'a': i, 'b': str(i)} for i in range(20000)]); "
+              "collections.Counter(range(5000))\"",
+    "perl": "perl -e 'my %h; $h{$_} = [$_] for 1..20000'",
+    "gcc": "gcc -O1 -c prog.c -o /dev/null",  # an existing -o file changes what gcc allocates
+    "tar": "tar -cf - /usr/include > /dev/null 2>&1",
+    "sort": "sort lines.txt > /dev/null",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALONE))
+def test_default_path_as_counted_alone(tmp, name):
+    """The issue-25 measure on the five real programs: the default path, not
+    only --no-fast, records what the program does without memtrack."""
+    (Path(tmp) / "prog.c").write_text(C_SOURCE)
+    (Path(tmp) / "lines.txt").write_text("".join("%d\n" % ((i * 7919) % 100003)
+                                                 for i in range(100000)))
+    check_as_counted_alone(tmp, ALONE[name], min_fast=3 if name == "gcc" else 1)

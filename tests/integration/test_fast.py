@@ -6,9 +6,8 @@ Every allocation fixture and the real programs of test_exact.py run twice
 under `setarch -R`: with --fast, and on the uprobes with the library
 preloaded but unable to reach memtrack (MEMTRACK_FAST_SOCKET names no
 socket), so both runs execute the same process image (the library's
-thread-local storage makes glibc's per-thread DTV 16 bytes larger, its
-environment variables are copied by python...) and differ only in which
-path records.  The heap records of each process (matched by executable)
+thread-local storage makes glibc's per-thread DTV 16 bytes larger) and
+differ only in which path records.  The heap records of each process (matched by executable)
 must be the same list: type, fn, sizes, alignment, and which earlier block
 each address is (addresses move with the ring's mapping).  Timestamps and
 pids are ignored.  A process with more than one thread interleaves
@@ -16,15 +15,19 @@ differently from run to run, and a real program's mremap'd blocks may grow
 in place or move: those compare as multisets without addresses.
 
 One difference is by design and left out of the comparison: frees of a
-block the process never allocated.  glibc frees a thread's tcache at thread
-exit through its internal __libc_free; the uprobes on free see that call
-(an allocation they never saw: tcache_init allocates internally), the
-library, which sees calls that come through the symbol table, does not.
+block not live in the process (never allocated, or freed already).  glibc
+frees a thread's tcache at thread exit through its internal __libc_free
+(its cached blocks, then the tcache, which tcache_init allocated
+internally); the uprobes on free see those calls, the library, which sees
+calls that come through the symbol table, does not.
 
 Then: the independent interposer count of test_exact.py for --fast, which
-path `report` says each process used, the fallbacks (static binary, env -i,
-an allocator linked into the program), and a --fast program that outlives a
-SIGKILLed memtrack.
+path `report` says each process used, the fallbacks (static binary, an
+allocator linked into the program), env -i, a --fast program that outlives
+a SIGKILLed memtrack; and what the program sees of memtrack in its
+environment (nothing: the default path against --no-fast and the counter
+run alone, with no library preloaded in the --no-fast run), through every
+exec and spawn path (fixtures exec_ways and show_env).
 """
 import collections
 import os
@@ -120,7 +123,7 @@ FIXTURES = [
     ["heap_pairs"], ["heap_calloc"], ["heap_realloc"], ["heap_aligned"], ["heap_fail"],
     ["heap_grow", "300000", "1000"], ["heap_many", "20000"], ["alloc_pairs", "20000"],
     ["cxx_ops"], ["cxx_map"], ["threads"], ["thread_pairs", "4", "2000"],
-    ["fork_seq", "3"], ["vfork_alloc"], ["spawn_alloc"], ["dlopen_thread"],
+    ["fork_seq", "3"], ["vfork_alloc"], ["vfork_threads"], ["spawn_alloc"], ["dlopen_thread"],
 ]
 
 
@@ -206,19 +209,121 @@ def test_report_says_which_path(tmp):
     check_true("heap in-process" in text.stdout, "the text report names the path")
 
 
-def test_env_cleared_falls_back(tmp):
-    """env -i: the program loses LD_PRELOAD; the uprobes record it as without --fast."""
+def test_env_cleared_stays_in_process(tmp):
+    """env -i: env clears its environment and execs; the library puts its
+    two entries back (memtrack tracks the whole tree), so heap_pairs goes
+    in-process, sees an empty environment, and records what it records
+    without the library."""
     cmd = ["env", "-i", fixture("heap_pairs")]
     slow = run_track(tmp, cmd, "uprobes.mtrk", False, preload=False)
     fast = run_track(tmp, cmd, "fast.mtrk", True)
-    pid = [e["pid"] for e in of_type(fast.events, "exec") if e["path"].endswith("heap_pairs")]
-    require(pid, "heap_pairs was exec'd")
-    check_eq([e["pid"] for e in of_type(fast.events, "fast")],
-             [e["pid"] for e in of_type(fast.events, "exec") if e["path"].endswith("/env")],
-             "processes that went in-process (env only)")
+    check_eq(sorted(e["pid"] for e in of_type(fast.events, "fast")),
+             sorted(e["pid"] for e in of_type(fast.events, "exec")),
+             "processes that went in-process (env, then heap_pairs)")
     check_eq([r for p, r in normalized(fast.events) if p.endswith("heap_pairs")],
              [r for p, r in normalized(slow.events) if p.endswith("heap_pairs")],
-             "heap_pairs' records, --fast (fallen back) vs uprobes")
+             "heap_pairs' records, --fast vs --no-fast without the library")
+
+
+def show_env_out(stdout):
+    """{label: {key: value}} of show_env's lines."""
+    out = collections.defaultdict(dict)
+    for line in stdout.splitlines():
+        label, rest = line.split(" ", 1)
+        key, value = rest.rsplit(" ", 1)
+        out[label][key] = value
+    return dict(out)
+
+
+def execs_in_process(evs):
+    """[(executable, whether that image announced)] for each exec record."""
+    fast = of_type(evs, "fast")
+    return [(x["path"].rsplit("/", 1)[-1],
+             any(f["pid"] == x["pid"] and f["ts"] >= x["ts"] for f in fast))
+            for x in of_type(evs, "exec")]
+
+
+@pytest.mark.parametrize("user_preload", [False, True], ids=["no_preload", "user_preload"])
+def test_program_sees_no_memtrack_variables(tmp, user_preload):
+    """The library takes its LD_PRELOAD entry and MEMTRACK_FAST_SOCKET out
+    of the environment before main: show_env, in-process, sees what it sees
+    under --no-fast (the user's own LD_PRELOAD entry stays), main's envp
+    too, and the auxiliary vector still follows the environment."""
+    cmd = fixture("show_env")
+    art, out = test_exact.tracked_alone(tmp, cmd, "default.mtrk", counted_env=user_preload)
+    _, plain = test_exact.tracked_alone(tmp, cmd, "nofast.mtrk", opts=["--no-fast"],
+                                        counted_env=user_preload)
+    seen = show_env_out(out).get("env", {})
+    check_eq(seen.get("LD_PRELOAD"), str(test_exact.NO_COUNTER) if user_preload else "(unset)",
+             "LD_PRELOAD as show_env sees it")
+    check_eq(seen.get("MEMTRACK_FAST_SOCKET"), "(unset)",
+             "MEMTRACK_FAST_SOCKET as show_env sees it")
+    check_eq(seen.get("auxv pagesz"), str(os.sysconf("SC_PAGE_SIZE")),
+             "AT_PAGESZ found past argv's environment")
+    check_eq(out, plain, "show_env's output, default path vs --no-fast")
+    check_eq(execs_in_process(art.events), [("sh", True), ("show_env", True)],
+             "images exec'd (memtrack's sh, which execs its one command) and whether in-process")
+
+
+NO_FAST_SAME = {
+    "python_pass": "/usr/bin/python3 -c pass",
+    "perl_1": "perl -e 1",
+    "sh_true": "true",
+    "show_env": None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_FAST_SAME))
+def test_counts_as_no_fast(tmp, name):
+    """With memtrack's entries out of the environment, the default path's
+    heap records (per process: type, count, bytes) are --no-fast's, run in
+    the same environment, and the counter's, run alone (test_exact)."""
+    cmd = NO_FAST_SAME[name] or fixture("show_env")
+    art, _ = test_exact.tracked_alone(tmp, cmd, "default.mtrk", counted_env=False)
+    plain, _ = test_exact.tracked_alone(tmp, cmd, "nofast.mtrk", opts=["--no-fast"],
+                                        counted_env=False)
+    require(of_type(art.events, "fast"), "no process went in-process")
+    check_eq(test_exact.per_process(test_exact.memtrack_counts(art.events)),
+             test_exact.per_process(test_exact.memtrack_counts(plain.events)),
+             "heap records per process, default path vs --no-fast")
+    test_exact.check_as_counted_alone(tmp, cmd)
+
+
+EXEC_WAYS = ["execve", "unset", "clearenv", "execv", "execvp", "execvpe", "execl", "execlp",
+             "execle", "fexecve", "execveat", "vfork", "posix_spawn", "posix_spawnp", "system",
+             "popen"]
+
+
+def test_exec_ways_stay_in_process(tmp):
+    """Every exec and spawn path puts memtrack's entries back: the exec'd
+    show_env goes in-process each time (its own envp, unsetenv of
+    LD_PRELOAD, clearenv, the exec family, vfork, posix_spawn, system's and popen's
+    internal spawns), sees none of them, and the tree's records equal
+    --no-fast's; against the counter run alone, with the ways that keep
+    the counter in the environment."""
+    cmd = "%s %s %s" % (fixture("exec_ways"), fixture("show_env"), " ".join(EXEC_WAYS))
+    art, out = test_exact.tracked_alone(tmp, cmd, "default.mtrk", counted_env=False)
+    plain, plain_out = test_exact.tracked_alone(tmp, cmd, "nofast.mtrk", opts=["--no-fast"],
+                                                counted_env=False)
+    shown = show_env_out(out)
+    check_eq(sorted(shown), sorted(EXEC_WAYS), "the ways show_env ran")
+    for way, seen in sorted(shown.items()):
+        check_eq((seen.get("LD_PRELOAD"), seen.get("MEMTRACK_FAST_SOCKET")),
+                 ("(unset)", "(unset)"), "memtrack's variables as show_env sees them (%s)" % way)
+    check_eq(out, plain_out, "show_env's output, default path vs --no-fast")
+    went = execs_in_process(art.events)
+    check_eq(collections.Counter(name for name, _ in went),
+             collections.Counter({"exec_ways": 1, "show_env": len(EXEC_WAYS) - 1, "3": 1,
+                                  "sh": 3}),
+             "images exec'd (memtrack's sh; fexecve's by /dev/fd/3; sh for system and popen)")
+    check_eq([name for name, fast in went if not fast], [], "images that did not go in-process")
+    check_eq(test_exact.per_process(test_exact.memtrack_counts(art.events)),
+             test_exact.per_process(test_exact.memtrack_counts(plain.events)),
+             "heap records per process, default path vs --no-fast")
+    kept = [w for w in EXEC_WAYS if w not in ("execve", "unset", "clearenv")]
+    test_exact.check_as_counted_alone(
+        tmp, "%s %s %s" % (fixture("exec_ways"), fixture("show_env"), " ".join(kept)),
+        min_fast=len(kept) + 1)
 
 
 def in_process(root, name):
@@ -402,3 +507,46 @@ def test_fd_limit_64_raised_by_root(tmp):
     check_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
     check_eq(p.stdout.split(), ["64", "64"], "the command's fd limits (soft, hard)")
     check_eq(report_json(out)["unprobed_processes"], 0, "processes unprobed")
+
+
+def test_environment_too_large_execs_on_uprobes(tmp):
+    """An exec whose environment is beyond what the library copies
+    (MT_FAST_ENV_MAX_ENTRIES, 16,384 variables) passes the program's envp as
+    it is: show_env records on the uprobes, exactly (--no-fast's records),
+    sees nothing of memtrack, and the run names it (env_overflow, the
+    summary line)."""
+    exe = fixture("show_env")
+    cmd = ("exec /usr/bin/python3 -c \"import os; e = dict(os.environ); "
+           "e.update(('V%%d' %% i, '1') for i in range(17000)); "
+           "os.execve('%s', ['%s', 'big'], e)\"" % (exe, exe))
+    art, out = test_exact.tracked_alone(tmp, cmd, "default.mtrk", counted_env=False)
+    plain, plain_out = test_exact.tracked_alone(tmp, cmd, "nofast.mtrk", opts=["--no-fast"],
+                                                counted_env=False)
+    check_eq(out, plain_out, "show_env's output, default path vs --no-fast")
+    check_eq((show_env_out(out)["big"]["LD_PRELOAD"],
+              show_env_out(out)["big"]["MEMTRACK_FAST_SOCKET"]), ("(unset)", "(unset)"),
+             "memtrack's variables as show_env sees them")
+    check_eq(execs_in_process(art.events), [("sh", True), ("python3", True), ("show_env", False)],
+             "images exec'd and whether they went in-process")
+    check_eq(test_exact.per_process(test_exact.memtrack_counts(art.events)),
+             test_exact.per_process(test_exact.memtrack_counts(plain.events)),
+             "heap records per process, default path vs --no-fast")
+    check_eq(report_json(art.path)["env_overflow"], 1, "report --json's env_overflow")
+    p = run([MEMTRACK, "track", "-o", str(Path(tmp) / "loud.mtrk"), "--", "/bin/sh", "-c", cmd])
+    require_eq(p.rc, 0, "memtrack's exit status: %s" % p.describe())
+    check_true("1 processes exec'd a program on the uprobes (environment beyond 16384 entries"
+               in p.stderr, "the summary names the exec (%r)" % p.stderr)
+
+
+def test_popen_while_another_thread_sets_the_environment(tmp):
+    """popen() swaps `environ` for the built envp while it spawns; another
+    thread's setenv() in that window walks (or copies) the built array: it
+    must stay valid (a copy on popen's stack crashed setenv), and memtrack's
+    entries never stay in the program's environment.  Every popen'd sh
+    goes in-process."""
+    t = track(tmp, [fixture("popen_setenv"), "100"])
+    check_eq(t.stdout, "seen 0\n", "memtrack's entries the program found in environ")
+    went = execs_in_process(t.events)
+    check_eq(collections.Counter(went),
+             collections.Counter({("popen_setenv", True): 1, ("sh", True): 100}),
+             "images exec'd and whether they went in-process")
