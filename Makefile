@@ -70,7 +70,8 @@ FIXTURE_BINS += $(FIXTURE_LIBS)
 # call-stack fixtures (tests/fixtures/stacks): -O2, with and without frame pointers
 STK_VARIANTS := fp nofp static_fp static_nofp
 FIXTURE_BINS += $(addprefix $(OUT)/fixtures/stk_,$(STK_VARIANTS)) \
-		$(OUT)/fixtures/libstkplugin_fp.so $(OUT)/fixtures/libstkplugin_nofp.so
+		$(OUT)/fixtures/libstkplugin_fp.so $(OUT)/fixtures/libstkplugin_nofp.so \
+		$(OUT)/fixtures/unw_fp $(OUT)/fixtures/unw_nofp
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRCS))
 
@@ -220,6 +221,13 @@ $(OUT)/fixtures/stk_%: tests/fixtures/stacks/stk.c
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(STK_CFLAGS) $(STK_CFLAGS_$(subst static_,,$*)) $(if $(findstring static,$*),-static -DSTK_STATIC) \
 		$< -o $@ -ldl -lpthread
+
+# the in-process unwinder next to the kernel's (test_stacks.py): its own tables, built as stacks.c does
+UNW_SRCS := tests/fixtures/stacks/unw.c src/fast/unwind.c
+$(OUT)/fixtures/unw_%: $(UNW_SRCS) src/fast/unwind.h src/inspect/unwind_table.h src/bpf_abi.h src/event.h $(OUT)/libmemtrack-core.a
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(STK_CFLAGS) $(STK_CFLAGS_$*) -Isrc $(UNW_SRCS) $(OUT)/libmemtrack-core.a $(LDLIBS) -o $@
 
 $(OUT)/fixtures/libstkplugin_%.so: tests/fixtures/stacks/stkplugin.c
 	$(call msg,CC,$@)

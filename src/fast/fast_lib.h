@@ -14,6 +14,7 @@
  *   handover.c   the constructor and fork handler: makes the ring, hands it
  *                to memtrack, announces (uses all of the above)
  *   next_sym.c   symbol lookup without allocating (used by interpose, vfork, exec)
+ *   unwind.c     the in-process stack unwinder (the kernel's rules; not wired yet)
  *
  * Everything is hidden but the entry points.
  */

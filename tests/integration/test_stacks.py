@@ -8,7 +8,8 @@ memtrack, with binutils' addr2line from the dump's (object, addr) frames and
 the object records' paths, and compared with the source's call chain from
 the allocator's caller down to the outermost frame.  Debian binaries without
 frame pointers (tar, python3) must give complete stacks for >= 99% of their
-heap events."""
+heap events.  The in-process unwinder (src/fast/unwind.c) is compared
+with the kernel's at the same malloc entry (tests/fixtures/stacks/unw.c)."""
 import subprocess
 from collections import defaultdict
 
@@ -214,3 +215,55 @@ def test_stacks_refuses_fast(tmp):
     t = track(tmp, [fixture("stk_nofp"), "recurse"], opts=["--stacks", "--fast"],
               expect_rc=2)
     check_true("drop --fast" in t.stderr, "message names the fix: " + t.stderr)
+
+
+def fnv_stack_id(frames, truncated):
+    """unwind.bpf.h's stack id of (object, addr) frames."""
+    h = 0xcbf29ce484222325
+    for obj, addr in frames:
+        h = ((h ^ obj) * 0x100000001b3) & (2**64 - 1)
+        h = ((h ^ addr) * 0x100000001b3) & (2**64 - 1)
+    return (h ^ (0x9e3779b97f4a7c15 if truncated else 0)) | 1
+
+
+UNW_SIZE = {"recurse": 5101, "thread": 5102, "deep": 5106, "corrupt": 5107, "signal": 5108,
+            "altstack": 5109}
+# the signal modes: leaf, on_signal, then libc's __restore_rt, whose row is unknown
+UNW_FRAMES = {"recurse": 11, "thread": 4, "deep": STACK_MAX, "corrupt": 2, "signal": 3,
+              "altstack": 3}
+
+
+@pytest.mark.parametrize("variant", ["fp", "nofp"])
+@pytest.mark.parametrize("mode", sorted(UNW_SIZE))
+def test_inprocess_unwind_matches_kernel(tmp, variant, mode):
+    """The in-process unwinder (src/fast/unwind.c, in the fixture with
+    tables it builds as stacks.c does) and the kernel's, at the same malloc
+    entry: the same (object path, ELF address) frames, the same truncation
+    mark, and the kernel's stack id is FNV-1a over the in-process frames
+    under memtrack's object ids.  corrupt overwrites its saved rbp and
+    return address: both stop there, truncated, and the program runs to
+    its end.  signal and altstack allocate in a signal handler, on the
+    thread's stack and on an alternate one: both stop at the signal frame."""
+    out = tmp / "inprocess.txt"
+    t = track(tmp, [fixture("unw_" + variant), mode, out], opts=["--stacks", "--no-fast"])
+    words = out.read_text().split()
+    truncated, n = int(words[0]), int(words[1])
+    mine = [(words[2 + 2 * i], int(words[3 + 2 * i])) for i in range(n)]
+    evs = t.events
+    objects = {o["id"]: o["path"] for o in by_type(evs, "object")}
+    ids = {p: i for i, p in objects.items()}
+    stacks = {}
+    for s in by_type(evs, "stack"):
+        stacks.setdefault(s["id"], s)
+    allocs = [e for e in by_type(evs, "malloc") if e["size"] == UNW_SIZE[mode]]
+    require_eq(len(allocs), 1, "malloc records of %d bytes" % UNW_SIZE[mode])
+    require(allocs[0]["stack"] in stacks, "the malloc's stack has a stack record")
+    s = stacks[allocs[0]["stack"]]
+    kernel = [(objects.get(o, "-"), a) for o, a in s["frames"]]
+    check_eq(mine, kernel, "in-process frames against the kernel's")
+    check_eq(truncated, s["truncated"], "truncated, in-process against the kernel's")
+    check_eq(n, UNW_FRAMES[mode], "frames")
+    check_eq(truncated, int(mode not in ("recurse", "thread")), "truncated")
+    check_true(all(p in ids for p, _ in mine), "every in-process frame's object has a record")
+    check_eq(fnv_stack_id([(ids.get(p, 0), a) for p, a in mine], truncated), s["id"],
+             "stack id of the in-process frames")

@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: MIT
+/*
+ * unwind.c - the in-process unwinder; see unwind.h.  Each function mirrors
+ * one of src/bpf/unwind.bpf.h (same searches, same arithmetic), so a
+ * change to the kernel's rules is a change here too: the integration test
+ * test_stacks.py::test_inprocess_unwind_matches_kernel compares the two.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "fast/unwind.h"
+
+enum { RUNNING = 0, COMPLETE = 1, TRUNCATED = 2 };
+
+struct walk {
+	const struct fast_unwind_tables *t;
+	uint64_t lo, hi; /* the thread's stack */
+	uint64_t pc, sp, bp, hash;
+	uint32_t last; /* index of the previous frame's mapping, MT_MAX_UMAPS: none */
+	int status;
+	struct fast_stack *out;
+};
+
+/* All ones when a <= b (user addresses, < 2^63), else 0: unwind.bpf.h's le_mask. */
+static inline uint64_t le_mask(uint64_t a, uint64_t b)
+{
+	return ((b - a) >> 63) - 1;
+}
+
+/* The 8 bytes at @addr when they lie inside the stack [lo, hi). */
+static bool read_word(const struct walk *w, uint64_t addr, uint64_t *v)
+{
+	if (w->hi - w->lo < 8 || addr < w->lo || addr > w->hi - 8)
+		return false;
+	memcpy(v, (const void *)(uintptr_t)addr, sizeof(*v));
+	return true;
+}
+
+/* find_umap: the mapping holding @pc, or MT_MAX_UMAPS. */
+static uint32_t find_umap(const struct mt_umaps *um, uint64_t pc)
+{
+	uint64_t lo = 0, hi = um->n, mid, take;
+
+	if (hi > MT_MAX_UMAPS)
+		hi = MT_MAX_UMAPS;
+	if (!hi)
+		return MT_MAX_UMAPS;
+	for (int k = 0; k <= MT_UMAPS_LOG2; k++) {
+		mid = ((lo + hi) / 2) & (MT_MAX_UMAPS - 1);
+		take = le_mask(um->m[mid].start, pc);
+		lo = (mid & take) | (lo & ~take);
+		hi = (hi & take) | (mid & ~take);
+	}
+	lo &= MT_MAX_UMAPS - 1;
+	if (pc < um->m[lo].start || pc >= um->m[lo].end)
+		return MT_MAX_UMAPS;
+	return (uint32_t)lo;
+}
+
+/* frame_umap: the previous frame's mapping when it holds pc, else a search's. */
+static const struct mt_umap *frame_umap(struct walk *w)
+{
+	const struct mt_umaps *um = w->t->maps;
+	uint32_t k = w->last;
+
+	if (!um)
+		return NULL;
+	if (k >= MT_MAX_UMAPS || w->pc < um->m[k].start || w->pc >= um->m[k].end)
+		k = find_umap(um, w->pc);
+	w->last = k;
+	return k < MT_MAX_UMAPS ? &um->m[k] : NULL;
+}
+
+static int64_t bucket_row(const struct fast_unwind_tables *t, uint32_t idx)
+{
+	return idx < t->nindex ? (int64_t)(t->index[idx] & 0xffffffffu) : -1;
+}
+
+static const struct mt_unwind_row *row_at(const struct fast_unwind_tables *t, uint32_t idx)
+{
+	return idx < t->nrows ? &t->rows[idx] : NULL;
+}
+
+static bool row_step(const struct fast_unwind_tables *t, uint64_t *lo, uint64_t *hi, uint64_t addr)
+{
+	uint32_t idx = (uint32_t)((*lo + *hi) / 2);
+	const struct mt_unwind_row *row = row_at(t, idx);
+	uint64_t take;
+
+	if (!row)
+		return false;
+	take = le_mask(row->pc, addr);
+	*lo = (idx & take) | (*lo & ~take);
+	*hi = (*hi & take) | (idx & ~take);
+	return true;
+}
+
+/* find_row: the row of @m's object covering ELF address @addr, or NULL. */
+static const struct mt_unwind_row *find_row(const struct fast_unwind_tables *t,
+					    const struct mt_umap *m, uint64_t addr)
+{
+	uint64_t lo = m->row_start, hi = (uint64_t)m->row_start + m->nrows, b;
+	const struct mt_unwind_row *row;
+	int64_t first, next;
+
+	if (!m->nrows || addr > 0xffffffffull || addr < m->text_lo)
+		return NULL;
+	if (m->nbuckets) {
+		b = (addr - m->text_lo) >> (m->shift & 31);
+		if (b >= m->nbuckets)
+			b = m->nbuckets - 1;
+		first = bucket_row(t, m->index_start + (uint32_t)b);
+		next = b + 1 < m->nbuckets ? bucket_row(t, m->index_start + (uint32_t)b + 1)
+					   : (int64_t)m->nrows - 1;
+		if (first < 0 || next < first)
+			return NULL;
+		lo = m->row_start + (uint64_t)first;
+		hi = m->row_start + (uint64_t)next + 1;
+	}
+	for (int k = 0; k < MT_UNWIND_BUCKET_STEPS; k++)
+		if (!row_step(t, &lo, &hi, addr))
+			return NULL;
+	if (!m->nbuckets)
+		for (int k = MT_UNWIND_BUCKET_STEPS; k < 21; k++)
+			if (!row_step(t, &lo, &hi, addr))
+				return NULL;
+	row = row_at(t, (uint32_t)lo);
+	return row && row->pc <= addr ? row : NULL;
+}
+
+static void add_frame(struct walk *w, uint32_t object, uint64_t addr)
+{
+	struct fast_stack *s = w->out;
+
+	if (s->n >= MT_STACK_MAX)
+		return;
+	s->frames[s->n].object = object;
+	s->frames[s->n].pad = 0;
+	s->frames[s->n].addr = addr;
+	s->n++;
+	w->hash = (w->hash ^ object) * 0x100000001b3ull;
+	w->hash = (w->hash ^ addr) * 0x100000001b3ull;
+}
+
+/* The CFA row @row gives, or false (unknown rule, unreadable). */
+static bool row_cfa(const struct walk *w, const struct mt_unwind_row *row, uint64_t *cfa)
+{
+	switch (row->cfa) {
+	case MT_CFA_RSP: *cfa = w->sp + row->cfa_off; return true;
+	case MT_CFA_RBP: *cfa = w->bp + row->cfa_off; return true;
+	case MT_CFA_DEREF_RBP: return read_word(w, w->bp + row->cfa_off, cfa);
+	default: return false;
+	}
+}
+
+/* unwind_step: one frame; returns false once the walk has ended. */
+static bool step(struct walk *w)
+{
+	const struct mt_unwind_row *row;
+	const struct mt_umap *m;
+	uint64_t addr, cfa, ra;
+
+	if (w->out->n >= MT_STACK_MAX)
+		goto truncated;
+	m = frame_umap(w);
+	addr = m ? w->pc - m->bias : w->pc;
+	add_frame(w, m ? m->object : 0, addr);
+	if (!m)
+		goto truncated;
+	row = find_row(w->t, m, addr - 1);
+	if (!row)
+		goto truncated;
+	if (row->cfa == MT_CFA_END) {
+		w->status = COMPLETE;
+		return false;
+	}
+	if (!row_cfa(w, row, &cfa) || !read_word(w, cfa - 8, &ra))
+		goto truncated;
+	if (row->rbp == MT_RBP_AT_CFA) {
+		if (!read_word(w, cfa + row->rbp_off, &w->bp))
+			goto truncated;
+	} else if (row->rbp == MT_RBP_LOST) {
+		w->bp = 0;
+	}
+	if (!ra) {
+		w->status = COMPLETE;
+		return false;
+	}
+	w->sp = cfa;
+	w->pc = ra;
+	return true;
+truncated:
+	w->status = TRUNCATED;
+	return false;
+}
+
+uint64_t fast_unwind(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
+		     uint64_t lo, uint64_t hi, struct fast_stack *out)
+{
+	struct walk w = { .t = t, .lo = lo, .hi = hi, .bp = bp, .last = MT_MAX_UMAPS, .out = out };
+
+	out->id = 0;
+	out->n = 0;
+	out->truncated = 0;
+	w.hash = 0xcbf29ce484222325ull;
+	if (!read_word(&w, entry_sp, &w.pc))
+		return 0;
+	w.sp = entry_sp + 8;
+	for (unsigned i = 0; i < MT_STACK_MAX + 1 && step(&w); i++)
+		;
+	if (w.status == RUNNING)
+		w.status = TRUNCATED;
+	if (!out->n)
+		return 0;
+	out->truncated = w.status != COMPLETE;
+	out->id = (w.hash ^ (w.status == COMPLETE ? 0 : 0x9e3779b97f4a7c15ull)) | 1;
+	return out->id;
+}
+
+/*
+ * /proc/self/maps, a line at a time, without allocating: the first five
+ * fields (range, perms, offset, device, inode) of each line are kept, the
+ * path is skipped.
+ */
+struct maps_line {
+	char field[5][40];
+	unsigned nf, len; /* the field being read, its length so far */
+	bool overflow;	  /* a field too long for field[]: the line is no stack */
+};
+
+static uint64_t parse_hex(const char *s, const char **end)
+{
+	uint64_t v = 0;
+
+	for (; *s; s++) {
+		unsigned d = *s >= '0' && *s <= '9'   ? (unsigned)(*s - '0')
+			     : *s >= 'a' && *s <= 'f' ? (unsigned)(*s - 'a' + 10)
+						      : 16;
+		if (d == 16)
+			break;
+		v = v << 4 | d;
+	}
+	*end = s;
+	return v;
+}
+
+/* Whether the line in @l is a readable, writable anonymous mapping holding @sp. */
+static bool line_holds(const struct maps_line *l, uint64_t sp, uint64_t *lo, uint64_t *hi)
+{
+	const char *p;
+	uint64_t start, end;
+
+	if (l->overflow || l->nf < 5)
+		return false;
+	start = parse_hex(l->field[0], &p);
+	if (*p != '-')
+		return false;
+	end = parse_hex(p + 1, &p);
+	if (*p || sp < start || sp >= end)
+		return false;
+	/* file-backed memory can fault (SIGBUS past a truncated file's end) */
+	if (l->field[1][0] != 'r' || l->field[1][1] != 'w' || strcmp(l->field[4], "0") != 0)
+		return false;
+	*lo = start;
+	*hi = end;
+	return true;
+}
+
+/* Feeds one character of the file; returns true once the line holding sp was found. */
+static bool maps_char(struct maps_line *l, char c, uint64_t sp, uint64_t *lo, uint64_t *hi)
+{
+	if (c == '\n') {
+		bool found = false;
+
+		if (l->nf < 5 && l->len)
+			l->field[l->nf++][l->len] = 0;
+		found = line_holds(l, sp, lo, hi);
+		memset(l, 0, sizeof(*l));
+		return found;
+	}
+	if (l->nf >= 5)
+		return false; /* the path */
+	if (c == ' ') {
+		if (l->len)
+			l->field[l->nf++][l->len] = 0;
+		l->len = 0;
+		return false;
+	}
+	if (l->len + 1 >= sizeof(l->field[0])) {
+		l->overflow = true;
+		return false;
+	}
+	l->field[l->nf][l->len++] = c;
+	return false;
+}
+
+int fast_stack_bounds(uint64_t sp, uint64_t *lo, uint64_t *hi)
+{
+	struct maps_line line;
+	char buf[4096];
+	bool found = false;
+	int saved = errno; /* a signal handler's caller may be looking at it */
+	long fd, n;
+
+	fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		errno = saved;
+		return -1;
+	}
+	memset(&line, 0, sizeof(line));
+	while (!found && (n = syscall(SYS_read, fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (long i = 0; i < n && !found; i++)
+			found = maps_char(&line, buf[i], sp, lo, hi);
+	}
+	syscall(SYS_close, fd);
+	errno = saved;
+	return found ? 0 : -1;
+}
+
+/* The thread's stack and the last other range (an alternate signal stack). */
+static __thread struct {
+	uint64_t lo, hi;
+} tls_stacks[2] TLS_IE;
+
+int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi)
+{
+	for (int i = 0; i < 2; i++)
+		if (sp >= tls_stacks[i].lo && sp < tls_stacks[i].hi) {
+			*lo = tls_stacks[i].lo;
+			*hi = tls_stacks[i].hi;
+			return 0;
+		}
+	if (fast_stack_bounds(sp, lo, hi))
+		return -1;
+	/* the first range found is the thread's own; later ones share slot 1 */
+	tls_stacks[tls_stacks[0].hi ? 1 : 0].lo = *lo;
+	tls_stacks[tls_stacks[0].hi ? 1 : 0].hi = *hi;
+	return 0;
+}
+
+static uint64_t seen[FAST_SEEN_SLOTS];
+
+static uint32_t seen_slot(uint64_t id, uint32_t probe)
+{
+	return ((uint32_t)((id >> 1) * 0x9e3779b97f4a7c15ull >> 40) + probe) &
+	       (FAST_SEEN_SLOTS - 1);
+}
+
+bool fast_stack_seen(uint64_t id)
+{
+	for (uint32_t i = 0; i < FAST_SEEN_PROBES; i++) {
+		uint64_t v = __atomic_load_n(&seen[seen_slot(id, i)], __ATOMIC_ACQUIRE);
+
+		if (v == id)
+			return true;
+		if (!v)
+			return false;
+	}
+	return false;
+}
+
+void fast_stack_mark(uint64_t id)
+{
+	for (uint32_t i = 0; i < FAST_SEEN_PROBES; i++) {
+		uint64_t *slot = &seen[seen_slot(id, i)], v = 0;
+
+		if (__atomic_compare_exchange_n(slot, &v, id, false, __ATOMIC_RELEASE,
+						__ATOMIC_ACQUIRE) ||
+		    v == id)
+			return;
+	}
+}
+
+void fast_stack_forget_all(void)
+{
+	for (uint32_t i = 0; i < FAST_SEEN_SLOTS; i++)
+		__atomic_store_n(&seen[i], 0, __ATOMIC_RELAXED);
+}

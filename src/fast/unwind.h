@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unwind.h - the in-process call-stack unwinder of libmemtrack-fast.so
+ * (issue 20): the kernel unwinder's rules (src/bpf/unwind.bpf.h) run in the
+ * process itself, over the same tables (struct mt_unwind_row, the address
+ * index, struct mt_umaps: bpf_abi.h), so both paths give the same (object,
+ * ELF address) frames, the same stack ids and the same truncation marks.
+ *
+ * The tables are memtrack's (read-only to the process); the stack is the
+ * program's and trusted in nothing: every table index is bounded by the
+ * tables' sizes, and every read of the stack stays inside the calling
+ * thread's stack (its mapping, found by fast_thread_stack): a frame that
+ * points elsewhere ends the stack, marked truncated, never a fault.  The
+ * one difference from the kernel: a frame chain that leaves the stack for
+ * other readable memory is followed by the kernel (bpf_probe_read_user
+ * succeeds) and ends the stack here.  No legitimate chain leaves the
+ * thread's stack (a signal handler on an alternate stack stops at the
+ * signal frame, whose row is "unknown" on both paths).
+ *
+ * Not wired into the entry points yet: memtrack does not hand the tables
+ * to the library, so --stacks still switches the in-process path off.
+ *
+ * Nothing here allocates, takes a lock or calls a function that is not
+ * async-signal-safe (open, read, close).  THREAD NOTES: any thread, and
+ * signal handlers; the dedup set is shared by the process's threads
+ * (atomic), the stack bounds cache is per thread.
+ */
+#ifndef MEMTRACK_FAST_UNWIND_H
+#define MEMTRACK_FAST_UNWIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "bpf_abi.h"
+#include "event.h"
+#include "fast/fast_lib.h"
+
+/* The shared tables, as the library sees them (all read-only). */
+struct fast_unwind_tables {
+	const struct mt_unwind_row *rows; /* unwind_rows */
+	uint32_t nrows;			  /* elements of rows that may be read */
+	const uint64_t *index;		  /* unwind_index */
+	uint32_t nindex;		  /* elements of index that may be read */
+	const struct mt_umaps *maps;	  /* this address space's mappings, NULL: none */
+};
+
+/* One unwound stack, as a STACK record carries it. */
+struct fast_stack {
+	uint64_t id;	    /* 0: no stack (the entry's return address unreadable) */
+	uint32_t n;	    /* frames, innermost first */
+	uint32_t truncated; /* 1: not unwound to the outermost frame */
+	struct mt_rec_frame frames[MT_STACK_MAX];
+};
+
+/*
+ * Unwinds the stack of an allocator call at its entry: @entry_sp points at
+ * the return address (the caller's rsp before its call returns), @bp is
+ * rbp at the entry.  Reads stay inside [@lo, @hi) (the thread's stack).
+ * Fills @out and returns its id (unwind.bpf.h's take_stack with exact
+ * false, and emit_stack's id).
+ */
+uint64_t fast_unwind(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
+		     uint64_t lo, uint64_t hi, struct fast_stack *out) HIDDEN;
+
+/*
+ * The readable, writable anonymous mapping holding @sp (the main thread's
+ * [stack], a thread's stack block, an alternate signal stack), read from
+ * /proc/self/maps with raw open/read.  Returns 0 and sets [@lo, @hi), or
+ * -1 (no such mapping: the stack is not read).
+ */
+int fast_stack_bounds(uint64_t sp, uint64_t *lo, uint64_t *hi) HIDDEN;
+
+/*
+ * fast_stack_bounds() through a per-thread cache of two ranges (the
+ * thread's stack and the last other one, e.g. an alternate signal stack):
+ * /proc/self/maps is read once per thread and stack.
+ */
+int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi) HIDDEN;
+
+/*
+ * The process's set of stack ids written to its ring (fixed size, no
+ * allocation).  fast_stack_seen: whether @id was written; fast_stack_mark:
+ * note it once written (a full neighbourhood forgets nothing and notes
+ * nothing: the id is written again next time, and readers keep the first).
+ * A fork child inherits its parent's set: the stacks it names were written
+ * by the parent before the fork.
+ */
+#define FAST_SEEN_SLOTS 16384u
+#define FAST_SEEN_PROBES 32u
+bool fast_stack_seen(uint64_t id) HIDDEN;
+void fast_stack_mark(uint64_t id) HIDDEN;
+void fast_stack_forget_all(void) HIDDEN;
+
+#endif /* MEMTRACK_FAST_UNWIND_H */
