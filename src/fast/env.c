@@ -6,16 +6,25 @@
 #include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/un.h>
 #include "fast/env.h"
 #include "fast/fast_ring.h"
 
 #define PRELOAD "LD_PRELOAD="
 #define SOCKET MT_FAST_SOCKET_ENV "="
 
+/*
+ * Small enough to stay in the page .data ends in: a .bss past it is an
+ * anonymous mapping ld.so makes, counted as the program's mapped memory
+ * (test_mapped checks the default path maps what --no-fast maps).  A
+ * socket path is at most sun_path long (link_connect could not use a
+ * longer one); a library path longer than ENV_LIB_MAX stays in LD_PRELOAD.
+ */
+#define ENV_LIB_MAX 1024
 static struct {
 	bool taken;
-	char socket[PATH_MAX + sizeof(SOCKET)]; /* "MEMTRACK_FAST_SOCKET=path" */
-	char lib[PATH_MAX];			/* the library's LD_PRELOAD entry, "" if none */
+	char socket[sizeof(SOCKET) + sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char lib[ENV_LIB_MAX]; /* the library's LD_PRELOAD entry, "" if none */
 	size_t lib_len;
 } E;
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "fast/env.h"
 #include "fast/fast_ring.h"
+#include "fast/interpose.h"
 #include "fast/exec.h"
 #include "fast/next_sym.h"
 #include "fast/ring.h"
@@ -325,8 +326,12 @@ EXPORT int system(const char *line)
  * time writes these buffers: popen_lock.)
  */
 static pthread_mutex_t popen_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *popen_envp[MT_FAST_ENV_MAX_ENTRIES + 3];
-static char popen_ld[MT_FAST_ENV_MAX_PRELOAD];
+/* mapped at the first popen() (interpose_own_map: 192 KiB in .bss would
+ * count as the program's mapped memory), then kept */
+static struct popen_buffers {
+	char *envp[MT_FAST_ENV_MAX_ENTRIES + 3];
+	char ld[MT_FAST_ENV_MAX_PRELOAD];
+} * popen_buf;
 
 EXPORT FILE *popen(const char *command, const char *mode)
 {
@@ -341,16 +346,23 @@ EXPORT FILE *popen(const char *command, const char *mode)
 		return NULL;
 	}
 	pthread_mutex_lock(&popen_lock);
+	if (!popen_buf)
+		popen_buf = interpose_own_map(sizeof(*popen_buf));
+	if (!popen_buf) { /* no memory for the copy: the child goes to the uprobes */
+		pthread_mutex_unlock(&popen_lock);
+		return libc.popen(command, mode);
+	}
 	saved = environ;
 	plan = env_need(saved); /* within the buffers' bounds, or 0 slots */
-	env = exec_env(saved, &plan, popen_envp, popen_ld);
+	env = exec_env(saved, &plan, popen_buf->envp, popen_buf->ld);
 	environ = (char **)env;
 	f = libc.popen(command, mode);
 	err = errno;
 	if (environ == env)
 		environ = saved;
 	else
-		env_strip(environ, popen_ld, plan.preload_at >= 0 ? saved[plan.preload_at] : NULL);
+		env_strip(environ, popen_buf->ld,
+			  plan.preload_at >= 0 ? saved[plan.preload_at] : NULL);
 	pthread_mutex_unlock(&popen_lock);
 	errno = err;
 	return f;

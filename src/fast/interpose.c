@@ -67,6 +67,16 @@ long interpose_depth_offset(void)
 	return (char *)&tls_depth - (char *)__builtin_thread_pointer();
 }
 
+void *interpose_own_map(size_t len)
+{
+	void *p;
+
+	tls_depth++;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	tls_depth--;
+	return p == MAP_FAILED ? NULL : p;
+}
+
 /*
  * An operator new of the C++ runtime waiting for its result.  As on the
  * uprobe path (which cannot put a return probe on it), operator new is not

@@ -31,6 +31,15 @@ void interpose_patch_exe(void) HIDDEN;
  */
 long interpose_depth_offset(void) HIDDEN;
 
+/*
+ * @len bytes of zeroed memory for the library's own use, mapped with the
+ * depth raised: vm.bpf.c marks the mapping the allocator's, so the
+ * program's mapped memory does not count it (a large .bss would: ld.so
+ * maps it as an anonymous mapping memtrack cannot tell from the
+ * program's).  NULL on failure.  Never unmapped.
+ */
+void *interpose_own_map(size_t len) HIDDEN;
+
 /* Whether this process's malloc is ours, then libc's (no other allocator linked). */
 bool interpose_owns_malloc(void) HIDDEN;
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "fast/unwind.h"
@@ -345,7 +346,32 @@ int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi)
 	return 0;
 }
 
-static uint64_t seen[FAST_SEEN_SLOTS];
+/*
+ * The set is mapped at the first mark, not kept in .bss: 128 KiB of .bss
+ * is an anonymous mapping ld.so makes, counted as the program's mapped
+ * memory.  The first mark is made inside an allocator call (the depth
+ * raised), so vm.bpf.c marks this mapping the allocator's.  Two threads
+ * racing to map it: one mapping wins, the other is unmapped.
+ */
+static uint64_t *seen;
+
+static uint64_t *seen_table(bool make)
+{
+	uint64_t *t = __atomic_load_n(&seen, __ATOMIC_ACQUIRE), *expect = NULL;
+	void *p;
+
+	if (t || !make)
+		return t;
+	p = mmap(NULL, FAST_SEEN_SLOTS * sizeof(*t), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL; /* unmarked: the stack is written again, as after an eviction */
+	if (__atomic_compare_exchange_n(&seen, &expect, (uint64_t *)p, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return p;
+	munmap(p, FAST_SEEN_SLOTS * sizeof(*t));
+	return expect;
+}
 
 static uint32_t seen_slot(uint64_t id, uint32_t probe)
 {
@@ -355,8 +381,10 @@ static uint32_t seen_slot(uint64_t id, uint32_t probe)
 
 bool fast_stack_seen(uint64_t id)
 {
-	for (uint32_t i = 0; i < FAST_SEEN_PROBES; i++) {
-		uint64_t v = __atomic_load_n(&seen[seen_slot(id, i)], __ATOMIC_ACQUIRE);
+	const uint64_t *t = seen_table(false);
+
+	for (uint32_t i = 0; t && i < FAST_SEEN_PROBES; i++) {
+		uint64_t v = __atomic_load_n(&t[seen_slot(id, i)], __ATOMIC_ACQUIRE);
 
 		if (v == id)
 			return true;
@@ -368,8 +396,10 @@ bool fast_stack_seen(uint64_t id)
 
 void fast_stack_mark(uint64_t id)
 {
-	for (uint32_t i = 0; i < FAST_SEEN_PROBES; i++) {
-		uint64_t *slot = &seen[seen_slot(id, i)], v = 0;
+	uint64_t *t = seen_table(true);
+
+	for (uint32_t i = 0; t && i < FAST_SEEN_PROBES; i++) {
+		uint64_t *slot = &t[seen_slot(id, i)], v = 0;
 
 		if (__atomic_compare_exchange_n(slot, &v, id, false, __ATOMIC_RELEASE,
 						__ATOMIC_ACQUIRE) ||
@@ -380,6 +410,8 @@ void fast_stack_mark(uint64_t id)
 
 void fast_stack_forget_all(void)
 {
-	for (uint32_t i = 0; i < FAST_SEEN_SLOTS; i++)
-		__atomic_store_n(&seen[i], 0, __ATOMIC_RELAXED);
+	uint64_t *t = seen_table(false);
+
+	for (uint32_t i = 0; t && i < FAST_SEEN_SLOTS; i++)
+		__atomic_store_n(&t[i], 0, __ATOMIC_RELAXED);
 }

@@ -271,3 +271,26 @@ def test_mapped_go_slices(tmp):
     check_true(r["peak_memory_bytes"] <= 2 * stats["Sys"],
                "peak memory %d is of the order of the runtime's Sys %d"
                % (r["peak_memory_bytes"], stats["Sys"]))
+
+
+MAPPED_KEYS = ("peak_mapped_bytes", "mapped_count", "leaked_mapped_bytes")
+
+
+def test_mapped_library_adds_nothing(tmp):
+    """The in-process library maps nothing that counts as the program's:
+    its buffers are not a .bss ld.so would map anonymously (they are mapped
+    with its depth raised, so they are the allocator's), so the default
+    path's mapped memory is --no-fast's, process by process, for a plain
+    process and for a tree that execs and spawns every way (popen's
+    buffers included)."""
+    plain = {path: numbers(mapped_run("mapped", "none", path)) for path in PATHS}
+    check_eq({k: plain["in-process"][k] for k in MAPPED_KEYS},
+             {k: plain["uprobes"][k] for k in MAPPED_KEYS}, "mapped numbers, default vs --no-fast")
+    cmd = [fixture("exec_ways"), fixture("show_env"), "popen", "system", "posix_spawn", "execvp"]
+    per_path = {}
+    for path, opts in PATHS.items():
+        r = track(tmp, cmd, opts=opts).report
+        per_path[path] = sorted((p["command"], tuple(p[k] for k in MAPPED_KEYS))
+                                for p in r["processes"])
+    check_eq(per_path["in-process"], per_path["uprobes"],
+             "per process (command, %s), default vs --no-fast" % ", ".join(MAPPED_KEYS))
