@@ -275,7 +275,7 @@ int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 
 int loader_track_running(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct tracked_proc v = { 0, MT_PROC_ADOPT_MM };
+	struct tracked_proc v = { .flags = MT_PROC_ADOPT_MM };
 	__u32 key = pid;
 
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_NOEXIST))
