@@ -305,12 +305,14 @@ static const char *default_output(pid_t pid)
 	return track_default_output(comm);
 }
 
+static int record_attach(struct session *s, void *o, struct track_out *out)
+{
+	return record(s, o, out);
+}
+
 int cmd_attach(int argc, char **argv)
 {
-	struct track_out out = { .fd = -1, .dir = -1 };
-	struct session *s = NULL;
 	struct attach_opts o;
-	char err[512] = "";
 	int ret;
 
 	ret = parse_attach_opts(argc, argv, &o);
@@ -318,36 +320,10 @@ int cmd_attach(int argc, char **argv)
 		ret = 1;
 	if (!ret)
 		ret = check_target(o.pid);
-	if (!ret && !o.output)
+	if (ret)
+		return ret;
+	if (!o.output)
 		o.output = default_output(o.pid);
-	if (!ret)
-		ret = track_open_output(&out, o.output);
-	if (ret)
-		goto out;
-	o.s.output = o.output;
 	o.s.notice = attach_notice;
-	s = session__new(&o.s);
-	if (!s) {
-		snprintf(err, sizeof(err), "out of memory");
-		goto fail_setup;
-	}
-	ret = session_start(s, out.fd, err, sizeof(err));
-	out.fd = -1; /* the session's */
-	if (ret)
-		goto fail_setup;
-	ret = record(s, &o, &out);
-	goto out;
-
-fail_setup:
-	die_msg("%s; nothing is left attached", err);
-	session_abort(s);
-	track_discard_output(&out); /* leave nothing half-written */
-	ret = 1;
-out:
-	session__free(s);
-	if (out.fd >= 0)
-		close(out.fd);
-	if (out.dir >= 0)
-		close(out.dir);
-	return ret;
+	return track_run_session(&o.s, o.output, record_attach, &o, "; nothing is left attached");
 }

@@ -381,47 +381,24 @@ static int record(struct session *s, struct track_opts *o, struct track_out *out
 	return report_end(o, &st, &trailer);
 }
 
+static int record_track(struct session *s, void *o, struct track_out *out)
+{
+	return record(s, o, out);
+}
+
 int cmd_track(int argc, char **argv)
 {
-	struct track_out out = { .fd = -1, .dir = -1 };
-	struct session *s = NULL;
 	struct track_opts o;
-	char err[512] = "", path[4096];
+	char path[4096];
 	int ret;
 
 	ret = parse_track_opts(argc, argv, &o);
 	if (!ret)
 		ret = check_host(&o, path, sizeof(path));
-	if (!ret && !o.output)
+	if (ret)
+		return ret;
+	if (!o.output)
 		o.output = track_default_output(o.s.argv[0]);
-	if (!ret)
-		ret = track_open_output(&out, o.output);
-	if (ret)
-		goto out;
-	o.s.output = o.output;
 	o.s.notice = track_notice;
-	s = session__new(&o.s);
-	if (!s) {
-		snprintf(err, sizeof(err), "out of memory");
-		goto fail_setup;
-	}
-	ret = session_start(s, out.fd, err, sizeof(err));
-	out.fd = -1; /* the session's */
-	if (ret)
-		goto fail_setup;
-	ret = record(s, &o, &out);
-	goto out;
-
-fail_setup:
-	die_msg("%s", err);
-	session_abort(s);
-	track_discard_output(&out); /* leave nothing half-written */
-	ret = 1;
-out:
-	session__free(s);
-	if (out.fd >= 0)
-		close(out.fd);
-	if (out.dir >= 0)
-		close(out.dir);
-	return ret;
+	return track_run_session(&o.s, o.output, record_track, &o, "");
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "cli/cli.h"
 #include "cli/track_output.h"
+#include "record/session.h"
 #include "util/as_user.h"
 
 /* Names the artifact memtrack.<command>.<pid>.mtrk when there is no -o. */
@@ -103,4 +104,43 @@ void track_discard_output(struct track_out *run)
 	    st.st_ino == run->tmp_st.st_ino && st.st_dev == run->tmp_st.st_dev)
 		as_user_unlinkat(run->dir, run->tmp_base);
 	run->tmp_path[0] = 0;
+}
+
+int track_run_session(struct session_opts *so, const char *output,
+		      int (*record)(struct session *s, void *ctx, struct track_out *out), void *ctx,
+		      const char *fail_suffix)
+{
+	struct track_out out = { .fd = -1, .dir = -1 };
+	struct session *s = NULL;
+	char err[512] = "";
+	int ret;
+
+	ret = track_open_output(&out, output);
+	if (ret)
+		goto out;
+	so->output = output;
+	s = session__new(so);
+	if (!s) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail_setup;
+	}
+	ret = session_start(s, out.fd, err, sizeof(err));
+	out.fd = -1; /* the session's */
+	if (ret)
+		goto fail_setup;
+	ret = record(s, ctx, &out);
+	goto out;
+
+fail_setup:
+	die_msg("%s%s", err, fail_suffix);
+	session_abort(s);
+	track_discard_output(&out); /* leave nothing half-written */
+	ret = 1;
+out:
+	session__free(s);
+	if (out.fd >= 0)
+		close(out.fd);
+	if (out.dir >= 0)
+		close(out.dir);
+	return ret;
 }

@@ -41,7 +41,20 @@ int track_place_output(struct track_out *run);
 void track_discard_output(struct track_out *run);
 
 struct kernel_features;
+struct session;
 struct session_opts;
+
+/*
+ * What `track` and `attach` share from the output on: creates the artifact
+ * for @output, starts a session of @so (its output and notice set by the
+ * caller, except so->output, set here) and hands both to @record, whose
+ * return is the exit status.  A failure before @record: one line, the
+ * reason and @fail_suffix ("" or "; nothing is left attached"), the
+ * session aborted and no artifact left; exit 1.
+ */
+int track_run_session(struct session_opts *so, const char *output,
+		      int (*record)(struct session *s, void *ctx, struct track_out *out), void *ctx,
+		      const char *fail_suffix);
 
 /*
  * cmd_track.c, shared with cmd_attach.c: whether memtrack can record here
