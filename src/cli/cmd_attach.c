@@ -258,8 +258,8 @@ static int record(struct session *s, struct attach_opts *o, struct track_out *ou
 {
 	struct mt_trailer trailer = { 0 };
 	struct session_stats st;
-	int ret = track_place_output(out);
 
+	track_place_or_keep(out, &o->output);
 	session_stats(s, &st);
 	if (!o->quiet) { /* the moment recording starts, for whoever waits for it */
 		if (o->s.duration_ns)
@@ -272,20 +272,8 @@ static int record(struct session *s, struct attach_opts *o, struct track_out *ou
 				(int)o->pid, st.attached_procs);
 	}
 
-	if (ret) {
-		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first",
-			out->tmp_path, o->output, strerror(-ret));
-		o->output = out->tmp_path;
-		out->placed = true;
-	}
-	session_wait(s);
-	ret = session_finish(s, &trailer);
-	session_stats(s, &st);
-	if (ret) {
-		die_msg("cannot finish '%s': %s; the events before the error are readable",
-			o->output, strerror(-ret));
+	if (track_wait_finish(s, o->output, &trailer, &st))
 		return 1;
-	}
 	return report_end(o, &st, &trailer);
 }
 

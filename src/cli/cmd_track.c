@@ -363,21 +363,9 @@ static int record(struct session *s, struct track_opts *o, struct track_out *out
 		track_discard_output(out);
 		return ret == -ENOENT ? 127 : 126;
 	}
-	ret = track_place_output(out);
-	if (ret) {
-		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first",
-			out->tmp_path, o->output, strerror(-ret));
-		o->output = out->tmp_path;
-		out->placed = true;
-	}
-	session_wait(s);
-	ret = session_finish(s, &trailer);
-	session_stats(s, &st);
-	if (ret) {
-		die_msg("cannot finish '%s': %s; the events before the error are readable",
-			o->output, strerror(-ret));
+	track_place_or_keep(out, &o->output);
+	if (track_wait_finish(s, o->output, &trailer, &st))
 		return 1;
-	}
 	return report_end(o, &st, &trailer);
 }
 

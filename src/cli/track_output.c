@@ -144,3 +144,31 @@ out:
 		close(out.dir);
 	return ret;
 }
+
+void track_place_or_keep(struct track_out *out, const char **output)
+{
+	int ret = track_place_output(out);
+
+	if (ret) {
+		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first",
+			out->tmp_path, *output, strerror(-ret));
+		*output = out->tmp_path;
+		out->placed = true;
+	}
+}
+
+int track_wait_finish(struct session *s, const char *output, struct mt_trailer *trailer,
+		      struct session_stats *st)
+{
+	int ret;
+
+	session_wait(s);
+	ret = session_finish(s, trailer);
+	session_stats(s, st);
+	if (ret) {
+		die_msg("cannot finish '%s': %s; the events before the error are readable", output,
+			strerror(-ret));
+		return 1;
+	}
+	return 0;
+}

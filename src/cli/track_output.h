@@ -41,8 +41,24 @@ int track_place_output(struct track_out *run);
 void track_discard_output(struct track_out *run);
 
 struct kernel_features;
+struct mt_trailer;
 struct session;
 struct session_opts;
+struct session_stats;
+
+/*
+ * Moves the artifact to the -o path once the session runs; if that fails
+ * it stays at the temporary name, said in one line, and *@output names it.
+ */
+void track_place_or_keep(struct track_out *out, const char **output);
+
+/*
+ * The end every recording shares: waits for the session's end and
+ * finishes the artifact @output into @trailer and @st.  Returns 0, or 1
+ * after one line (the events before the error stay readable).
+ */
+int track_wait_finish(struct session *s, const char *output, struct mt_trailer *trailer,
+		      struct session_stats *st);
 
 /*
  * What `track` and `attach` share from the output on: creates the artifact
