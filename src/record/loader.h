@@ -90,9 +90,11 @@ MT_MUST_CHECK int loader_parked_fds(struct memtrack_bpf *skel, int *parked_fd, i
 
 /*
  * Empties the tracked set, so BPF neither records nor parks any process
- * from now on, and sends SIGCONT to each process it removes (one parked
- * after the poller stopped would otherwise stay stopped).  Returns how many
- * it removed.
+ * from now on.  It sends no signal: loader_stop_parking(), called first,
+ * resumed whatever memtrack parked (park_process() in common.bpf.h
+ * resumes a process parked after the flag), and a process stopped by
+ * someone else (a target of `attach` stopped by its user or a debugger)
+ * stays as it was.  Returns how many it removed.
  */
 int loader_untrack_all(struct memtrack_bpf *skel);
 

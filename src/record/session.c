@@ -995,11 +995,12 @@ void session_stats(const struct session *s, struct session_stats *st)
 }
 
 /*
- * Unloads the BPF side.  First the tracked set is emptied, so nothing is
- * recorded or parked any more (a process of a tree memtrack stopped waiting
- * for, after a signal, is sent SIGCONT in case it was parked); then every
- * fd goes to the reaper, which bears the kernel's grace periods once
- * memtrack has exited (retire_end()): the closes here are reference drops.
+ * Unloads the BPF side.  First parking stops and what memtrack parked is
+ * resumed, then the tracked set is emptied, so nothing is recorded or
+ * parked any more (nothing else is sent a signal: a process someone else
+ * stopped stays stopped); then every fd goes to the reaper, which bears
+ * the kernel's grace periods once memtrack has exited (retire_end()): the
+ * closes here are reference drops.
  */
 static void teardown(struct session *s)
 {

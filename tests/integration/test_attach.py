@@ -567,3 +567,23 @@ def test_attach_leaves_other_memtrack(tmp):
 
 def _children(pid):
     return [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == pid]
+
+
+def test_attach_stopped_target_stays_stopped(tmp):
+    """A target its user stopped (SIGSTOP, a debugger) before the attach is
+    left stopped when memtrack detaches: memtrack resumes only what it
+    parked itself.  Resumed by its user, it runs on to a clean exit."""
+    srv, srv_out = start_fixture([fixture("server")])
+    os.kill(srv.pid, signal.SIGSTOP)
+    wait_until(lambda: proc_state(srv.pid) == "T", "the fixture is stopped")
+    out = tmp / "stopped.mtrk"
+    p = run([MEMTRACK, "attach", "--duration", "0.5", "-o", out, srv.pid])
+    check_eq(p.rc, 0, "memtrack attach --duration 0.5 (%r)" % p.stderr)
+    wait_until(lambda: nothing_left(srv.pid, str(out)), "no link left on the fixture",
+               timeout=30)
+    check_eq(proc_state(srv.pid), "T", "the fixture is still stopped after the detach")
+    rep = Artifact(out).report
+    check_eq(rep["alloc_count"], 0, "a stopped process allocates nothing")
+    os.kill(srv.pid, signal.SIGCONT)
+    frc, phases = stop_fixture(srv, srv_out)
+    check_eq(frc, 0, "the fixture's exit status")
