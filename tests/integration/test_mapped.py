@@ -14,8 +14,9 @@ import signal
 
 import pytest
 
-from mtlib import (MEMTRACK, check_eq, check_true, finish, fixture, of_type, proc_stats, require,
-                   root_pid, run, shared_track, spawn_track, track, wait_until)
+from mtlib import (MEMTRACK, Failure, check_eq, check_true, finish, fixture, kill_group, of_type,
+                   proc_stats, require, root_pid, run, shared_track, spawn_track, track,
+                   wait_until)
 
 MIB = 1024 * 1024
 DEBIAN_PYTHON = "/usr/bin/python3"  # Debian's (python3 on PATH may be another build)
@@ -398,3 +399,87 @@ def test_mapped_library_adds_nothing(tmp):
                                 for p in r["processes"])
     check_eq(per_path["in-process"], per_path["uprobes"],
              "per process (command, %s), default vs --no-fast" % ", ".join(MAPPED_KEYS))
+
+
+def marks_run(tmp):
+    """mapped_marks under --control, with `memtrack top` following its
+    artifact: (the finished track, top's lines while the fixture waited
+    with everything mapped, top's last line)."""
+    flag = tmp / "go"
+    p, art = spawn_track(tmp, [fixture("mapped_marks"), flag],
+                         opts=["--control", str(tmp / "c.sock"), "--flush-ms", "50"])
+    top = subprocess.Popen([MEMTRACK, "top", "--interval", "0.1", art.path],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        require(p.stdout.readline() == "waiting\n", "the fixture reached its wait")
+        waiting = []
+
+        def settled():
+            line = top.stdout.readline()
+            if not line:
+                raise Failure("top ended early: %s" % top.stderr.read())
+            fields = dict(kv.split("=", 1) for kv in line.split())
+            waiting.append(fields)
+            # records flushed: the last lines agree (nothing maps while it waits)
+            return len(waiting) >= 5 and len({(x["heap_bytes"], x["mapped_bytes"])
+                                                for x in waiting[-5:]}) == 1
+        wait_until(settled, "top's lines to settle while the fixture waits", timeout=30)
+        flag.touch()
+        done = finish(p)
+        require(done.rc == 0, "memtrack: " + done.describe())
+        out, err = top.communicate(timeout=30)
+        require((top.returncode, err) == (0, ""), "top: %s %s" % (top.returncode, err))
+    finally:
+        if top.poll() is None:
+            top.kill()
+            top.wait()
+        if p.poll() is None:
+            kill_group(p)
+    last = dict(kv.split("=", 1) for kv in out.splitlines()[-1].split())
+    return art, waiting[-5:], last
+
+
+SECTION_KEYS = ("alloc_count", "peak_heap_bytes", "leaked_bytes", "peak_mapped_bytes",
+                "peak_memory_bytes", "mapped_count", "leaked_mapped_bytes")
+
+
+def test_mapped_between_and_top(tmp):
+    """report --between counts the mappings made between the marks (and the
+    break grown), to the byte, tree and per process; memtrack top prints
+    mapped and memory live and, at the end, report's numbers."""
+    art, waiting, last = marks_run(tmp)
+    sections = {}
+    for a, b in (("mapped", "done"), ("brk", "brked")):
+        q = run([MEMTRACK, "report", art.path, "--between", a, b, "--json"])
+        require(q.rc == 0, "report --between %s %s: %s" % (a, b, q.describe()))
+        sections[a] = json.loads(q.stdout)
+    s = sections["mapped"]
+    check_eq({k: s[k] for k in SECTION_KEYS},
+             {"alloc_count": 1, "peak_heap_bytes": 100 * MIB, "leaked_bytes": 0,
+              "peak_mapped_bytes": 64 * MIB, "peak_memory_bytes": 164 * MIB,
+              "mapped_count": 1, "leaked_mapped_bytes": 64 * MIB},
+             "mapped..done: heap 100 MiB, mapped 64 MiB, memory 164 MiB at once")
+    root = art.report["processes"][0]
+    check_eq([{k: q[k] for k in ("pid", "command") + SECTION_KEYS} for q in s["processes"]],
+             [dict({"pid": root["pid"], "command": "mapped_marks"},
+                   **{k: s[k] for k in SECTION_KEYS})], "mapped..done, per process")
+    s = sections["brk"]
+    check_eq({k: s[k] for k in SECTION_KEYS},
+             {"alloc_count": 0, "peak_heap_bytes": 0, "leaked_bytes": 0,
+              "peak_mapped_bytes": 64 * 1024, "peak_memory_bytes": 64 * 1024,
+              "mapped_count": 0, "leaked_mapped_bytes": 64 * 1024},
+             "brk..brked: the break grown by 64 KiB (from where it stood before the section)")
+    text = run([MEMTRACK, "report", art.path, "--between", "mapped", "done"]).stdout
+    check_true("peak mapped:  64.0 MiB (1 mappings of the program's own, 64.0 MiB still "
+               "mapped at the end of the section)\npeak memory:  164.0 MiB (heap + mapped)\n"
+               in text, "the section's text: %r" % text)
+    r = art.report
+    w = waiting[-1]
+    check_eq(int(w["mapped_bytes"]), r["leaked_mapped_bytes"],
+             "top's mapped_bytes while the fixture waits: what it still had mapped at exit")
+    check_eq(int(w["memory_bytes"]), int(w["heap_bytes"]) + int(w["mapped_bytes"]),
+             "memory_bytes: heap and mapped now")
+    check_eq(int(w["busiest_mapped_bytes"]), int(w["mapped_bytes"]), "its one process's")
+    check_true(int(w["mapped_bytes"]) >= 64 * MIB + 64 * 1024, "the mapping and the break in it")
+    check_eq({k: int(last[k]) for k in KEYS}, {k: r[k] for k in KEYS},
+             "top's last line: report's %s" % ", ".join(KEYS))
