@@ -335,7 +335,7 @@ def memory_usage(stdout):
 def test_mapped_node_array(tmp, path):
     """V8 keeps its heap in pages it maps itself (PROT_NONE reservations
     made accessible with mprotect): memory follows the anonymous RSS, the
-    heap alone does not (measured: 1.05 to 1.08 of it)."""
+    heap alone does not (measured: 1.03 to 1.08 of it)."""
     node = require_node()
     t = track(tmp, [node, NODE_JS], opts=PATHS[path])
     u = memory_usage(t.stdout)
