@@ -181,7 +181,8 @@ FIXTURE_LIBS_alloc_tcmalloc := -ltcmalloc_minimal
 FIXTURE_LIBS_dlopen_thread := -ldl
 FIXTURE_LIBS_ctl_phases := $(OUT)/libmemtrack-ctl.a
 FIXTURE_LIBS_ctl_late := $(OUT)/libmemtrack-ctl.a
-$(OUT)/fixtures/ctl_phases $(OUT)/fixtures/ctl_late: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
+FIXTURE_LIBS_mapped_marks := $(OUT)/libmemtrack-ctl.a
+$(OUT)/fixtures/ctl_phases $(OUT)/fixtures/ctl_late $(OUT)/fixtures/mapped_marks: $(OUT)/libmemtrack-ctl.a include/memtrack-ctl.h
 # the attacker of test_hostile_ring.py writes the ring with its real layout
 FIXTURE_CFLAGS_hostile_ring := -Isrc
 $(OUT)/fixtures/hostile_ring: src/fast/fast_ring.h src/event.h src/bpf_abi.h

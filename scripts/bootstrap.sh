@@ -8,7 +8,7 @@ PKGS="clang llvm bpftool libbpf-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev 
       clang-format clang-tidy cppcheck shellcheck git scdoc man-db dpkg-dev tmux \
       g++ libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev chromium \
       rustc cargo librust-jemalloc-sys-dev \
-      golang-go qemu-system-x86 busybox-static"
+      golang-go nodejs qemu-system-x86 busybox-static"
 
 missing=""
 for p in $PKGS; do

@@ -634,14 +634,33 @@ void section_init(struct section *s, const char *from, const char *to)
 	analysis_init(&s->a);
 }
 
-int section_add(struct section *s, const struct mt_event *ev, bool heap_off)
+/* The break @pid had before the section's first brk record of it: the whole run's. */
+static int section_seed_brk(struct section *s, const struct mt_event *ev,
+			    const struct analysis *whole)
+{
+	const struct proc_summary *w = analysis_proc(whole, ev->h.pid);
+	struct proc_summary *p;
+
+	if (!w || !w->brk_known)
+		return 0;
+	p = proc_get(&s->a, ev->h.pid);
+	if (!p)
+		return -ENOMEM;
+	if (!p->brk_known) {
+		p->brk_known = true;
+		p->brk = w->brk;
+	}
+	return 0;
+}
+
+int section_add(struct section *s, const struct mt_event *ev, const struct analysis *whole)
 {
 	bool is_mark = ev->h.type == MT_MARK;
 
 	if (s->state == SECTION_BEFORE && is_mark && !strcmp(ev->str, s->from)) {
 		s->state = SECTION_INSIDE;
 		s->start_ns = ev->h.ts;
-		s->started_off = heap_off;
+		s->started_off = whole->heap_off;
 		return 0;
 	}
 	if (s->state != SECTION_INSIDE)
@@ -652,6 +671,8 @@ int section_add(struct section *s, const struct mt_event *ev, bool heap_off)
 		analysis_finish(&s->a); /* what is live now is the section's leak */
 		return 0;
 	}
+	if (ev->h.type == MT_BRK && section_seed_brk(s, ev, whole))
+		return -ENOMEM;
 	return analysis_add(&s->a, ev);
 }
 

@@ -155,7 +155,9 @@ void analysis_release(struct analysis *a);
  * `report --between FROM TO`: the same analysis restricted to the records
  * after the first mark named @from and before the first mark named @to that
  * follows it.  Only allocations made inside count; what they still hold at
- * @to is the section's leak.
+ * @to is the section's leak.  Likewise mapped memory: the mappings made (and
+ * the break grown) inside, followed to @to; pages mapped before it are not
+ * the section's, whatever happens to them inside.
  */
 struct section {
 	const char *from, *to;	   /* mark names (borrowed) */
@@ -170,11 +172,13 @@ enum { SECTION_BEFORE = 0, SECTION_INSIDE = 1, SECTION_DONE = 2 };
 void section_init(struct section *s, const char *from, const char *to);
 
 /*
- * Folds one event in (ignored outside the section); @heap_off is whether
- * heap recording is off just before @ev (the whole run's analysis knows).
+ * Folds one event in (ignored outside the section).  @whole is the whole
+ * run's analysis just before @ev (borrowed): whether heap recording is off,
+ * and the program break a process had when the section first sees it move
+ * (its growth inside the section is the section's mapped memory).
  * Returns 0 or -ENOMEM.
  */
-int section_add(struct section *s, const struct mt_event *ev, bool heap_off);
+int section_add(struct section *s, const struct mt_event *ev, const struct analysis *whole);
 
 /* Whether heap recording was on for the whole section. */
 bool section_complete(const struct section *s);

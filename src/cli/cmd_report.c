@@ -281,6 +281,39 @@ static int print_json(struct report *r)
 	return 0;
 }
 
+/* ,"peak_mapped_bytes":..,"leaked_mapped_bytes":.. (METRICS.md "Mapped memory"). */
+static void print_mapped_json(uint64_t peak, uint64_t memory, uint64_t count, uint64_t leaked)
+{
+	printf(",\"peak_mapped_bytes\":%llu,\"peak_memory_bytes\":%llu,\"mapped_count\":%llu"
+	       ",\"leaked_mapped_bytes\":%llu",
+	       (unsigned long long)peak, (unsigned long long)memory, (unsigned long long)count,
+	       (unsigned long long)leaked);
+}
+
+/*
+ * ,"processes":[..] of a section: each process a record inside it named,
+ * with its command in the whole run.
+ */
+static void print_section_procs(const struct report *r, const struct analysis *a)
+{
+	printf(",\"processes\":[");
+	for (unsigned i = 0; i < a->nprocs; i++) {
+		const struct proc_summary *p = &a->procs[i];
+		const struct proc_summary *w = analysis_proc(&r->a, p->pid);
+
+		printf("%s{\"pid\":%u,\"command\":", i ? "," : "", p->pid);
+		json_print_string(stdout, w ? w->command : p->command);
+		printf(",\"alloc_count\":%llu,\"allocated_bytes\":%llu,\"peak_heap_bytes\":%llu"
+		       ",\"leaked_bytes\":%llu",
+		       (unsigned long long)p->allocs, (unsigned long long)p->allocated_bytes,
+		       (unsigned long long)p->peak_heap_bytes, (unsigned long long)p->leaked_bytes);
+		print_mapped_json(p->peak_mapped_bytes, p->peak_memory_bytes, p->mapped_count,
+				  p->leaked_mapped_bytes);
+		printf("}");
+	}
+	printf("]");
+}
+
 /* `--between`: the section's numbers only. */
 static void print_section(const struct report *r, const struct section *s, bool json)
 {
@@ -295,14 +328,17 @@ static void print_section(const struct report *r, const struct section *s, bool 
 		json_print_string(stdout, s->to);
 		printf(",\"start_ns\":%llu,\"end_ns\":%llu,\"duration_ns\":%llu"
 		       ",\"alloc_count\":%llu,\"total_allocated_bytes\":%llu,\"free_count\":%llu"
-		       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu"
-		       ",\"heap_recording_complete\":%s}\n",
+		       ",\"peak_heap_bytes\":%llu,\"leaked_count\":%llu,\"leaked_bytes\":%llu",
 		       (unsigned long long)s->start_ns, (unsigned long long)s->end_ns,
 		       (unsigned long long)dur, (unsigned long long)a->alloc_count,
 		       (unsigned long long)a->total_allocated_bytes,
 		       (unsigned long long)a->free_count, (unsigned long long)a->peak_live_bytes,
-		       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes,
-		       section_complete(s) ? "true" : "false");
+		       (unsigned long long)a->leaked_count, (unsigned long long)a->leaked_bytes);
+		print_mapped_json(a->peak_mapped_bytes, a->peak_memory_bytes, a->mapped_count,
+				  a->leaked_mapped_bytes);
+		printf(",\"heap_recording_complete\":%s", section_complete(s) ? "true" : "false");
+		print_section_procs(r, a);
+		printf("}\n");
 		return;
 	}
 	printf("command:      %s\n", printable(r->hdr->command, cmd, sizeof(cmd)));
@@ -316,6 +352,12 @@ static void print_section(const struct report *r, const struct section *s, bool 
 	       human_bytes(a->peak_live_bytes, b1, sizeof(b1)));
 	printf("leaked:       %llu allocations, %s not freed by the end of the section\n",
 	       (unsigned long long)a->leaked_count, human_bytes(a->leaked_bytes, b2, sizeof(b2)));
+	printf("peak mapped:  %s (%llu mappings of the program's own, %s still mapped at the end of the section)\n",
+	       human_bytes(a->peak_mapped_bytes, b1, sizeof(b1)),
+	       (unsigned long long)a->mapped_count,
+	       human_bytes(a->leaked_mapped_bytes, b2, sizeof(b2)));
+	printf("peak memory:  %s (heap + mapped)\n",
+	       human_bytes(a->peak_memory_bytes, b1, sizeof(b1)));
 	if (!section_complete(s))
 		printf("note:         heap recording was off during part of the section; its allocations then are not counted\n");
 }
@@ -475,7 +517,7 @@ int cmd_report(int argc, char **argv)
 		timeline_attach(tl, &r.a);
 	}
 	while ((ret = mt_reader__next(rd, &ev)) == 1)
-		if ((from && section_add(&sec, &ev, r.a.heap_off)) || analysis_add(&r.a, &ev) ||
+		if ((from && section_add(&sec, &ev, &r.a)) || analysis_add(&r.a, &ev) ||
 		    (r.top && stack_table_add_event(&r.stacks, &ev) == -ENOMEM)) {
 			ret = -ENOMEM;
 			break;

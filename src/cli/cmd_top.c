@@ -359,6 +359,17 @@ static void view_summary(const struct top *t, int cols)
 		view_line(cols, "heap   %s live, peak %s",
 			  human_bytes(a->live_bytes, b1, sizeof(b1)),
 			  human_bytes(a->peak_live_bytes, b2, sizeof(b2)));
+	if (t->complete)
+		view_line(cols, "mapped peak %s, %s still mapped at exit;  memory peak %s",
+			  human_bytes(a->peak_mapped_bytes, b1, sizeof(b1)),
+			  human_bytes(a->leaked_mapped_bytes, b2, sizeof(b2)),
+			  human_bytes(a->peak_memory_bytes, b3, sizeof(b3)));
+	else
+		view_line(cols, "mapped %s, peak %s;  memory %s, peak %s",
+			  human_bytes(a->mapped_bytes, b1, sizeof(b1)),
+			  human_bytes(a->peak_mapped_bytes, b2, sizeof(b2)),
+			  human_bytes(a->live_bytes + a->mapped_bytes, b3, sizeof(b3)),
+			  human_bytes(a->peak_memory_bytes, b4, sizeof(b4)));
 	view_line(cols, "RSS    %s (anon %s, file %s, shmem %s), peak %s",
 		  human_bytes(a->tree_rss_bytes, b1, sizeof(b1)),
 		  human_bytes(a->tree_anon, b2, sizeof(b2)),
@@ -432,7 +443,7 @@ static void draw_view(struct top *t, bool in_place)
 	struct winsize ws = { .ws_row = 24, .ws_col = 80 };
 	bool physical = t->a.has_physical || (t->hdr->flags & MT_HDR_PHYSICAL);
 	/* summary, 2 above the processes, the sites, the status (and a prompt below) */
-	int rows, used = 5 + physical + 2 + (t->sym ? TOP_SITES + 2 : 0) + 2 + 2 * !in_place;
+	int rows, used = 6 + physical + 2 + (t->sym ? TOP_SITES + 2 : 0) + 2 + 2 * !in_place;
 
 	ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
 	rows = ws.ws_row > used ? ws.ws_row - used : 1;
@@ -452,20 +463,29 @@ static void print_line(struct top *t)
 {
 	const struct analysis *a = &t->a;
 	const struct proc_summary **v = busiest(a);
+	uint64_t memory = a->live_bytes + a->mapped_bytes;
 
-	printf("elapsed_s=%.3f events=%llu events_per_s=%.0f heap_bytes=%llu rss_bytes=%llu "
-	       "processes=%u running=%u",
+	printf("elapsed_s=%.3f events=%llu events_per_s=%.0f heap_bytes=%llu mapped_bytes=%llu "
+	       "memory_bytes=%llu rss_bytes=%llu processes=%u running=%u",
 	       elapsed_s(t), (unsigned long long)total_events(a), t->rate,
-	       (unsigned long long)a->live_bytes, (unsigned long long)a->tree_rss_bytes, a->nprocs,
+	       (unsigned long long)a->live_bytes, (unsigned long long)a->mapped_bytes,
+	       (unsigned long long)memory, (unsigned long long)a->tree_rss_bytes, a->nprocs,
 	       running(a));
 	if (v)
-		printf(" busiest_pid=%u busiest_heap_bytes=%llu busiest_rss_bytes=%llu", v[0]->pid,
-		       (unsigned long long)v[0]->live_bytes, (unsigned long long)v[0]->rss_bytes);
+		printf(" busiest_pid=%u busiest_heap_bytes=%llu busiest_mapped_bytes=%llu"
+		       " busiest_rss_bytes=%llu",
+		       v[0]->pid, (unsigned long long)v[0]->live_bytes,
+		       (unsigned long long)v[0]->mapped.bytes, (unsigned long long)v[0]->rss_bytes);
 	if (t->complete)
 		printf(" complete=1 dropped=%llu peak_heap_bytes=%llu peak_rss_bytes=%llu "
-		       "leaked_bytes=%llu",
+		       "leaked_bytes=%llu peak_mapped_bytes=%llu peak_memory_bytes=%llu "
+		       "mapped_count=%llu leaked_mapped_bytes=%llu",
 		       (unsigned long long)dropped(t), (unsigned long long)a->peak_live_bytes,
-		       (unsigned long long)a->peak_rss_bytes, (unsigned long long)a->leaked_bytes);
+		       (unsigned long long)a->peak_rss_bytes, (unsigned long long)a->leaked_bytes,
+		       (unsigned long long)a->peak_mapped_bytes,
+		       (unsigned long long)a->peak_memory_bytes,
+		       (unsigned long long)a->mapped_count,
+		       (unsigned long long)a->leaked_mapped_bytes);
 	putchar('\n');
 	fflush(stdout);
 	free(v);

@@ -73,9 +73,10 @@ static const struct cmd_help commands[] = {
 	{ "top", "follow an artifact while track writes it: heap, RSS, processes",
 	  "usage: memtrack top [--interval SECONDS] FILE\n"
 	  "Follows the artifact FILE while memtrack track writes it and redraws a view\n"
-	  "of the run every interval: elapsed time, events/s; heap and RSS of the tree\n"
-	  "and of the busiest processes; with track --stacks, the call sites holding\n"
-	  "the most heap.  It ends when the artifact is complete, or on q or Ctrl-C.\n"
+	  "of the run every interval: elapsed time, events/s; heap, mapped memory and\n"
+	  "RSS of the tree, heap and RSS of the busiest processes; with track --stacks,\n"
+	  "the call sites holding the most heap.  It ends when the artifact is\n"
+	  "complete, or on q or Ctrl-C.\n"
 	  "When stdout is not a terminal it prints one line per interval instead\n"
 	  "(key=value, exact byte counts).  The file is at most track's --flush-ms\n"
 	  "(default 500 ms) behind; drops are known at the end.\n"

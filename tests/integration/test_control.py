@@ -115,8 +115,14 @@ def test_report_between_two_marks(tmp):
               "end_ns": a["measured"], "duration_ns": a["measured"] - a["measure"],
               "alloc_count": 3, "total_allocated_bytes": 3 * 5002, "free_count": 2,
               "peak_heap_bytes": 3 * 5002, "leaked_count": 1, "leaked_bytes": 5002,
-              "heap_recording_complete": True},
-             "the section's summary")
+              "peak_mapped_bytes": 0, "peak_memory_bytes": 3 * 5002, "mapped_count": 0,
+              "leaked_mapped_bytes": 0, "heap_recording_complete": True,
+              "processes": [{"pid": t.report["processes"][0]["pid"], "command": "ctl_phases",
+                             "alloc_count": 3, "allocated_bytes": 3 * 5002,
+                             "peak_heap_bytes": 3 * 5002, "leaked_bytes": 5002,
+                             "peak_mapped_bytes": 0, "peak_memory_bytes": 3 * 5002,
+                             "mapped_count": 0, "leaked_mapped_bytes": 0}]},
+             "the section's summary (no mapping in it)")
     # a section with recording off: nothing in it
     p = run([MEMTRACK, "report", t.artifact.path, "--between", "setup", "measure", "--json"])
     require_eq(p.rc, 0, "report --between setup measure: " + p.describe())

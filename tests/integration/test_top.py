@@ -170,7 +170,8 @@ def top_in_tmux(tmp, name):
                 "stty -a | grep -o -- '-*icanon\\b'; sleep 60" % (tmp, MEMTRACK))
 
 
-VIEW = (r"^heap   [\d.]+ \S*B live, peak", r"^RSS    [\d.]+ \S*B \(anon",
+VIEW = (r"^heap   [\d.]+ \S*B live, peak", r"^mapped [\d.]+ \S*B, peak [\d.]+ \S*B;  memory ",
+        r"^RSS    [\d.]+ \S*B \(anon",
         r"^processes \d+, [12] running", r"^ +PID  COMMAND +HEAP",
         r"^ +\d+  sh ", r"^call sites holding the most heap:",
         r"^recording   q quits")
@@ -234,6 +235,9 @@ def test_view_ends_when_the_artifact_is_complete(tmp):
                  "events and drops of the last view: report's")
         check_true(re.search(r"^processes %d, 0 running$" % len(art.report["processes"]), s,
                              re.M) is not None, "the process count: report's\n%s" % s)
+        check_true(re.search(r"^mapped peak [\d.]+ \S*B, [\d.]+ \S*B still mapped at exit;  "
+                             r"memory peak [\d.]+ \S*B$", s, re.M) is not None,
+                   "the last view's mapped line:\n%s" % s)
     finally:
         t.close()
         live.kill()
