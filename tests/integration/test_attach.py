@@ -7,6 +7,7 @@ import json
 import os
 import pwd
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -567,3 +568,50 @@ def test_attach_leaves_other_memtrack(tmp):
 
 def _children(pid):
     return [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == pid]
+
+
+def test_attach_names(tmp):
+    """Every process found at the attach is named by a running record (its
+    /proc/PID/exe, the kernel's path, ' (deleted)' for a removed file) that
+    dump shows, and report names it so, text and JSON, with the parents the
+    tree has: a shell, a sleep, and a copy of sleep deleted while running."""
+    exe = tmp / "sleeper"
+    shutil.copy("/usr/bin/sleep", exe)
+    sh = subprocess.Popen(["sh", "-c", '"$0" 60 & sleep 60 & echo started; wait', exe],
+                          stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          start_new_session=True)
+    try:
+        Lines(sh.stdout).expect("started")
+        want = {sh.pid: os.path.realpath("/bin/sh")}
+        sh_parent = _ppid(sh.pid)
+
+        def both():
+            kids = {k: os.readlink("/proc/%d/exe" % k) for k in _children(sh.pid)}
+            return kids if sorted(kids.values()) == sorted([str(exe), "/usr/bin/sleep"]) else None
+        wait_until(both, "the shell's two children started")
+        kids = both()
+        os.unlink(exe)
+        for k, path in kids.items():
+            want[k] = path + (" (deleted)" if path == str(exe) else "")
+        out = tmp / "names.mtrk"
+        p = run([MEMTRACK, "attach", "--duration", "0.3", "-o", out, sh.pid])
+        require_eq(p.rc, 0, "memtrack attach (%r)" % p.stderr)
+    finally:
+        os.killpg(sh.pid, signal.SIGTERM)
+        sh.wait(timeout=30)
+    art = Artifact(out)
+    running = [e for e in art.events if e["type"] == "running"]
+    check_eq({e["pid"]: (e["path"], e["comm"]) for e in running},
+             {k: (v, 0) for k, v in want.items()}, "the running records dump shows")
+    check_eq({e["pid"]: e["ppid"] for e in running},
+             {k: sh_parent if k == sh.pid else sh.pid for k in want}, "their parents at attach")
+    procs = {q["pid"]: (q["command"], q["ppid"]) for q in art.report["processes"]}
+    check_eq(procs, {k: (os.path.basename(v), 0 if k == sh.pid else sh.pid)
+                     for k, v in want.items()}, "report --json: each process's command and ppid")
+    p = run([MEMTRACK, "report", out])
+    require_eq(p.rc, 0, "memtrack report (%r)" % p.stderr)
+    rows = {int(line.split()[0]): line for line in p.stdout.splitlines()
+            if line.startswith("  ") and line.split()[0].isdigit()}
+    for k, v in want.items():
+        check_true(k in rows and " %s " % os.path.basename(v) in rows[k] and "?" not in rows[k],
+                   "report's line of %d names %r: %r" % (k, os.path.basename(v), rows.get(k)))
