@@ -14,6 +14,7 @@
 #include "pipeline/pipeline.h"
 #include "record/adopt.h"
 #include "record/loader.h"
+#include "record/phys_adopt.h"
 #include "record/probes.h"
 #include "record/stacks.h"
 
@@ -377,8 +378,33 @@ static int sync_one(pid_t pid, struct probes *probes, struct stacks *stacks, str
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * --physical: the pages the tree has resident, marked, and one PHYSICAL
+ * record of the tree's total.  A process gone is skipped.
+ */
+static void mark_resident(const struct adopt_tree *t, struct phys_adopt *phys,
+			  struct pipeline *pipe, struct adopt_result *res)
+{
+	struct mt_rec r;
+
+	for (size_t i = 0; i < t->n && !res->phys_err; i++) {
+		int ret = phys_adopt_mark(phys, t->pids[i]);
+
+		if (ret && ret != -ENOENT && ret != -ESRCH) {
+			res->phys_err = ret;
+			res->phys_err_pid = t->pids[i];
+		}
+	}
+	phys_adopt_record(phys, &r);
+	res->phys_bytes = r.f[PHYSICAL_BYTES];
+	res->t_phys_ns = mono_ns();
+	if (pipeline_inject(pipe, &r, sizeof(r.h) + PHYSICAL_NFIELDS * sizeof(__u64)) &&
+	    !res->phys_err)
+		res->phys_err = -EIO;
+}
+
 void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks *stacks,
-		struct pipeline *pipe, struct adopt_result *res)
+		struct phys_adopt *phys, struct pipeline *pipe, struct adopt_result *res)
 {
 	struct rec_out out = { 0 };
 
@@ -401,6 +427,8 @@ void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks
 	}
 	res->t_done_ns = mono_ns();
 	free(out.buf);
+	if (phys && !res->err)
+		mark_resident(t, phys, pipe, res);
 }
 
 void adopt_tree_free(struct adopt_tree *t)
