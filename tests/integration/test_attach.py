@@ -729,3 +729,23 @@ def test_attach_physical_shared(tmp):
              [], "physical records that changed before the child exited")
     check_eq(recs[-1]["bytes"] // 4096, first - pages,
              "physical after the parent unmapped and the child exited")
+
+
+def test_attach_unreadable_with_ptrace(tmp):
+    """A process memtrack cannot read although it has CAP_SYS_PTRACE (here
+    pid 1: it holds CAP_SYS_RESOURCE, outside this session's bounding set,
+    and the kernel refuses root its /proc/1/maps): one line that does not
+    ask for the capability memtrack has, exit 2."""
+    require(os.geteuid() == 0, "needs root")
+    try:
+        open("/proc/1/maps").close()
+        require(False, "pid 1 is readable here: no process to refuse")
+    except PermissionError:
+        pass
+    p = run([MEMTRACK, "attach", "-o", tmp / "x.mtrk", "1"])
+    check_eq((p.rc, p.stderr), (2, "memtrack: cannot read process 1's memory map (/proc/1/maps: "
+             "Permission denied) although memtrack has CAP_SYS_PTRACE: the kernel refuses even "
+             "so (the process holds capabilities memtrack lacks, or a security module protects "
+             "it); run memtrack with every capability the process has\n"),
+             "memtrack attach 1 as root")
+    check_true(not (tmp / "x.mtrk").exists(), "no artifact")
