@@ -51,9 +51,11 @@ const volatile __u64 phys_bitmap_bits = 64;
  * attach: while nonzero, the thread id whose next order-0 user page is not
  * the tree's but the calibration's; the alloc hook writes that page's
  * struct page index (its address / sizeof(struct page)) to phys_calib_idx.
+ * In .data with heap_enabled: a .bss would be one more map, one more fd
+ * (the fd-limit tests count memtrack's).
  */
-volatile __u32 phys_calib_tid;
-volatile __u64 phys_calib_idx;
+volatile __u32 phys_calib_tid SEC(".data");
+volatile __u64 phys_calib_idx SEC(".data");
 
 /* One bit per page frame of the machine (resized by userspace, 1 without --physical). */
 struct {

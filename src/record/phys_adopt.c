@@ -76,12 +76,12 @@ static int calibrate(struct phys_adopt *pa, struct memtrack_bpf *skel)
 	for (unsigned i = 0; i < CALIB_PAGES && !ret; i++) {
 		uint64_t idx, pfn, base;
 
-		skel->bss->phys_calib_idx = 0;
-		__atomic_store_n(&skel->bss->phys_calib_tid, tid, __ATOMIC_SEQ_CST);
+		skel->data->phys_calib_idx = 0;
+		__atomic_store_n(&skel->data->phys_calib_tid, tid, __ATOMIC_SEQ_CST);
 		*(volatile char *)(buf + i * pa->page) =
 			1; /* the fault runs the hook on this thread */
-		__atomic_store_n(&skel->bss->phys_calib_tid, 0, __ATOMIC_SEQ_CST);
-		idx = skel->bss->phys_calib_idx;
+		__atomic_store_n(&skel->data->phys_calib_tid, 0, __ATOMIC_SEQ_CST);
+		idx = skel->data->phys_calib_idx;
 		pfn = self_pfn(pm_fd, buf + i * pa->page, pa->page);
 		if (!pfn)
 			ret = -EPERM; /* pagemap hides PFNs without CAP_SYS_ADMIN */
@@ -110,7 +110,7 @@ int phys_adopt_open(struct phys_adopt *pa, struct memtrack_bpf *skel, char *err,
 	pa->bits = skel->rodata->phys_bitmap_bits;
 	pa->words = map_array(skel->maps.tree_pages, pa->page, &pa->words_len);
 	pa->total = map_array(skel->maps.phys_total, pa->page, &pa->total_len);
-	if (!pa->words || !pa->total || !skel->bss) {
+	if (!pa->words || !pa->total || !skel->data) {
 		ret = -errno ?: -EINVAL;
 		snprintf(err, errlen, "cannot map the physical bitmap: %s", strerror(-ret));
 		goto out;

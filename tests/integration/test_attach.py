@@ -12,6 +12,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, fixture, markers,
                    require, require_eq, run, wait_until, window)
 
@@ -739,7 +741,7 @@ def test_attach_unreadable_with_ptrace(tmp):
     require(os.geteuid() == 0, "needs root")
     try:
         open("/proc/1/maps").close()
-        require(False, "pid 1 is readable here: no process to refuse")
+        pytest.skip("pid 1 is readable here: no process memtrack cannot read with CAP_SYS_PTRACE")
     except PermissionError:
         pass
     p = run([MEMTRACK, "attach", "-o", tmp / "x.mtrk", "1"])
