@@ -3,10 +3,14 @@
 """Figures of `memtrack attach` (issue 21), on tests/fixtures/server.c:
 the time from starting `memtrack attach` to the first recorded event, the
 target's longest pause around the attach, and its request rate attached
-against untraced.  Usage: bench/attach_figures.py [RUNS] [LIBDIR]
-(LIBDIR: a directory of *.so files the server dlopens, e.g. 50 of them).
+against untraced, and from those rates the uprobe path's cost per heap
+call (a request is 2 mallocs and 2 frees).
+Usage: bench/attach_figures.py [RUNS] [LIBDIR | N]
+(LIBDIR: a directory of *.so files the server dlopens; N: build N tiny
+distinct libraries, each its own file and build-id, and use them).
 Configurations are interleaved; medians are printed."""
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -17,6 +21,23 @@ from pathlib import Path
 BUILD = Path(os.environ.get("MEMTRACK_BUILD", Path(__file__).resolve().parents[1] / "build"))
 MEMTRACK = str(BUILD / "memtrack")
 SERVER = str(BUILD / "fixtures" / "server")
+
+
+CALLS_PER_REQUEST = 4  # server.c serve_request(): 2 malloc, 2 free
+
+
+def make_libs(n):
+    """n tiny shared libraries (one function each) in a fresh directory."""
+    d = Path("/tmp/attach_fig_libs.%d" % n)
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    for i in range(n):
+        src = d / ("tiny%02d.c" % i)
+        src.write_text("int tiny%02d(int x) { return x * %d + 1; }\n" % (i, i + 2))
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wl,--build-id", "-o",
+                        str(d / ("libtiny%02d.so" % i)), str(src)], check=True)
+        src.unlink()
+    return str(d)
 
 
 def readline(pipe, prefix):
@@ -99,21 +120,32 @@ def one(libdir, opts, attach=True):
 def main():
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     libdir = sys.argv[2] if len(sys.argv) > 2 else None
+    if libdir and libdir.isdigit():
+        libdir = make_libs(int(libdir))
+    nlibs = len([f for f in os.listdir(libdir) if f.endswith(".so")]) if libdir else 0
     configs = [("untraced, libc only", None, [], False),
                ("attach, libc only", None, [], True),
                ("attach --stacks, libc only", None, ["--stacks"], True)]
     if libdir:
-        configs += [("untraced, 50 libraries", libdir, [], False),
-                    ("attach, 50 libraries", libdir, [], True),
-                    ("attach --stacks, 50 libraries", libdir, ["--stacks"], True)]
+        configs += [("untraced, %d libraries" % nlibs, libdir, [], False),
+                    ("attach, %d libraries" % nlibs, libdir, [], True),
+                    ("attach --stacks, %d libraries" % nlibs, libdir, ["--stacks"], True)]
     results = {c[0]: [] for c in configs}
     for _ in range(runs):
         for name, lib, opts, attach in configs:
             results[name].append(one(lib, opts, attach))
+    med = {}
     for name, rs in results.items():
-        keys = sorted(rs[0])
-        print("%-32s %s" % (name, "  ".join("%s=%.6g" % (k, statistics.median(r[k] for r in rs))
-                                            for k in keys)))
+        med[name] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        print("%-32s %s" % (name, "  ".join("%s=%.6g" % (k, v) for k, v in sorted(med[name].items()))))
+    # per heap call: the attached request's extra time over the untraced one
+    for name, m in med.items():
+        base = [v for k, v in med.items() if k.startswith("untraced") and
+                k.split(", ")[1] == name.split(", ")[1]]
+        if base and not name.startswith("untraced") and m["rate1"] > 0:
+            cost = (1 / m["rate1"] - 1 / base[0]["rate1"]) / CALLS_PER_REQUEST * 1e9
+            print("%-32s rate attached/untraced=%.3f  per heap call +%.0f ns"
+                  % (name, m["rate1"] / base[0]["rate1"], cost))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
  * MT_MAX_FIELDS 64-bit fields; which fields a type carries is fixed by
  * MT_RECORD_TYPES below (the schema table in schema.c is built from it,
  * docs/FORMAT.md §8 documents it).  EXEC records
- * carry a NUL-terminated path after their fields, MARK records (no fields)
- * a NUL-terminated name.
+ * and RUNNING records carry a NUL-terminated path after their fields, MARK
+ * records (no fields) a NUL-terminated name.
  *
  * This header includes nothing and uses only __u16/__u32/__u64, so it can be
  * included after vmlinux.h on the BPF side and after <linux/types.h> in
@@ -59,7 +59,9 @@
 	/* the in-process heap path (--fast, src/record/fast_drain.c) */    \
 	X(FAST, 21, "fast", NULL, 0)           /* heap calls in-process */  \
 	X(REFUSED, 22, "refused", NULL, 0)     /* what its ring lied about */ \
-	X(MPROTECT, 23, "mprotect", NULL, 0)   /* the mapping syscalls again */
+	X(MPROTECT, 23, "mprotect", NULL, 0)   /* the mapping syscalls again */ \
+	/* `memtrack attach` (src/record/adopt.c) */                         \
+	X(RUNNING, 24, "running", "path", 0)   /* a process found at attach */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
@@ -139,6 +141,9 @@
 	F(MPROTECT_ADDR, "addr", UINT)         /* UINT: a new type (FORMAT.md §5.3) */ \
 	F(MPROTECT_LEN, "len", UINT)                                        \
 	F(MPROTECT_PROT, "prot", UINT)
+#define MT_FIELDS_RUNNING(F)                   /* the path follows */       \
+	F(RUNNING_PPID, "ppid", UINT)          /* its parent at attach */   \
+	F(RUNNING_COMM, "comm", UINT)          /* 1: path is its comm */
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
@@ -349,6 +354,16 @@ struct mt_rec_mark {
 	char name[MT_PATH_MAX]; /* NUL-terminated, 1 to MT_PATH_MAX - 1 bytes */
 };
 
+/*
+ * Made by userspace at attach (src/record/adopt.c): a process that was
+ * running before memtrack saw it exec, named by its /proc/PID/exe.
+ */
+struct mt_rec_running {
+	struct mt_rec_hdr h;
+	__u64 f[RUNNING_NFIELDS]; /* RUNNING_PPID, RUNNING_COMM */
+	char path[MT_PATH_MAX];	  /* NUL-terminated, 1 to MT_PATH_MAX - 1 bytes */
+};
+
 _Static_assert(sizeof(struct mt_rec_hdr) == 24, "mt_rec_hdr layout");
 _Static_assert(sizeof(struct mt_rec) == 24 + 8 * MT_MAX_FIELDS, "mt_rec layout");
 /*
@@ -392,6 +407,7 @@ _Static_assert(MALLOC_STACK == 2 && CALLOC_STACK == 2 && REALLOC_STACK == 3 &&
 		       ALIGNED_ALLOC_STACK == 3 && MMAP_STACK == 6,
 	       "the stack id is each heap record's last field");
 _Static_assert(sizeof(struct mt_rec_mark) == 24 + MT_PATH_MAX, "mt_rec_mark layout");
+_Static_assert(sizeof(struct mt_rec_running) == 24 + 16 + MT_PATH_MAX, "mt_rec_running layout");
 /* alloc.bpf.c fills every heap record through one layout */
 _Static_assert(MALLOC_ADDR == 0 && CALLOC_ADDR == 0 && REALLOC_ADDR == 0 &&
 		       ALIGNED_ALLOC_ADDR == 0 && FREE_ADDR == 0,

@@ -544,6 +544,12 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		set_command(p, ev->str);
 		p->fast_heap = false; /* a new image starts on the uprobes */
 		return 0;
+	case MT_RUNNING:
+		/* found at attach: named as an exec would have; its parent only if tracked too */
+		set_command(p, ev->str);
+		if (ev->h.nfields > RUNNING_PPID && analysis_proc(a, (uint32_t)ev->f[RUNNING_PPID]))
+			p->ppid = ev->f[RUNNING_PPID];
+		return 0;
 	case MT_FAST: p->fast_heap = true; return 0;
 	case MT_REFUSED:
 		a->bad_procs += !p->bad_records && f[0];

@@ -19,6 +19,13 @@
  * table of pages cost ~1 us a page (an element allocated and freed), 15%
  * on `tar -xf`.
  *
+ * memtrack attach marks the pages the tree has resident at the attach
+ * (src/record/phys_adopt.c): it learns the vmemmap offset from one page it
+ * faults in itself while phys_calib_tid names its thread (the kernel hands
+ * the page's struct page to the alloc hook, /proc/self/pagemap its frame
+ * number), and sets the frames' bits with atomic operations of its own on
+ * the bitmap, mapped into userspace (BPF_F_MMAPABLE).
+ *
  * Only BTF raw tracepoints are used (mm_page_alloc, mm_page_free,
  * mm_page_free_batched): fentry and kprobes are refused on these machines.
  * The free hooks run for every page freed on the machine; they read one
@@ -40,9 +47,20 @@ const volatile __u64 phys_granularity_pages = 32;
 /* bits in tree_pages: 64 * its max_entries, set by userspace */
 const volatile __u64 phys_bitmap_bits = 64;
 
+/*
+ * attach: while nonzero, the thread id whose next order-0 user page is not
+ * the tree's but the calibration's; the alloc hook writes that page's
+ * struct page index (its address / sizeof(struct page)) to phys_calib_idx.
+ * In .data with heap_enabled: a .bss would be one more map, one more fd
+ * (the fd-limit tests count memtrack's).
+ */
+volatile __u32 phys_calib_tid SEC(".data");
+volatile __u64 phys_calib_idx SEC(".data");
+
 /* One bit per page frame of the machine (resized by userspace, 1 without --physical). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); /* attach sets the resident pages' bits */
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -51,6 +69,7 @@ struct {
 /* [0]: pages the tree holds now; [1]: pages last reported. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); /* attach adds the resident pages */
 	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -79,18 +98,23 @@ static __always_inline void report(__s64 delta)
 }
 
 /*
- * The bitmap word of the struct page passed as tracepoint argument 0, and
- * its bit in @mask.  The pointer is read from the context as a number: the
- * verifier forbids arithmetic on the typed pointer itself.
+ * The index in vmemmap, plus a constant, of the struct page passed as
+ * tracepoint argument 0.  The pointer is read from the context as a
+ * number: the verifier forbids arithmetic on the typed pointer itself.
  */
-static __always_inline __u64 *page_word(unsigned long long *ctx, __u64 *mask)
+static __always_inline __u64 page_index(unsigned long long *ctx)
 {
-	__u64 pv = 0, idx;
-	__u32 w;
+	__u64 pv = 0;
 
 	bpf_probe_read_kernel(&pv, sizeof(pv), &ctx[0]);
-	idx = (pv / bpf_core_type_size(struct page)) % phys_bitmap_bits;
-	w = idx / 64;
+	return pv / bpf_core_type_size(struct page);
+}
+
+/* The bitmap word of the tracepoint's struct page, and its bit in @mask. */
+static __always_inline __u64 *page_word(unsigned long long *ctx, __u64 *mask)
+{
+	__u64 idx = page_index(ctx) % phys_bitmap_bits;
+	__u32 w = idx / 64;
 
 	*mask = 1ull << (idx % 64);
 	return bpf_map_lookup_elem(&tree_pages, &w);
@@ -103,6 +127,11 @@ int BPF_PROG(handle_page_alloc, struct page *page, unsigned int order, gfp_t gfp
 
 	if (!page || (!(gfp & GFP_MOVABLE) && (gfp & GFP_PGTABLE) != GFP_PGTABLE))
 		return 0;
+	if (phys_calib_tid && (__u32)bpf_get_current_pid_tgid() == phys_calib_tid) {
+		if (!order && (gfp & GFP_MOVABLE)) /* the user page, not its page table */
+			phys_calib_idx = page_index(ctx);
+		return 0;
+	}
 	if (!is_tracked(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	word = page_word(ctx, &mask);

@@ -174,6 +174,25 @@ static int parse_attach_opts(int argc, char **argv, struct attach_opts *o)
 	return 0;
 }
 
+/*
+ * Whether memtrack's effective capabilities hold CAP_SYS_PTRACE (bit 19 of
+ * CapEff in /proc/self/status): then a target it cannot read is not
+ * another user's process it lacks the capability for.
+ */
+static bool has_sys_ptrace(void)
+{
+	unsigned long long eff = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "CapEff: %llx", &eff) == 1;
+	if (f)
+		fclose(f);
+	return found && (eff >> 19 & 1);
+}
+
 /* Whether @pid can be attached; 0, or 2 after one line naming the problem. */
 static int check_target(pid_t pid)
 {
@@ -201,6 +220,11 @@ static int check_target(pid_t pid)
 			(int)pid);
 		break;
 	case ADOPT_NO_ACCESS:
+		if (has_sys_ptrace()) {
+			die_msg("cannot read process %d's memory map (/proc/%d/maps: %s) although memtrack has CAP_SYS_PTRACE: the kernel refuses even so (the process holds capabilities memtrack lacks, or a security module protects it); run memtrack with every capability the process has",
+				(int)pid, (int)pid, strerror(err));
+			break;
+		}
 		die_msg("cannot read process %d's memory map (/proc/%d/maps: %s); attaching to another user's process needs CAP_SYS_PTRACE: run memtrack as root or with that capability",
 			(int)pid, (int)pid, strerror(err));
 		break;

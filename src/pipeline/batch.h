@@ -46,8 +46,8 @@ void batch__reset(struct batch *b);
 void batch__free(struct batch *b);
 
 /*
- * Size in bytes of the record at @rec (header + fields [+ exec path, mark
- * name, object build-id and path, or stack frames]).
+ * Size in bytes of the record at @rec (header + fields [+ exec or running
+ * path, mark name, object build-id and path, or stack frames]).
  */
 static inline size_t rec_size(const void *rec)
 {
@@ -57,6 +57,8 @@ static inline size_t rec_size(const void *rec)
 		return sizeof(struct mt_rec_exec);
 	if (h->type == MT_MARK)
 		return sizeof(struct mt_rec_mark);
+	if (h->type == MT_RUNNING)
+		return sizeof(struct mt_rec_running);
 	if (h->type == MT_OBJECT)
 		return sizeof(struct mt_rec_object);
 	if (h->type == MT_STACK) {

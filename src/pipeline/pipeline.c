@@ -164,6 +164,8 @@ static int write_batch(struct worker *wk, const struct batch *b)
 			str = ((const struct mt_rec_exec *)rec)->path;
 		else if (h->type == MT_MARK)
 			str = ((const struct mt_rec_mark *)rec)->name;
+		else if (h->type == MT_RUNNING)
+			str = ((const struct mt_rec_running *)rec)->path;
 		else if (h->type == MT_OBJECT || h->type == MT_STACK)
 			str = rec; /* build-id and path, or frames */
 		err = mt_encoder__add(wk->enc, h, f, str);

@@ -14,6 +14,7 @@
 #include "pipeline/pipeline.h"
 #include "record/adopt.h"
 #include "record/loader.h"
+#include "record/phys_adopt.h"
 #include "record/probes.h"
 #include "record/stacks.h"
 
@@ -280,6 +281,62 @@ static int rss_record(pid_t pid, struct mt_rec *r)
 	return 0;
 }
 
+/*
+ * Reads the first line of /proc/PID/comm into @buf: what the process calls
+ * itself (prctl PR_SET_NAME sets any bytes but NUL).  Returns its length,
+ * 0 when it cannot be read.
+ */
+static size_t read_comm(pid_t pid, char *buf, size_t len)
+{
+	char path[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	/* the kernel ends it with a newline; a newline of the name itself stays */
+	if (buf[n - 1] == '\n')
+		n--;
+	buf[n] = 0;
+	return strnlen(buf, (size_t)n);
+}
+
+/*
+ * The RUNNING record of @pid: its executable as the kernel names it
+ * (/proc/PID/exe), else its comm; a path longer than the record holds is
+ * cut.  Returns 0, or -ENOENT when neither can be read (the process gone).
+ */
+static int running_record(pid_t pid, pid_t ppid, struct mt_rec_running *r)
+{
+	char path[32], exe[4096];
+	ssize_t n;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	/* readlink does not NUL-terminate, and a path holds no NUL */
+	if (n > 0) {
+		memcpy(r->path, exe,
+		       (size_t)n < sizeof(r->path) - 1 ? (size_t)n : sizeof(r->path) - 1);
+	} else if (read_comm(pid, r->path, sizeof(r->path))) {
+		r->f[RUNNING_COMM] = 1;
+	} else {
+		return -ENOENT;
+	}
+	r->h.type = MT_RUNNING;
+	r->h.pid = r->h.tid = pid;
+	r->h.nfields = RUNNING_NFIELDS;
+	r->h.ts = mono_ns();
+	r->f[RUNNING_PPID] = ppid > 0 ? (__u64)ppid : 0;
+	return 0;
+}
+
 /* Injects every record of @out, then empties it.  Returns 0 or -errno. */
 static int inject_all(struct pipeline *pipe, struct rec_out *out)
 {
@@ -291,15 +348,24 @@ static int inject_all(struct pipeline *pipe, struct rec_out *out)
 	return err;
 }
 
-/* Tables, probes and the first RSS record of one process.  Returns 0 or -errno. */
+/*
+ * Name, tables, probes and the first RSS record of one process.  Returns 0
+ * or -errno.
+ */
 static int sync_one(pid_t pid, struct probes *probes, struct stacks *stacks, struct pipeline *pipe,
 		    struct rec_out *out)
 {
+	struct mt_rec_running run;
+	struct proc_stat st;
 	struct mt_rec r;
-	int ret = 0;
+	int ret;
 
-	/* the tables first: no stack through an object comes before its OBJECT record */
-	if (stacks)
+	/* its name first, as an exec's comes before what the new image does */
+	ret = read_stat(pid, &st) ?: running_record(pid, st.ppid, &run);
+	if (!ret)
+		ret = pipeline_inject(pipe, &run, sizeof(run));
+	/* the tables next: no stack through an object comes before its OBJECT record */
+	if (!ret && stacks)
 		ret = stacks_sync(stacks, pid, mono_ns(), out);
 	if (!ret)
 		ret = inject_all(pipe, out);
@@ -312,8 +378,33 @@ static int sync_one(pid_t pid, struct probes *probes, struct stacks *stacks, str
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * --physical: the pages the tree has resident, marked, and one PHYSICAL
+ * record of the tree's total.  A process gone is skipped.
+ */
+static void mark_resident(const struct adopt_tree *t, struct phys_adopt *phys,
+			  struct pipeline *pipe, struct adopt_result *res)
+{
+	struct mt_rec r;
+
+	for (size_t i = 0; i < t->n && !res->phys_err; i++) {
+		int ret = phys_adopt_mark(phys, t->pids[i]);
+
+		if (ret && ret != -ENOENT && ret != -ESRCH) {
+			res->phys_err = ret;
+			res->phys_err_pid = t->pids[i];
+		}
+	}
+	phys_adopt_record(phys, &r);
+	res->phys_bytes = r.f[PHYSICAL_BYTES];
+	res->t_phys_ns = mono_ns();
+	if (pipeline_inject(pipe, &r, sizeof(r.h) + PHYSICAL_NFIELDS * sizeof(__u64)) &&
+	    !res->phys_err)
+		res->phys_err = -EIO;
+}
+
 void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks *stacks,
-		struct pipeline *pipe, struct adopt_result *res)
+		struct phys_adopt *phys, struct pipeline *pipe, struct adopt_result *res)
 {
 	struct rec_out out = { 0 };
 
@@ -336,6 +427,8 @@ void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks
 	}
 	res->t_done_ns = mono_ns();
 	free(out.buf);
+	if (phys && !res->err)
+		mark_resident(t, phys, pipe, res);
 }
 
 void adopt_tree_free(struct adopt_tree *t)

@@ -29,6 +29,7 @@
 #include "compiler.h"
 
 struct memtrack_bpf;
+struct phys_adopt;
 struct pipeline;
 struct probes;
 struct stacks;
@@ -73,17 +74,25 @@ struct adopt_result {
 	unsigned gone;	     /* processes that exited before their turn */
 	uint64_t t_first_ns; /* mono_ns() when the root's probes were in */
 	uint64_t t_done_ns;  /* mono_ns() when the last process's were */
+	int phys_err;	     /* --physical: 0, or why resident pages were left out (-errno) */
+	pid_t phys_err_pid;  /* the process it concerned */
+	uint64_t phys_bytes; /* --physical: the tree's physical memory after the marking */
+	uint64_t t_phys_ns;  /* mono_ns() when it was marked */
 };
 
 /*
  * Poller thread: for each process of @t, its mapping tables and MAPPING
  * records (@stacks, NULL without --stacks), its allocator probes
  * (@probes, NULL with --no-allocators) and a first RSS record read from
- * /proc/PID/status, injected into @pipe.  Stops at the first failure that
- * is not a process gone (then the caller detaches everything).
+ * /proc/PID/status, injected into @pipe, each after a RUNNING record that
+ * names the process.  Stops at the first failure that is not a process
+ * gone (then the caller detaches everything).  Then, with @phys (--physical;
+ * NULL without), the pages each process has resident are marked
+ * (phys_adopt.h) and one PHYSICAL record of the total injected; a failure
+ * there leaves the pages out (res->phys_err) and fails nothing.
  */
 void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks *stacks,
-		struct pipeline *pipe, struct adopt_result *res);
+		struct phys_adopt *phys, struct pipeline *pipe, struct adopt_result *res);
 
 void adopt_tree_free(struct adopt_tree *t);
 

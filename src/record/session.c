@@ -23,6 +23,7 @@
 #include "fast/fast_ring.h"
 #include "util/as_user.h"
 #include "record/adopt.h"
+#include "record/phys_adopt.h"
 #include "record/attach.h"
 #include "record/control.h"
 #include "record/heap_stub.h"
@@ -62,6 +63,8 @@ struct session {
 	struct adopt_tree tree;
 	struct adopt_result adopt;
 	int adopt_kick, adopt_done;
+	struct phys_adopt phys; /* attach --physical: phys_on when open */
+	bool phys_on;
 	struct session_stats st;
 };
 
@@ -662,7 +665,8 @@ static void adopt_handle(void *ctx)
 
 	if (read(s->adopt_kick, &v, sizeof(v)) != sizeof(v))
 		return;
-	adopt_sync(&s->tree, s->probes, s->stacks, s->pipe, &s->adopt);
+	adopt_sync(&s->tree, s->probes, s->stacks, s->phys_on ? &s->phys : NULL, s->pipe,
+		   &s->adopt);
 	(void)!write(s->adopt_done, &(uint64_t){ 1 }, sizeof(uint64_t));
 }
 
@@ -761,6 +765,15 @@ static int probe_running(struct session *s, char *err, size_t errlen)
 {
 	uint64_t v;
 
+	if (s->o.physical) {
+		s->phys_on = !phys_adopt_open(&s->phys, s->skel, err, errlen);
+		if (!s->phys_on)
+			notice(s,
+			       "--physical counts only the pages the tree faults in from now on: %s",
+			       err);
+		err[0] = 0;
+	}
+
 	if (write(s->adopt_kick, &(uint64_t){ 1 }, sizeof(v)) != sizeof(v) ||
 	    read(s->adopt_done, &v, sizeof(v)) != sizeof(v)) {
 		snprintf(err, errlen, "cannot reach the event pipeline: %s", strerror(errno));
@@ -777,6 +790,13 @@ static int probe_running(struct session *s, char *err, size_t errlen)
 		snprintf(err, errlen, "process %d exited while memtrack attached", s->o.attach_pid);
 		return -ESRCH;
 	}
+	if (s->adopt.phys_err)
+		notice(s,
+		       "--physical left out some pages resident at attach: reading process %d's "
+		       "pages: %s",
+		       s->adopt.phys_err_pid,
+		       s->adopt.phys_err == -EPERM ? "no page frame numbers without CAP_SYS_ADMIN"
+						   : strerror(-s->adopt.phys_err));
 	return 0;
 }
 
@@ -1026,10 +1046,12 @@ void session__free(struct session *s)
 	if (!s)
 		return;
 	pipeline__free(s->pipe);
-	recorder__free(s->recorder);	   /* after the poller, which runs it */
-	control__free(s->ctl);		   /* after the poller, which serves it */
-	fast_drain__free(s->fast);	   /* after the poller, which drains it */
-	heap_switch__free(s->heap_switch); /* after the control socket and drain */
+	if (s->phys_on)
+		phys_adopt_close(&s->phys); /* after the poller, which marks with it */
+	recorder__free(s->recorder);	    /* after the poller, which runs it */
+	control__free(s->ctl);		    /* after the poller, which serves it */
+	fast_drain__free(s->fast);	    /* after the poller, which drains it */
+	heap_switch__free(s->heap_switch);  /* after the control socket and drain */
 	mt_writer__free(s->writer);
 	teardown(s);
 	if (s->out_fd >= 0)

@@ -7,9 +7,12 @@ import json
 import os
 import pwd
 import select
+import shutil
 import signal
 import subprocess
 import time
+
+import pytest
 
 from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, fixture, markers,
                    require, require_eq, run, wait_until, window)
@@ -587,3 +590,184 @@ def test_attach_stopped_target_stays_stopped(tmp):
     os.kill(srv.pid, signal.SIGCONT)
     frc, phases = stop_fixture(srv, srv_out)
     check_eq(frc, 0, "the fixture's exit status")
+
+
+def test_attach_names(tmp):
+    """Every process found at the attach is named by a running record (its
+    /proc/PID/exe, the kernel's path, ' (deleted)' for a removed file) that
+    dump shows, and report names it so, text and JSON, with the parents the
+    tree has: a shell, a sleep, and a copy of sleep deleted while running."""
+    exe = tmp / "sleeper"
+    shutil.copy("/usr/bin/sleep", exe)
+    sh = subprocess.Popen(["sh", "-c", '"$0" 60 & sleep 60 & echo started; wait', exe],
+                          stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          start_new_session=True)
+    try:
+        Lines(sh.stdout).expect("started")
+        want = {sh.pid: os.path.realpath("/bin/sh")}
+        sh_parent = _ppid(sh.pid)
+
+        def both():
+            kids = {k: os.readlink("/proc/%d/exe" % k) for k in _children(sh.pid)}
+            return kids if sorted(kids.values()) == sorted([str(exe), "/usr/bin/sleep"]) else None
+        wait_until(both, "the shell's two children started")
+        kids = both()
+        os.unlink(exe)
+        for k, path in kids.items():
+            want[k] = path + (" (deleted)" if path == str(exe) else "")
+        out = tmp / "names.mtrk"
+        p = run([MEMTRACK, "attach", "--duration", "0.3", "-o", out, sh.pid])
+        require_eq(p.rc, 0, "memtrack attach (%r)" % p.stderr)
+    finally:
+        os.killpg(sh.pid, signal.SIGTERM)
+        sh.wait(timeout=30)
+    art = Artifact(out)
+    running = [e for e in art.events if e["type"] == "running"]
+    check_eq({e["pid"]: (e["path"], e["comm"]) for e in running},
+             {k: (v, 0) for k, v in want.items()}, "the running records dump shows")
+    check_eq({e["pid"]: e["ppid"] for e in running},
+             {k: sh_parent if k == sh.pid else sh.pid for k in want}, "their parents at attach")
+    procs = {q["pid"]: (q["command"], q["ppid"]) for q in art.report["processes"]}
+    check_eq(procs, {k: (os.path.basename(v), 0 if k == sh.pid else sh.pid)
+                     for k, v in want.items()}, "report --json: each process's command and ppid")
+    p = run([MEMTRACK, "report", out])
+    require_eq(p.rc, 0, "memtrack report (%r)" % p.stderr)
+    rows = {int(line.split()[0]): line for line in p.stdout.splitlines()
+            if line.startswith("  ") and line.split()[0].isdigit()}
+    for k, v in want.items():
+        check_true(k in rows and " %s " % os.path.basename(v) in rows[k] and "?" not in rows[k],
+                   "report's line of %d names %r: %r" % (k, os.path.basename(v), rows.get(k)))
+
+
+RESIDENT_MIB = 64
+
+
+def start_resident(fork=False):
+    """fixtures/resident: RESIDENT_MIB MiB written in base pages before the
+    attach; returns (Popen, Lines, [pids])."""
+    p = subprocess.Popen([str(fixture("resident")), str(RESIDENT_MIB)] + (["fork"] if fork else []),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    out = Lines(p.stdout)
+    return p, out, [int(x) for x in out.expect("ready").split()[1:]]
+
+
+def resident_command(p, out, cmd):
+    p.stdin.write(cmd.encode() + b"\n")
+    p.stdin.flush()
+    out.expect(cmd + "ed" if cmd == "reap" else cmd + "ped")
+
+
+def physical_records(out):
+    return [e for e in Artifact(out).events if e["type"] == "physical"]
+
+
+def present_pfns(pid):
+    """The page frames pid maps, from its pagemap (root sees them)."""
+    pfns = set()
+    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/pagemap" % pid, "rb") as pm:
+        for line in maps:
+            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+            if line.split()[-1] in ("[vsyscall]", "[vvar]", "[vdso]", "[vvar_vclock]"):
+                continue
+            pm.seek(start // 4096 * 8)
+            data = pm.read((end - start) // 4096 * 8)
+            for i in range(0, len(data), 8):
+                e = int.from_bytes(data[i:i + 8], "little")
+                if e >> 63:
+                    pfns.add(e & ((1 << 55) - 1))
+    return pfns
+
+
+def test_attach_physical_resident(tmp):
+    """--physical at attach counts the pages the process has resident: its
+    first physical record (memtrack's, at the attach) holds the fixture's
+    64 MiB and its other resident frames (within 1% of the frames its
+    pagemap shows), and unmapping the 64 MiB after the attach takes exactly
+    16384 pages off: their frees find the bits the attach set."""
+    require(os.geteuid() == 0, "needs root to read page frame numbers")
+    require(os.sysconf("SC_PAGE_SIZE") == 4096, "the fixture counts 4 KiB pages")
+    fx, fx_out, (pid,) = start_resident()
+    pages = RESIDENT_MIB << 8
+    try:
+        frames = len(present_pfns(pid))
+        out = tmp / "res.mtrk"
+        mt, mt_err = start_attach(pid, out, ["--physical"])
+        resident_command(fx, fx_out, "unmap")
+        time.sleep(0.3)
+        rc, lines = stop_attach(mt, mt_err)
+        check_eq(rc, 0, "memtrack attach --physical (%r)" % lines)
+    finally:
+        fx.stdin.close()
+        fx.wait(timeout=30)
+    recs = physical_records(out)
+    require(recs, "physical records")
+    first = recs[0]
+    check_eq(first["pid"], mt.pid, "the first physical record is memtrack's, at the attach")
+    check_true(pages <= first["bytes"] // 4096 and abs(first["bytes"] // 4096 - frames) <= frames // 100,
+               "pages counted at attach %d: the fixture's %d, of %d frames mapped"
+               % (first["bytes"] // 4096, pages, frames))
+    check_eq(recs[-1]["bytes"], first["bytes"] - pages * 4096,
+             "physical after the fixture unmapped its %d resident pages" % pages)
+    check_eq(Artifact(out).report["peak_physical_bytes"], first["bytes"], "report's peak_physical_bytes")
+
+
+def test_attach_physical_shared(tmp):
+    """A parent and a child sharing 64 MiB of frames (written before a fork,
+    neither wrote since), attached: the frames are counted once (the count
+    at attach is within 1% of the union of both pagemaps, 16384 pages short
+    of their sum); the parent's unmap frees nothing (the child still maps
+    them), the child's exit frees exactly the 16384."""
+    require(os.geteuid() == 0, "needs root to read page frame numbers")
+    require(os.sysconf("SC_PAGE_SIZE") == 4096, "the fixture counts 4 KiB pages")
+    fx, fx_out, (pid, child) = start_resident(fork=True)
+    pages = RESIDENT_MIB << 8
+    try:
+        a, b = present_pfns(pid), present_pfns(child)
+        require(len(a & b) >= pages, "the child shares the parent's %d pages (%d)"
+                % (pages, len(a & b)))
+        out = tmp / "shared.mtrk"
+        mt, mt_err = start_attach(pid, out, ["--physical"])
+        check_true(any("(2 processes)" in line for line in mt_err.seen),
+                   "memtrack found the tree of 2: %r" % mt_err.seen)
+        resident_command(fx, fx_out, "unmap")
+        time.sleep(0.3)
+        t_reap = time.monotonic_ns()  # the records' clock
+        resident_command(fx, fx_out, "reap")
+        time.sleep(0.3)
+        rc, lines = stop_attach(mt, mt_err)
+        check_eq(rc, 0, "memtrack attach --physical (%r)" % lines)
+    finally:
+        fx.stdin.close()
+        fx.wait(timeout=30)
+    recs = physical_records(out)
+    require(recs, "physical records")
+    first = recs[0]["bytes"] // 4096
+    union = len(a | b)
+    check_true(abs(first - union) <= union // 100 and first <= len(a) + len(b) - pages,
+               "pages at attach %d: the union of both pagemaps %d, their sum %d"
+               % (first, union, len(a) + len(b)))
+    check_eq([r["bytes"] for r in recs if r["ts"] < t_reap and r["bytes"] != recs[0]["bytes"]],
+             [], "physical records that changed before the child exited")
+    check_eq(recs[-1]["bytes"] // 4096, first - pages,
+             "physical after the parent unmapped and the child exited")
+
+
+def test_attach_unreadable_with_ptrace(tmp):
+    """A process memtrack cannot read although it has CAP_SYS_PTRACE (here
+    pid 1: it holds CAP_SYS_RESOURCE, outside this session's bounding set,
+    and the kernel refuses root its /proc/1/maps): one line that does not
+    ask for the capability memtrack has, exit 2."""
+    require(os.geteuid() == 0, "needs root")
+    try:
+        open("/proc/1/maps").close()
+        pytest.skip("pid 1 is readable here: no process memtrack cannot read with CAP_SYS_PTRACE")
+    except PermissionError:
+        pass
+    p = run([MEMTRACK, "attach", "-o", tmp / "x.mtrk", "1"])
+    check_eq((p.rc, p.stderr), (2, "memtrack: cannot read process 1's memory map (/proc/1/maps: "
+             "Permission denied) although memtrack has CAP_SYS_PTRACE: the kernel refuses even "
+             "so (the process holds capabilities memtrack lacks, or a security module protects "
+             "it); run memtrack with every capability the process has\n"),
+             "memtrack attach 1 as root")
+    check_true(not (tmp / "x.mtrk").exists(), "no artifact")

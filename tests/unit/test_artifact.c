@@ -267,6 +267,13 @@ static size_t all_types(struct trec *r)
 	r[n++] = R(MT_REFUSED, 0, T + 2600, 3, 1);   /* a ring that lied */
 	r[n++] = R(MT_MPROTECT, 0, T + 2700, M + 0x1000, 8192, 0);
 	r[n++] = R(MT_MMAP, MT_REC_ALLOCATOR, T + 2701, M, 4096, 0, 0x4022, (uint64_t)-1, 0);
+	/* a process found at attach: its exe path, or its comm (any byte but NUL) */
+	r[n] = R(MT_RUNNING, 0, T + 2800, 4242, 0);
+	r[n++].str = "/usr/sbin/nginx (deleted)";
+	r[n] = R(MT_RUNNING, 0, T + 2801, 1, 1);
+	r[n++].str = "a\nb\x1b[31m";
+	r[n] = R(MT_RUNNING, 0, T + 2802, 1, 0);
+	r[n++].str = long_path; /* cut at MT_PATH_MAX - 1 */
 	/* extreme ids */
 	r[n] = R(MT_MALLOC, UINT16_MAX, T, UINT64_MAX, 1);
 	r[n].h.pid = UINT32_MAX;

@@ -949,6 +949,50 @@ out:
 	art_free(&a);
 }
 
+/*
+ * RUNNING records (src/record/adopt.c, at attach) go in through
+ * pipeline_inject() with their path as the string: a newline in it, and a
+ * path of MT_PATH_MAX - 1 bytes, come back byte for byte.
+ */
+static void test_inject_running(void)
+{
+	struct mt_rec_running r[2] = {
+		{ .h = { MT_RUNNING, 0, 42, 42, RUNNING_NFIELDS, 1000 }, .f = { 1, 0 } },
+		{ .h = { MT_RUNNING, 0, 43, 43, RUNNING_NFIELDS, 1001 }, .f = { 42, 1 } },
+	};
+	struct mt_event ev[3];
+	struct pipeline *p;
+	struct art a;
+
+	memset(r[0].path, 'x', MT_PATH_MAX - 1);
+	r[0].path[0] = '/';
+	snprintf(r[1].path, sizeof(r[1].path), "a\nb");
+	if (art_open(&a)) {
+		CHECK(0);
+		return;
+	}
+	p = new_pipe(&a, 4096, 2, 1000, NULL);
+	CHECK(p != NULL);
+	if (!p)
+		goto out;
+	CHECK_EQ(pipeline_inject(p, &r[1], sizeof(r[1])), 0);
+	CHECK_EQ(pipeline_inject(p, &r[0], sizeof(r[0])), 0);
+	CHECK_EQ(pipeline__stop(p, FLUSH_DRAIN), 0);
+	CHECK_EQ(art_finish(&a, NULL), 0);
+	CHECK_EQ(read_events(a.path, ev, 3, NULL), 2);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ(ev[i].h.type, MT_RUNNING);
+		CHECK_U64(ev[i].h.pid, 42 + i);
+		CHECK_EQ(ev[i].h.nfields, RUNNING_NFIELDS);
+		CHECK_U64(ev[i].f[RUNNING_PPID], r[i].f[RUNNING_PPID]);
+		CHECK_U64(ev[i].f[RUNNING_COMM], r[i].f[RUNNING_COMM]);
+		CHECK_STR(ev[i].str, r[i].path);
+	}
+	pipeline__free(p);
+out:
+	art_free(&a);
+}
+
 /* Many random records through small batches, flushed by every cause. */
 static void test_roundtrip_many(void)
 {
@@ -1551,6 +1595,7 @@ int main(void)
 	RUN(test_sorted_within_batch);
 	RUN(test_roundtrip_every_type);
 	RUN(test_inject_control_records);
+	RUN(test_inject_running);
 	RUN(test_roundtrip_many);
 	RUN(test_ignores_malformed);
 	RUN(test_hook);
