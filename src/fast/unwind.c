@@ -22,7 +22,12 @@ struct walk {
 	uint32_t last; /* index of the previous frame's mapping, MT_MAX_UMAPS: none */
 	int status;
 	struct fast_stack *out;
+	bool (*skip)(uint64_t pc); /* leading frames it names are walked, not recorded */
+	unsigned skipped;
 };
+
+/* Leading frames fast_unwind_skip() may leave out (an operator's own, cc1's) */
+#define SKIP_MAX 4u
 
 /* All ones when a <= b (user addresses, < 2^63), else 0: unwind.bpf.h's le_mask. */
 static inline uint64_t le_mask(uint64_t a, uint64_t b)
@@ -167,7 +172,10 @@ static bool step(struct walk *w)
 		goto truncated;
 	m = frame_umap(w);
 	addr = m ? w->pc - m->bias : w->pc;
-	add_frame(w, m ? m->object : 0, addr);
+	if (w->skip && !w->out->n && w->skipped < SKIP_MAX && w->skip(w->pc))
+		w->skipped++;
+	else
+		add_frame(w, m ? m->object : 0, addr);
 	if (!m)
 		goto truncated;
 	row = find_row(w->t, m, addr - 1);
@@ -200,7 +208,16 @@ truncated:
 uint64_t fast_unwind(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
 		     uint64_t lo, uint64_t hi, struct fast_stack *out)
 {
-	struct walk w = { .t = t, .lo = lo, .hi = hi, .bp = bp, .last = MT_MAX_UMAPS, .out = out };
+	return fast_unwind_skip(t, entry_sp, bp, lo, hi, NULL, out);
+}
+
+uint64_t fast_unwind_skip(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
+			  uint64_t lo, uint64_t hi, bool (*skip)(uint64_t pc),
+			  struct fast_stack *out)
+{
+	struct walk w = {
+		.t = t, .lo = lo, .hi = hi, .bp = bp, .last = MT_MAX_UMAPS, .out = out, .skip = skip
+	};
 
 	out->id = 0;
 	out->n = 0;
@@ -209,7 +226,7 @@ uint64_t fast_unwind(const struct fast_unwind_tables *t, uint64_t entry_sp, uint
 	if (!read_word(&w, entry_sp, &w.pc))
 		return 0;
 	w.sp = entry_sp + 8;
-	for (unsigned i = 0; i < MT_STACK_MAX + 1 && step(&w); i++)
+	for (unsigned i = 0; i < MT_STACK_MAX + 1 + w.skipped && step(&w); i++)
 		;
 	if (w.status == RUNNING)
 		w.status = TRUNCATED;
