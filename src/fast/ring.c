@@ -129,18 +129,18 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
 		link_poke();
 }
 
-void fast_record_stack(const struct fast_stack *st)
+bool fast_record_stack(const struct fast_stack *st)
 {
 	uint32_t n = st->n, k = MT_FAST_FRAME_SLOTS(n);
 	struct mt_fast_slot *s;
 	uint64_t pos, lap;
 
 	if (!n || n > MT_STACK_MAX || !may_record())
-		return;
+		return false;
 	pos = __atomic_fetch_add(&R.hdr->head, 1 + k, __ATOMIC_RELAXED);
 	s = slot_at(pos, &lap);
 	if (!s)
-		return;
+		return false;
 	fill_head(s, MT_STACK, 0, STACK_NFIELDS);
 	s->f[STACK_ID] = st->id;
 	s->f[STACK_TRUNCATED] = st->truncated;
@@ -151,7 +151,7 @@ void fast_record_stack(const struct fast_stack *st)
 		struct mt_fast_frames *f = (struct mt_fast_frames *)slot_at(pos + 1 + j, &lap);
 
 		if (!f)
-			return;
+			return false;
 		f->mark = MT_FAST_FRAMES_MARK;
 		f->index = j;
 		for (uint32_t i = 0; i < MT_FAST_FRAMES_PER_SLOT; i++) {
@@ -166,6 +166,7 @@ void fast_record_stack(const struct fast_stack *st)
 				     !(pos & (MT_FAST_WAKE_EVERY - 1)),
 			     0))
 		link_poke();
+	return true;
 }
 
 int ring_create(void)

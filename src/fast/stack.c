@@ -64,9 +64,8 @@ uint64_t fast_take_stack(uint64_t entry_sp, uint64_t bp, bool (*skip)(uint64_t p
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (!id || __atomic_load_n(&um->gen, __ATOMIC_RELAXED) != gen)
 		return 0; /* the mappings changed under the walk: no stack is better than a wrong one */
-	if (!fast_stack_seen(id)) {
-		fast_record_stack(&tls_stack);
+	/* marked once written: a vfork child's dropped record must not hide it from its parent */
+	if (!fast_stack_seen(id) && fast_record_stack(&tls_stack))
 		fast_stack_mark(id);
-	}
 	return id;
 }
