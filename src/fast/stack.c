@@ -6,6 +6,7 @@
  * test fixtures link without a ring.
  */
 #include <string.h>
+#include <sys/mman.h>
 #include "fast/fast_ring.h"
 #include "fast/ring.h"
 #include "fast/unwind.h"
@@ -39,20 +40,56 @@ bool fast_unwind_attach(const void *tables, uint64_t bytes, uint64_t index_off, 
 	return true;
 }
 
-void fast_unwind_detach(void)
-{
-	__atomic_store_n(&U.umaps, NULL, __ATOMIC_RELEASE);
-	memset(&U.t, 0, sizeof(U.t));
-}
+
 
 bool fast_unwinding(void)
 {
 	return __atomic_load_n(&U.umaps, __ATOMIC_ACQUIRE) != NULL;
 }
 
+/*
+ * The frame cache (unwind.h), mapped at the first stack (inside an
+ * allocator call: vm.bpf.c counts it the allocator's, as the dedup set).
+ * Two threads racing: one mapping wins.  A fork child's is emptied
+ * (fast_unwind_detach): its mappings area is new, its generation may be
+ * one its parent's cache holds entries of.
+ */
+static struct fast_frame_cache *frame_cache;
+
+static struct fast_frame_cache *cache(void)
+{
+	struct fast_frame_cache *c = __atomic_load_n(&frame_cache, __ATOMIC_ACQUIRE),
+				*expect = NULL;
+	void *p;
+
+	if (c)
+		return c;
+	p = mmap(NULL, FAST_CACHE_SLOTS * sizeof(*c), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL; /* searched every time */
+	if (__atomic_compare_exchange_n(&frame_cache, &expect, (struct fast_frame_cache *)p, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return p;
+	munmap(p, FAST_CACHE_SLOTS * sizeof(*c));
+	return expect;
+}
+
+void fast_unwind_detach(void)
+{
+	struct fast_frame_cache *c = __atomic_load_n(&frame_cache, __ATOMIC_ACQUIRE);
+
+	__atomic_store_n(&U.umaps, NULL, __ATOMIC_RELEASE);
+	memset(&U.t, 0, sizeof(U.t));
+	/* a fork child's new mappings area may start at its parent's generation */
+	if (c)
+		memset(c, 0, FAST_CACHE_SLOTS * sizeof(*c));
+}
+
 uint64_t fast_take_stack(uint64_t entry_sp, uint64_t bp, bool (*skip)(uint64_t pc))
 {
 	const struct mt_fast_umaps *um = __atomic_load_n(&U.umaps, __ATOMIC_ACQUIRE);
+	struct fast_unwind_tables t;
 	uint64_t lo, hi, gen, id;
 
 	if (!um || fast_thread_stack(entry_sp, &lo, &hi))
@@ -60,7 +97,10 @@ uint64_t fast_take_stack(uint64_t entry_sp, uint64_t bp, bool (*skip)(uint64_t p
 	gen = __atomic_load_n(&um->gen, __ATOMIC_ACQUIRE);
 	if (gen & 1)
 		return 0; /* memtrack is writing: the process was stopped mid-call */
-	id = fast_unwind_skip(&U.t, entry_sp, bp, lo, hi, skip, &tls_stack);
+	t = U.t;
+	t.cache = cache();
+	t.gen = gen;
+	id = fast_unwind_skip(&t, entry_sp, bp, lo, hi, skip, &tls_stack);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (!id || __atomic_load_n(&um->gen, __ATOMIC_RELAXED) != gen)
 		return 0; /* the mappings changed under the walk: no stack is better than a wrong one */

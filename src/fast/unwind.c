@@ -161,6 +161,69 @@ static bool row_cfa(const struct walk *w, const struct mt_unwind_row *row, uint6
 	}
 }
 
+#define NO_ROW 0xffffffffu
+
+static uint64_t cache_chk(uint64_t key, uint64_t val, uint64_t gen)
+{
+	return (key ^ val ^ (gen * 0x9e3779b97f4a7c15ull)) + 0x5bd1e995ull;
+}
+
+static struct fast_frame_cache *cache_slot(const struct walk *w)
+{
+	return &w->t->cache[(w->pc * 0x9e3779b97f4a7c15ull) >> 52 & (FAST_CACHE_SLOTS - 1)];
+}
+
+/*
+ * w->pc's mapping (index in maps, MT_MAX_UMAPS: none) and row (index in
+ * rows, NO_ROW: none) from the cache; false: a miss.  Every index is
+ * checked against the tables as a search's would be.
+ */
+static bool cache_get(struct walk *w, uint32_t *k, uint32_t *ri)
+{
+	const struct fast_frame_cache *c = cache_slot(w);
+	uint64_t key = __atomic_load_n(&c->key, __ATOMIC_RELAXED);
+	uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
+	uint64_t chk = __atomic_load_n(&c->chk, __ATOMIC_RELAXED);
+
+	if (key != w->pc || chk != cache_chk(key, val, w->t->gen))
+		return false;
+	*k = (uint32_t)(val >> 32);
+	*ri = (uint32_t)val;
+	if (*k > MT_MAX_UMAPS || (*k < MT_MAX_UMAPS && *k >= w->t->maps->n) ||
+	    (*ri != NO_ROW && *ri >= w->t->nrows))
+		return false;
+	return true;
+}
+
+static void cache_put(struct walk *w, uint32_t k, uint32_t ri)
+{
+	struct fast_frame_cache *c = cache_slot(w);
+	uint64_t val = (uint64_t)k << 32 | ri;
+
+	__atomic_store_n(&c->key, w->pc, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->val, val, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->chk, cache_chk(w->pc, val, w->t->gen), __ATOMIC_RELAXED);
+}
+
+/* The mapping and row of w->pc: the cache's, or frame_umap's and find_row's. */
+static const struct mt_umap *resolve(struct walk *w, const struct mt_unwind_row **row)
+{
+	const struct mt_umap *m;
+	uint32_t k, ri;
+
+	if (w->t->cache && w->t->maps && cache_get(w, &k, &ri)) {
+		w->last = k;
+		*row = ri == NO_ROW ? NULL : &w->t->rows[ri];
+		return k < MT_MAX_UMAPS ? &w->t->maps->m[k] : NULL;
+	}
+	m = frame_umap(w);
+	*row = m ? find_row(w->t, m, w->pc - m->bias - 1) : NULL;
+	if (w->t->cache && w->t->maps)
+		cache_put(w, m ? (uint32_t)(m - w->t->maps->m) : MT_MAX_UMAPS,
+			  *row ? (uint32_t)(*row - w->t->rows) : NO_ROW);
+	return m;
+}
+
 /* unwind_step: one frame; returns false once the walk has ended. */
 static bool step(struct walk *w)
 {
@@ -170,16 +233,13 @@ static bool step(struct walk *w)
 
 	if (w->out->n >= MT_STACK_MAX)
 		goto truncated;
-	m = frame_umap(w);
+	m = resolve(w, &row);
 	addr = m ? w->pc - m->bias : w->pc;
 	if (w->skip && !w->out->n && w->skipped < SKIP_MAX && w->skip(w->pc))
 		w->skipped++;
 	else
 		add_frame(w, m ? m->object : 0, addr);
-	if (!m)
-		goto truncated;
-	row = find_row(w->t, m, addr - 1);
-	if (!row)
+	if (!m || !row)
 		goto truncated;
 	if (row->cfa == MT_CFA_END) {
 		w->status = COMPLETE;

@@ -38,6 +38,17 @@
 #include "event.h"
 #include "fast/fast_lib.h"
 
+/*
+ * A process-wide cache of what a return address resolves to (its mapping
+ * and row), FAST_CACHE_SLOTS entries shared by the threads without a lock:
+ * chk is key ^ val mixed with the mappings' generation, so a torn entry
+ * (two threads writing it at once) or one from older mappings is a miss.
+ */
+#define FAST_CACHE_SLOTS 4096u
+struct fast_frame_cache {
+	uint64_t key, val, chk;
+};
+
 /* The shared tables, as the library sees them (all read-only). */
 struct fast_unwind_tables {
 	const struct mt_unwind_row *rows; /* unwind_rows */
@@ -45,6 +56,8 @@ struct fast_unwind_tables {
 	const uint64_t *index;		  /* unwind_index */
 	uint32_t nindex;		  /* elements of index that may be read */
 	const struct mt_umaps *maps;	  /* this address space's mappings, NULL: none */
+	struct fast_frame_cache *cache;	  /* FAST_CACHE_SLOTS, NULL: none */
+	uint64_t gen;			  /* the mappings' generation the cache holds */
 };
 
 /* One unwound stack, as a STACK record carries it. */
