@@ -312,6 +312,7 @@ static int feed_stack(struct fast_reader *r, struct pipeline *p, const struct mt
 	uint32_t n = (uint32_t)rec->f[2];
 	int got, err;
 
+	memset(&s, 0, sizeof(s)); /* once per distinct stack of a process */
 	if (!r->stacks || n < 1 || n > MT_STACK_MAX) {
 		r->refused++;
 		return 1;

@@ -34,6 +34,7 @@ static int sealed_memfd(const char *name, size_t bytes, void **map)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
 
+	*map = NULL;
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)bytes))
@@ -61,7 +62,7 @@ struct stacks_share *stacks_share__new(uint32_t rows_cap, uint32_t index_cap)
 	size_t rows_bytes =
 		((size_t)rows_cap * sizeof(struct mt_unwind_row) + 4095) & ~(size_t)4095;
 	size_t index_bytes = ((size_t)index_cap * sizeof(uint64_t) + 4095) & ~(size_t)4095;
-	void *map;
+	void *map = NULL;
 
 	if (!sh)
 		return NULL;
@@ -125,7 +126,7 @@ int stacks_share_open(struct stacks_share *sh, pid_t pid, const struct mt_umaps 
 		      int *maps_fd, struct stacks_share_info *info)
 {
 	struct share_proc *p;
-	void *area;
+	void *area = NULL;
 	int fd;
 
 	stacks_share_forget(sh, pid); /* an exec'd image's, or a ring handed over again */
@@ -141,6 +142,10 @@ int stacks_share_open(struct stacks_share *sh, pid_t pid, const struct mt_umaps 
 	fd = sealed_memfd("memtrack-umaps", UMAPS_BYTES, &area);
 	if (fd < 0)
 		return fd;
+	if (!area) { /* not after a success; for the analyzer */
+		close(fd);
+		return -ENOMEM;
+	}
 	*tables_fd = fcntl(sh->fd, F_DUPFD_CLOEXEC, 0);
 	if (*tables_fd < 0) {
 		int err = -errno;
