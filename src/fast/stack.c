@@ -41,7 +41,6 @@ bool fast_unwind_attach(const void *tables, uint64_t bytes, uint64_t index_off, 
 }
 
 
-
 bool fast_unwinding(void)
 {
 	return __atomic_load_n(&U.umaps, __ATOMIC_ACQUIRE) != NULL;
