@@ -407,6 +407,15 @@ static __thread struct {
 	uint64_t lo, hi;
 } tls_stacks[2] TLS_IE;
 
+/*
+ * The MiB of the last sp no stack mapping held (+1; 0: none): a thread
+ * running on memory that is not an anonymous mapping (a file-backed
+ * coroutine stack) would otherwise read /proc/self/maps at every call;
+ * it is read again every 1024th call there.
+ */
+static __thread uint64_t tls_miss TLS_IE;
+static __thread uint32_t tls_miss_calls TLS_IE; /* since: read again every 1024 */
+
 int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi)
 {
 	for (int i = 0; i < 2; i++)
@@ -415,8 +424,12 @@ int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi)
 			*hi = tls_stacks[i].hi;
 			return 0;
 		}
-	if (fast_stack_bounds(sp, lo, hi))
+	if (tls_miss == (sp >> 20) + 1 && ++tls_miss_calls % 1024)
+		return -1; /* a stack mapped there since is found at the next read */
+	if (fast_stack_bounds(sp, lo, hi)) {
+		tls_miss = (sp >> 20) + 1;
 		return -1;
+	}
 	/* the first range found is the thread's own; later ones share slot 1 */
 	tls_stacks[tls_stacks[0].hi ? 1 : 0].lo = *lo;
 	tls_stacks[tls_stacks[0].hi ? 1 : 0].hi = *hi;

@@ -118,7 +118,8 @@ int fast_stack_bounds(uint64_t sp, uint64_t *lo, uint64_t *hi) HIDDEN;
 /*
  * fast_stack_bounds() through a per-thread cache of two ranges (the
  * thread's stack and the last other one, e.g. an alternate signal stack):
- * /proc/self/maps is read once per thread and stack.
+ * /proc/self/maps is read once per thread and stack; a miss is remembered
+ * for its MiB (no stack is taken there without another read).
  */
 int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi) HIDDEN;
 
