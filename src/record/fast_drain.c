@@ -210,10 +210,10 @@ void fast_drain__set_stacks(struct fast_drain *d, struct stacks *stacks)
 
 /*
  * Sends the answer, with the switch's map when it is a yes, and with
- * --stacks the unwinder's tables and @c's mappings (stacks_share.h); a
- * process memtrack cannot share them with records without stacks (then
- * the uprobes' stacks would be missing from its heap calls: it stays on
- * the path, its FAST record says so).  Returns 0 or -1.
+ * --stacks the unwinder's tables and @c's mappings (stacks_share.h).  A
+ * process memtrack cannot give them to (no memfd) is answered no: it
+ * stays on the uprobes, whose kernel unwinder takes its stacks.  Returns
+ * 0, or -1 (not sent, or turned into a no: drop the connection).
  */
 static int answer(const struct fast_drain *d, struct fast_conn *c, bool yes)
 {
@@ -225,7 +225,13 @@ static int answer(const struct fast_drain *d, struct fast_conn *c, bool yes)
 
 	if (!yes)
 		return fast_send_fd(c->sock, &a, sizeof(a), -1, MSG_DONTWAIT);
-	if (d->stacks && !stacks_fast_open(d->stacks, c->pid, &fds[1], &fds[2], &info)) {
+	if (d->stacks && stacks_fast_open(d->stacks, c->pid, &fds[1], &fds[2], &info)) {
+		/* no tables for it: it records on the uprobes, the kernel unwinding */
+		a.verdict = 'n';
+		(void)fast_send_fd(c->sock, &a, sizeof(a), -1, MSG_DONTWAIT);
+		return -1;
+	}
+	if (d->stacks) {
 		a.stacks = 1;
 		a.tables_bytes = info.tables_bytes;
 		a.index_off = info.index_off;
