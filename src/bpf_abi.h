@@ -50,8 +50,14 @@
  * pointer (0: not given); vm.bpf.c reads it at mmap and brk.
  */
 #define MT_FAST_PRCTL 0x4d544601u
-/* 2: the ring's memfd is sealed (fast_ring.h) */
-#define MT_FAST_VERSION 2u
+/*
+ * 2: the ring's memfd is sealed (fast_ring.h); 3: the answer may carry the
+ * unwinder's tables, the ring STACK records, and the marker's 4th argument
+ * says whether the library unwinds (MT_FAST_UNWINDS: the FAST record's
+ * `stacks` field).
+ */
+#define MT_FAST_VERSION 3u
+#define MT_FAST_UNWINDS 1u
 
 /* Per tracked process (key: tgid). */
 struct tracked_proc {

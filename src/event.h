@@ -133,7 +133,8 @@
 #define MT_FIELDS_STACK(F)                     /* the frames follow */      \
 	F(STACK_ID, "id", UINT)                /* > 0 */                    \
 	F(STACK_TRUNCATED, "truncated", UINT)  /* 1: not unwound to the end */
-#define MT_FIELDS_FAST(F)                      /* from here the library records */
+#define MT_FIELDS_FAST(F)                      /* from here the library records */ \
+	F(FAST_STACKS, "stacks", UINT)         /* 1: it unwinds its heap calls */
 #define MT_FIELDS_REFUSED(F)                                                \
 	F(REFUSED_RECORDS, "records", UINT)    /* ring records refused */   \
 	F(REFUSED_CUT, "cut", UINT)            /* 1: the ring lied, unread since */

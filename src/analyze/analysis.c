@@ -543,6 +543,11 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		sweep_mapped(a, p);
 		set_command(p, ev->str);
 		p->fast_heap = false; /* a new image starts on the uprobes */
+		p->fast_stacks = false;
+		return 0;
+	case MT_FAST:
+		p->fast_heap = true;
+		p->fast_stacks = f[FAST_STACKS] != 0; /* 0 in files from before the field */
 		return 0;
 	case MT_RUNNING:
 		/* found at attach: named as an exec would have; its parent only if tracked too */
@@ -550,7 +555,6 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		if (ev->h.nfields > RUNNING_PPID && analysis_proc(a, (uint32_t)ev->f[RUNNING_PPID]))
 			p->ppid = ev->f[RUNNING_PPID];
 		return 0;
-	case MT_FAST: p->fast_heap = true; return 0;
 	case MT_REFUSED:
 		a->bad_procs += !p->bad_records && f[0];
 		p->bad_records += f[0];

@@ -46,6 +46,7 @@ struct proc_summary {
 	uint64_t peak_rss_bytes;		/* the most it ever was */
 	bool exited;
 	bool fast_heap;	   /* its current image records heap calls in-process (--fast) */
+	bool fast_stacks;  /* ... and unwinds their stacks in-process (FAST's `stacks`) */
 	int64_t exit_code; /* -1 when killed */
 	uint32_t exit_signal;
 	char command[64];     /* basename of the last exec'd path */

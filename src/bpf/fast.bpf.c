@@ -32,12 +32,14 @@ int BPF_PROG(handle_fast_marker, struct pt_regs *regs, long id)
 	tp = bpf_map_lookup_elem(&tracked, &tgid);
 	if (!tp)
 		return 0;
-	r = ctl_reserve(MT_FAST, sizeof(r->h));
+	r = ctl_reserve(MT_FAST, sizeof(r->h) + FAST_NFIELDS * sizeof(__u64));
 	if (!r)
 		return 0; /* no record, no handover: the uprobes go on recording */
 	tp->fast_depth_off = (__s64)PT_REGS_PARM3_CORE_SYSCALL(regs);
 	__sync_fetch_and_or(&tp->flags, MT_PROC_FAST);
-	fill_hdr(r, MT_FAST, 0, 0);
+	fill_hdr(r, MT_FAST, 0, FAST_NFIELDS);
+	/* the marker's 4th argument: whether the library unwinds (bpf_abi.h) */
+	r->f[FAST_STACKS] = (PT_REGS_PARM4_CORE_SYSCALL(regs) & MT_FAST_UNWINDS) != 0;
 	rec_submit(r, true);
 	return 0;
 }

@@ -138,9 +138,6 @@ static int check_combinations(const struct track_opts *o)
 		die_msg("--start-disabled needs --control PATH, or nothing could ever enable recording; add --control PATH");
 	else if (o->fast_choice > 0 && !s->allocators)
 		die_msg("--fast records heap calls and --no-allocators records none; drop one of them");
-	else if (o->fast_choice > 0 && s->stacks)
-		/* the in-process path does not unwind yet: its heap records would have no stack */
-		die_msg("--fast records heap calls without call stacks; drop --fast to use --stacks");
 	else
 		return 0;
 	return 2;
@@ -204,9 +201,9 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	if (check_combinations(o))
 		return 2;
-	/* the in-process path by default, where it can serve: heap calls, no stacks */
+	/* the in-process path by default, where it can serve (with --stacks it unwinds in-process) */
 	s->fast = o->fast_choice > 0 ||
-		  (!o->fast_choice && s->allocators && !s->stacks && session_fast_available());
+		  (!o->fast_choice && s->allocators && session_fast_available());
 	s->argv = argv + optind;
 	/* after `--` the command is argv as given; a lone quoted string is shell */
 	s->shell = strcmp(argv[optind - 1], "--") != 0 && argc - optind == 1 &&

@@ -43,7 +43,7 @@ static const struct cmd_help commands[] = {
 	  "      --unwind-rows N   --stacks: unwind table rows in the kernel (default 1M)\n"
 	  "      --fast            record heap calls inside the processes (a preloaded\n"
 	  "                        library) where possible, uprobes elsewhere; the\n"
-	  "                        default, except with --stacks\n"
+	  "                        default (with --stacks the library unwinds)\n"
 	  "      --no-fast         record every heap call with uprobes\n"
 	  "  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 	  "  -q, --quiet           no summary line\n"

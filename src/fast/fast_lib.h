@@ -14,7 +14,8 @@
  *   handover.c   the constructor and fork handler: makes the ring, hands it
  *                to memtrack, announces (uses all of the above)
  *   next_sym.c   symbol lookup without allocating (used by interpose, vfork, exec)
- *   unwind.c     the in-process stack unwinder (the kernel's rules; not wired yet)
+ *   unwind.c     the in-process stack unwinder (the kernel's rules)
+ *   stack.c      the unwinder wired to the ring: memtrack's tables, an allocator call's stack
  *
  * Everything is hidden but the entry points.
  */

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <linux/types.h>
+#include "bpf_abi.h"
 #include "event.h"
 
 #define MT_FAST_MAGIC 0x676e6972747366ull /* "fstring" */
@@ -97,13 +98,57 @@ struct mt_fast_hello {
  * __u32 at switch_offset is the heap-recording switch (the control
  * socket's enable/disable): the library reads it for every call, as the
  * uprobes do; or 'n', no fd.
+ *
+ * With --stacks (stacks 1) two more fds follow the map's, for the
+ * in-process unwinder (src/fast/unwind.h): the unwind tables (a memfd
+ * memtrack writes and sealed against growing, shrinking and any new
+ * writable mapping: F_SEAL_FUTURE_WRITE; rows_cap struct mt_unwind_row at
+ * 0, index_cap __u64 at index_off) shared by the whole tree, and this
+ * process's own executable mappings (struct mt_fast_umaps, sealed alike).
  */
 struct mt_fast_answer {
 	char verdict; /* 'y' or 'n' */
-	char pad[3];
+	char stacks;  /* 1: the unwinder's two fds follow the map's */
+	char pad[2];
 	__u32 switch_offset; /* bytes into the map */
 	__u64 map_bytes;     /* to mmap */
+	__u64 tables_bytes;  /* the tables memfd's size */
+	__u64 index_off;     /* bytes from its start to the index */
+	__u32 rows_cap;	     /* rows at 0 */
+	__u32 index_cap;     /* index entries at index_off */
 };
+
+/*
+ * One process's executable mappings as memtrack last gave them to the
+ * kernel (stacks.c), written only while the process is parked; gen is
+ * odd while memtrack writes (a seqlock): a thread that was unwinding when
+ * the process stopped sees gen changed and takes no stack from the walk.
+ */
+struct mt_fast_umaps {
+	__u64 gen;
+	__u64 pad;
+	struct mt_umaps maps;
+};
+
+/*
+ * A STACK record in the ring: a head slot (h.type MT_STACK, nfields
+ * STACK_NFIELDS; f[0] the id, f[1] truncated, f[2] the frames, f[3] 0)
+ * and then MT_FAST_FRAME_SLOTS(n) slots of frames, taken with the head in
+ * one fetch-and-add, each published on its own.
+ */
+#define MT_FAST_FRAMES_PER_SLOT 3u
+#define MT_FAST_FRAME_SLOTS(n) (((n) + MT_FAST_FRAMES_PER_SLOT - 1) / MT_FAST_FRAMES_PER_SLOT)
+#define MT_FAST_FRAMES_MARK 0xffffffffu /* where a head slot has type and fn */
+
+struct mt_fast_frames {
+	__u64 seq;
+	__u32 mark;  /* MT_FAST_FRAMES_MARK */
+	__u32 index; /* 0 for the head's first frame slot, 1, ... */
+	struct mt_rec_frame fr[MT_FAST_FRAMES_PER_SLOT];
+};
+
+_Static_assert(sizeof(struct mt_fast_frames) == 64, "fast frame slot layout");
+_Static_assert(MT_FAST_FRAME_SLOTS(MT_STACK_MAX) + 1 < MT_FAST_SLOTS / 4, "a stack fits the ring");
 
 static inline struct mt_fast_slot *mt_fast_slots(void *ring)
 {
@@ -111,15 +156,16 @@ static inline struct mt_fast_slot *mt_fast_slots(void *ring)
 }
 
 /*
- * Sends @len bytes of @buf on @sock with @fd attached (SCM_RIGHTS), or
- * without one when @fd < 0.  Both sides use it: the library its ring, memtrack
+ * Sends @len bytes of @buf on @sock with @nfds (at most 3) @fds attached
+ * (SCM_RIGHTS); fast_send_fd: one, or none when @fd < 0.  Both sides use it: the library its ring, memtrack
  * its answer with the heap switch's map.  A signal is retried.  Returns 0, or
  * -1 unless all was sent.
  */
-static inline int fast_send_fd(int sock, const void *buf, size_t len, int fd, int flags)
+static inline int fast_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds,
+				int flags)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(3 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { (void *)buf, len };
@@ -128,19 +174,26 @@ static inline int fast_send_fd(int sock, const void *buf, size_t len, int fd, in
 	ssize_t n;
 
 	memset(&u, 0, sizeof(u));
-	if (fd >= 0) {
+	if (nfds > 3)
+		return -1;
+	if (nfds > 0) {
 		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
+		msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
 		cm = CMSG_FIRSTHDR(&msg);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
 	}
 	do
 		n = sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
 	while (n < 0 && errno == EINTR);
 	return n == (ssize_t)len ? 0 : -1;
+}
+
+static inline int fast_send_fd(int sock, const void *buf, size_t len, int fd, int flags)
+{
+	return fast_send_fds(sock, buf, len, &fd, fd >= 0 ? 1 : 0, flags);
 }
 
 #endif /* MEMTRACK_FAST_RING_H */

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 #include <linux/types.h>
@@ -31,11 +32,50 @@
 #include "fast/interpose.h"
 #include "fast/link.h"
 #include "fast/ring.h"
+#include "fast/unwind.h"
 #include "fast/vfork.h"
+
+/* The unwinder's tables as mapped here (a fork child inherits its parent's). */
+static struct {
+	void *tables, *umaps;
+	size_t tables_bytes;
+} S;
+
+#define UMAPS_BYTES ((sizeof(struct mt_fast_umaps) + 4095) & ~(size_t)4095)
+
+static void drop_stacks(void)
+{
+	fast_unwind_detach();
+	if (S.tables)
+		munmap(S.tables, S.tables_bytes);
+	if (S.umaps)
+		munmap(S.umaps, UMAPS_BYTES);
+	S.tables = S.umaps = NULL;
+}
+
+/*
+ * Maps memtrack's tables (after the marker: with the depth raised, which
+ * vm.bpf.c reads from then on, they are the allocator's mappings, not the
+ * program's).  Any failure: no stacks (the heap records name none).
+ */
+static void map_stacks(struct link_stacks *st)
+{
+	if (st->tables_fd < 0)
+		return;
+	S.tables_bytes = st->tables_bytes;
+	S.tables = interpose_own_map_fd(st->tables_bytes, st->tables_fd);
+	S.umaps = interpose_own_map_fd(UMAPS_BYTES, st->maps_fd);
+	if (!S.tables || !S.umaps ||
+	    !fast_unwind_attach(S.tables, st->tables_bytes, st->index_off, st->rows_cap,
+				st->index_cap, S.umaps))
+		drop_stacks();
+	link_stacks_close(st);
+}
 
 /* Forgets the ring and connection (a fork child inherits its parent's). */
 static void drop_session(void)
 {
+	drop_stacks();
 	ring_drop(); /* first: it stops reading the switch link_drop() unmaps */
 	link_drop();
 }
@@ -48,6 +88,7 @@ static void start_session(void)
 {
 	const char *path = env_socket();
 	const volatile uint32_t *heap_switch = NULL;
+	struct link_stacks st = { .tables_fd = -1, .maps_fd = -1 };
 	int memfd;
 
 	if (!path || !*path || !interpose_owns_malloc())
@@ -55,12 +96,15 @@ static void start_session(void)
 	memfd = ring_create();
 	if (memfd < 0)
 		goto fail;
-	if (link_connect(path) || link_hello(memfd, &heap_switch))
+	if (link_connect(path) || link_hello(memfd, &heap_switch, &st))
 		goto fail;
 	close(memfd);
 	interpose_patch_exe();
-	/* the handover: fails with EINVAL, after fast.bpf.c has seen it */
-	prctl(MT_FAST_PRCTL, MT_FAST_VERSION, interpose_depth_offset(), 0, 0);
+	/* the handover: fails with EINVAL, after fast.bpf.c has seen it; the
+	 * 4th argument: whether this process unwinds its heap calls' stacks */
+	prctl(MT_FAST_PRCTL, MT_FAST_VERSION, interpose_depth_offset(),
+	      st.tables_fd >= 0 ? MT_FAST_UNWINDS : 0, 0);
+	map_stacks(&st);
 	ring_start(heap_switch);
 	return;
 fail:

@@ -29,6 +29,7 @@
 #include "fast/interpose.h"
 #include "fast/next_sym.h"
 #include "fast/ring.h"
+#include "fast/unwind.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -77,6 +78,26 @@ void *interpose_own_map(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+void *interpose_own_map_fd(size_t len, int fd)
+{
+	void *p;
+
+	tls_depth++;
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	tls_depth--;
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/*
+ * The entry of an exported allocator function, for the unwinder: its
+ * return-address slot and rbp at its entry.  Every entry point has a frame
+ * (__builtin_frame_address makes gcc set one up: push rbp; mov rsp, rbp
+ * first), so the slot is the word above the saved rbp.  Taken in the
+ * exported function itself (a helper's frame would be one more).
+ */
+#define ENTRY_SP() ((uint64_t)(uintptr_t)__builtin_frame_address(0) + 8)
+#define ENTRY_BP() (*(const uint64_t *)__builtin_frame_address(0))
+
 /*
  * An operator new of the C++ runtime waiting for its result.  As on the
  * uprobe path (which cannot put a return probe on it), operator new is not
@@ -91,6 +112,7 @@ struct pending_new {
 	uint16_t type; /* MT_MALLOC, or MT_ALIGNED_ALLOC for the align_val_t forms */
 	uint64_t size; /* asked of operator new */
 	uint64_t align;
+	uint64_t stack; /* at the operator's entry */
 };
 static __thread struct pending_new tls_new TLS_IE;
 
@@ -310,30 +332,45 @@ static inline uint32_t nfields_of(uint16_t type)
  * Records an outermost allocating call's result: its own, or, when it is
  * the call an operator new delegated to, the operator's.
  */
-static inline void record_alloc(int i, uint16_t type, void *p, uint64_t size, uint64_t third)
+static inline void record_alloc(int i, uint16_t type, void *p, uint64_t size, uint64_t third,
+				uint64_t stack)
 {
 	if (__builtin_expect(tls_new.active, 0)) {
 		tls_new.active = false;
 		if (p)
 			fast_record(tls_new.type, tls_new.fn, nfields_of(tls_new.type),
-				    (uintptr_t)p, tls_new.size, tls_new.align);
+				    (uintptr_t)p, tls_new.size, tls_new.align, tls_new.stack);
 		return;
 	}
 	if (p)
-		fast_record(type, fn_id[i], nfields_of(type), (uintptr_t)p, size, third);
+		fast_record(type, fn_id[i], nfields_of(type), (uintptr_t)p, size, third, stack);
 }
 
-static inline void record_as(uint16_t fn, uint16_t type, void *p, uint64_t size, uint64_t third)
+static inline void record_as(uint16_t fn, uint16_t type, void *p, uint64_t size, uint64_t third,
+			     uint64_t stack)
 {
 	if (p)
-		fast_record(type, fn, nfields_of(type), (uintptr_t)p, size, third);
+		fast_record(type, fn, nfields_of(type), (uintptr_t)p, size, third, stack);
 }
 
 /* A free inside an operator new (not a program's call) is not recorded. */
 static inline void record_free(int i, void *p)
 {
 	if (p && !tls_new.active)
-		fast_record(MT_FREE, fn_id[i], FREE_NFIELDS, (uintptr_t)p, 0, 0);
+		fast_record(MT_FREE, fn_id[i], FREE_NFIELDS, (uintptr_t)p, 0, 0, 0);
+}
+
+/*
+ * The stack of a recorded outermost call (@rec) at its entry (@sp, @bp),
+ * unless it is an operator new's delegate (the operator's was taken).
+ * @skip: the leading frames it names are the executable's operator new,
+ * whose entry is where the uprobes take the stack (exe_caller).
+ */
+static inline uint64_t stack_of(bool rec, uint64_t sp, uint64_t bp, bool (*skip)(uint64_t))
+{
+	if (!rec || tls_new.active || !fast_unwinding())
+		return 0;
+	return fast_take_stack(sp, bp, skip);
 }
 
 /*
@@ -348,7 +385,7 @@ static inline void record_free(int i, void *p)
 static void hooked_delete(int i, void *p)
 {
 	if (enter() && p && !tls_new.active)
-		fast_record(MT_FREE, natural_fn[i], FREE_NFIELDS, (uintptr_t)p, 0, 0);
+		fast_record(MT_FREE, natural_fn[i], FREE_NFIELDS, (uintptr_t)p, 0, 0, 0);
 	REAL(I_FREE, void (*)(void *))(p);
 	tls_depth--;
 }
@@ -419,24 +456,31 @@ void interpose_patch_exe(void)
 	exe_deletes_patched = n_exe_ops > 0;
 }
 
+/* Whether @pc lies in one of the executable's operators (its frame is the operator's). */
+static bool in_exe_op(uint64_t pc)
+{
+	return op_at((uintptr_t)pc) != NULL;
+}
+
 EXPORT void *malloc(size_t n)
 {
 	bool rec = enter();
+	const struct exe_op *op = NULL;
+	uint64_t stack;
 	void *p;
 
+	if (rec && n_exe_ops && !tls_new.active)
+		op = exe_caller(CALLER_SLOT(), true);
+	stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), op ? in_exe_op : NULL);
 	if (__builtin_expect(!real[I_MALLOC], 0))
 		interpose_resolve();
 	p = real[I_MALLOC] ? REAL(I_MALLOC, void *(*)(size_t))(n) : __libc_malloc(n);
-	if (rec && n_exe_ops && !tls_new.active) {
-		const struct exe_op *op = exe_caller(CALLER_SLOT(), true);
-
-		if (op) {
-			record_as(op->fn, MT_MALLOC, p, n, 0);
-			rec = false;
-		}
+	if (op) {
+		record_as(op->fn, MT_MALLOC, p, n, 0, stack);
+		rec = false;
 	}
 	if (rec)
-		record_alloc(I_MALLOC, MT_MALLOC, p, n, 0);
+		record_alloc(I_MALLOC, MT_MALLOC, p, n, 0, stack);
 	tls_depth--;
 	return p;
 }
@@ -444,6 +488,7 @@ EXPORT void *malloc(size_t n)
 EXPORT void *calloc(size_t n, size_t size)
 {
 	bool rec = enter();
+	uint64_t stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), NULL);
 	void *p;
 
 	if (__builtin_expect(!real[I_MALLOC], 0))
@@ -451,26 +496,27 @@ EXPORT void *calloc(size_t n, size_t size)
 	p = real[I_CALLOC] ? REAL(I_CALLOC, void *(*)(size_t, size_t))(n, size)
 			   : __libc_calloc(n, size);
 	if (rec)
-		record_alloc(I_CALLOC, MT_CALLOC, p, (uint64_t)n * size, 0);
+		record_alloc(I_CALLOC, MT_CALLOC, p, (uint64_t)n * size, 0, stack);
 	tls_depth--;
 	return p;
 }
 
 /* realloc-like results: realloc(NULL, n) allocates, realloc(p, 0) frees p. */
-static void record_realloc(int i, void *old, void *p, uint64_t size)
+static void record_realloc(int i, void *old, void *p, uint64_t size, uint64_t stack)
 {
 	if (!old)
-		record_alloc(i, MT_MALLOC, p, size, 0);
+		record_alloc(i, MT_MALLOC, p, size, 0, stack);
 	else if (p)
 		fast_record(MT_REALLOC, fn_id[i], REALLOC_NFIELDS, (uintptr_t)p, size,
-			    (uintptr_t)old);
+			    (uintptr_t)old, stack);
 	else if (!size)
-		fast_record(MT_FREE, fn_id[i], FREE_NFIELDS, (uintptr_t)old, 0, 0);
+		fast_record(MT_FREE, fn_id[i], FREE_NFIELDS, (uintptr_t)old, 0, 0, 0);
 }
 
 EXPORT void *realloc(void *old, size_t n)
 {
 	bool rec = enter();
+	uint64_t stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), NULL);
 	void *p;
 
 	if (__builtin_expect(!real[I_MALLOC], 0))
@@ -478,7 +524,7 @@ EXPORT void *realloc(void *old, size_t n)
 	p = real[I_REALLOC] ? REAL(I_REALLOC, void *(*)(void *, size_t))(old, n)
 			    : __libc_realloc(old, n);
 	if (rec)
-		record_realloc(I_REALLOC, old, p, n);
+		record_realloc(I_REALLOC, old, p, n, stack);
 	tls_depth--;
 	return p;
 }
@@ -486,12 +532,13 @@ EXPORT void *realloc(void *old, size_t n)
 EXPORT void *reallocarray(void *old, size_t n, size_t size)
 {
 	bool rec = enter();
+	uint64_t stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), NULL);
 	void *p;
 
 	interpose_resolve();
 	p = REAL(I_REALLOCARRAY, void *(*)(void *, size_t, size_t))(old, n, size);
 	if (rec)
-		record_realloc(I_REALLOCARRAY, old, p, (uint64_t)n * size);
+		record_realloc(I_REALLOCARRAY, old, p, (uint64_t)n * size, stack);
 	tls_depth--;
 	return p;
 }
@@ -503,7 +550,7 @@ EXPORT void free(void *p)
 			n_exe_ops && !exe_deletes_patched ? exe_caller(CALLER_SLOT(), false) : NULL;
 
 		if (op && p && !tls_new.active)
-			fast_record(MT_FREE, op->fn, FREE_NFIELDS, (uintptr_t)p, 0, 0);
+			fast_record(MT_FREE, op->fn, FREE_NFIELDS, (uintptr_t)p, 0, 0, 0);
 		else
 			record_free(I_FREE, p);
 	}
@@ -516,22 +563,24 @@ EXPORT void free(void *p)
 	tls_depth--;
 }
 
-static void *aligned(int i, size_t align, size_t n)
+/* @sp, @bp: the exported entry point's (ENTRY_SP, ENTRY_BP) */
+static void *aligned(int i, size_t align, size_t n, uint64_t sp, uint64_t bp)
 {
 	bool rec = enter();
+	uint64_t stack = stack_of(rec, sp, bp, NULL);
 	void *p;
 
 	interpose_resolve();
 	p = real[i] ? REAL(i, void *(*)(size_t, size_t))(align, n) : __libc_memalign(align, n);
 	if (rec)
-		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align);
+		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align, stack);
 	tls_depth--;
 	return p;
 }
 
 EXPORT void *memalign(size_t align, size_t n)
 {
-	return aligned(I_MEMALIGN, align, n);
+	return aligned(I_MEMALIGN, align, n, ENTRY_SP(), ENTRY_BP());
 }
 
 /*
@@ -541,12 +590,13 @@ EXPORT void *memalign(size_t align, size_t n)
  */
 EXPORT void *aligned_alloc(size_t align, size_t n)
 {
-	return aligned(I_ALIGNED_ALLOC, align, n);
+	return aligned(I_ALIGNED_ALLOC, align, n, ENTRY_SP(), ENTRY_BP());
 }
 
 EXPORT int posix_memalign(void **pp, size_t align, size_t n)
 {
 	bool rec = enter();
+	uint64_t stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), NULL);
 	int ret;
 
 	interpose_resolve();
@@ -554,32 +604,33 @@ EXPORT int posix_memalign(void **pp, size_t align, size_t n)
 	if (rec && tls_new.active)
 		tls_new.active = false; /* an operator new's delegate that returns no pointer */
 	else if (rec && !ret)
-		record_alloc(I_POSIX_MEMALIGN, MT_ALIGNED_ALLOC, *pp, n, align);
+		record_alloc(I_POSIX_MEMALIGN, MT_ALIGNED_ALLOC, *pp, n, align, stack);
 	tls_depth--;
 	return ret;
 }
 
-static void *page_aligned(int i, size_t n)
+static void *page_aligned(int i, size_t n, uint64_t sp, uint64_t bp)
 {
 	bool rec = enter();
+	uint64_t stack = stack_of(rec, sp, bp, NULL);
 	void *p;
 
 	interpose_resolve();
 	p = REAL(i, void *(*)(size_t))(n);
 	if (rec)
-		record_alloc(i, MT_ALIGNED_ALLOC, p, n, (uint64_t)sysconf(_SC_PAGESIZE));
+		record_alloc(i, MT_ALIGNED_ALLOC, p, n, (uint64_t)sysconf(_SC_PAGESIZE), stack);
 	tls_depth--;
 	return p;
 }
 
 EXPORT void *valloc(size_t n)
 {
-	return page_aligned(I_VALLOC, n);
+	return page_aligned(I_VALLOC, n, ENTRY_SP(), ENTRY_BP());
 }
 
 EXPORT void *pvalloc(size_t n)
 {
-	return page_aligned(I_PVALLOC, n);
+	return page_aligned(I_PVALLOC, n, ENTRY_SP(), ENTRY_BP());
 }
 
 /*
@@ -600,37 +651,46 @@ static inline void new_done(bool *mine)
  * Starts an outermost operator new: its delegate records it (see
  * pending_new).  Returns whether this call is the pending one.
  */
-static inline bool new_begin(int i, uint16_t type, size_t n, size_t align)
+static inline bool new_begin(int i, uint16_t type, size_t n, size_t align, uint64_t sp, uint64_t bp)
 {
+	uint64_t stack = 0;
+
 	if (tls_depth || tls_new.active || !fast_recording || !*fast_heap_switch)
 		return false;
-	tls_new = (struct pending_new){ true, fn_id[i], type, n, align };
+	if (fast_unwinding()) { /* with the depth raised: see fast_take_stack */
+		tls_depth++;
+		stack = fast_take_stack(sp, bp, NULL);
+		tls_depth--;
+	}
+	tls_new = (struct pending_new){ true, fn_id[i], type, n, align, stack };
 	return true;
 }
 
+/* @sp, @bp: the exported operator's entry (ENTRY_SP, ENTRY_BP) */
 #define NEW_GUARD(i, type, n, align) \
 	void *real_fn = cxx_real(i); \
-	bool mine __attribute__((cleanup(new_done))) = new_begin(i, type, n, align)
+	bool mine __attribute__((cleanup(new_done))) = new_begin(i, type, n, align, sp, bp)
 
-static void *cxx_new(int i, size_t n)
+static void *cxx_new(int i, size_t n, uint64_t sp, uint64_t bp)
 {
 	NEW_GUARD(i, MT_MALLOC, n, 0);
 	return ((void *(*)(size_t))real_fn)(n);
 }
 
-static void *cxx_new_nothrow(int i, size_t n, const nothrow_t *nt)
+static void *cxx_new_nothrow(int i, size_t n, const nothrow_t *nt, uint64_t sp, uint64_t bp)
 {
 	NEW_GUARD(i, MT_MALLOC, n, 0);
 	return ((void *(*)(size_t, const nothrow_t *))real_fn)(n, nt);
 }
 
-static void *cxx_new_aligned(int i, size_t n, size_t align)
+static void *cxx_new_aligned(int i, size_t n, size_t align, uint64_t sp, uint64_t bp)
 {
 	NEW_GUARD(i, MT_ALIGNED_ALLOC, n, align);
 	return ((void *(*)(size_t, size_t))real_fn)(n, align);
 }
 
-static void *cxx_new_aligned_nothrow(int i, size_t n, size_t align, const nothrow_t *nt)
+static void *cxx_new_aligned_nothrow(int i, size_t n, size_t align, const nothrow_t *nt,
+				     uint64_t sp, uint64_t bp)
 {
 	NEW_GUARD(i, MT_ALIGNED_ALLOC, n, align);
 	return ((void *(*)(size_t, size_t, const nothrow_t *))real_fn)(n, align, nt);
@@ -649,14 +709,14 @@ static void cxx_delete(int i, void *p, uintptr_t a1, uintptr_t a2)
 
 // clang-format off
 /* NOLINTBEGIN(bugprone-reserved-identifier): the C++ ABI's mangled names */
-EXPORT void *_Znwm(size_t n) { return cxx_new(I_NEW, n); }
-EXPORT void *_Znam(size_t n) { return cxx_new(I_NEW_ARRAY, n); }
-EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const nothrow_t *t) { return cxx_new_nothrow(I_NEW_NOTHROW, n, t); }
-EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const nothrow_t *t) { return cxx_new_nothrow(I_NEW_ARRAY_NOTHROW, n, t); }
-EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(I_NEW_ALIGNED, n, a); }
-EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(I_NEW_ARRAY_ALIGNED, n, a); }
-EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const nothrow_t *t) { return cxx_new_aligned_nothrow(I_NEW_ALIGNED_NOTHROW, n, a, t); }
-EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const nothrow_t *t) { return cxx_new_aligned_nothrow(I_NEW_ARRAY_ALIGNED_NOTHROW, n, a, t); }
+EXPORT void *_Znwm(size_t n) { return cxx_new(I_NEW, n, ENTRY_SP(), ENTRY_BP()); }
+EXPORT void *_Znam(size_t n) { return cxx_new(I_NEW_ARRAY, n, ENTRY_SP(), ENTRY_BP()); }
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const nothrow_t *t) { return cxx_new_nothrow(I_NEW_NOTHROW, n, t, ENTRY_SP(), ENTRY_BP()); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const nothrow_t *t) { return cxx_new_nothrow(I_NEW_ARRAY_NOTHROW, n, t, ENTRY_SP(), ENTRY_BP()); }
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(I_NEW_ALIGNED, n, a, ENTRY_SP(), ENTRY_BP()); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(I_NEW_ARRAY_ALIGNED, n, a, ENTRY_SP(), ENTRY_BP()); }
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const nothrow_t *t) { return cxx_new_aligned_nothrow(I_NEW_ALIGNED_NOTHROW, n, a, t, ENTRY_SP(), ENTRY_BP()); }
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const nothrow_t *t) { return cxx_new_aligned_nothrow(I_NEW_ARRAY_ALIGNED_NOTHROW, n, a, t, ENTRY_SP(), ENTRY_BP()); }
 EXPORT void _ZdlPv(void *p) { cxx_delete(I_DELETE, p, 0, 0); }
 EXPORT void _ZdaPv(void *p) { cxx_delete(I_DELETE_ARRAY, p, 0, 0); }
 EXPORT void _ZdlPvm(void *p, size_t n) { cxx_delete(I_DELETE_SIZED, p, n, 0); }

@@ -40,6 +40,9 @@ long interpose_depth_offset(void) HIDDEN;
  */
 void *interpose_own_map(size_t len) HIDDEN;
 
+/* interpose_own_map() of @len bytes of file @fd, read-only and shared. */
+void *interpose_own_map_fd(size_t len, int fd) HIDDEN;
+
 /* Whether this process's malloc is ours, then libc's (no other allocator linked). */
 bool interpose_owns_malloc(void) HIDDEN;
 

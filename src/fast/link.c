@@ -82,27 +82,54 @@ bool link_peer_gone(void)
  * memtrack's answer: 'y' (a process of its tree) within a few seconds,
  * with the heap-recording switch, which is mapped here.
  */
-static bool accepted(int sock, const volatile uint32_t **heap_switch)
+/* The answer's fds (SCM_RIGHTS): up to 3, the rest set to -1. */
+static void answer_fds(struct msghdr *msg, int fds[3])
+{
+	struct cmsghdr *cm = CMSG_FIRSTHDR(msg);
+	size_t n;
+
+	fds[0] = fds[1] = fds[2] = -1;
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len < CMSG_LEN(0))
+		return;
+	n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	memcpy(fds, CMSG_DATA(cm), (n < 3 ? n : 3) * sizeof(int));
+}
+
+static bool accepted(int sock, const volatile uint32_t **heap_switch, struct link_stacks *st)
 {
 	struct pollfd p = { .fd = sock, .events = POLLIN };
 	struct mt_fast_answer a;
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(3 * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { &a, sizeof(a) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *cm;
 	void *map = MAP_FAILED;
-	int fd = -1;
+	int fd = -1, fds[3];
 
 	msg.msg_control = u.buf;
 	msg.msg_controllen = sizeof(u.buf);
 	if (poll(&p, 1, 5000) != 1 || recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != sizeof(a))
 		return false;
-	cm = CMSG_FIRSTHDR(&msg);
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-		memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+	(void)cm;
+	answer_fds(&msg, fds);
+	fd = fds[0];
+	if (a.verdict == 'y' && a.stacks == 1 && fds[1] >= 0 && fds[2] >= 0) {
+		st->tables_fd = fds[1];
+		st->maps_fd = fds[2];
+		st->tables_bytes = a.tables_bytes;
+		st->index_off = a.index_off;
+		st->rows_cap = a.rows_cap;
+		st->index_cap = a.index_cap;
+	} else {
+		if (fds[1] >= 0)
+			close(fds[1]);
+		if (fds[2] >= 0)
+			close(fds[2]);
+	}
 	if (fd >= 0) {
 		map = mmap(NULL, a.map_bytes, PROT_READ, MAP_SHARED, fd, 0);
 		close(fd);
@@ -110,6 +137,7 @@ static bool accepted(int sock, const volatile uint32_t **heap_switch)
 	if (a.verdict != 'y' || map == MAP_FAILED || a.switch_offset + 4 > a.map_bytes) {
 		if (map != MAP_FAILED)
 			munmap(map, a.map_bytes);
+		link_stacks_close(st);
 		return false;
 	}
 	*heap_switch = (const volatile uint32_t *)((char *)map + a.switch_offset);
@@ -118,13 +146,24 @@ static bool accepted(int sock, const volatile uint32_t **heap_switch)
 	return true;
 }
 
-int link_hello(int memfd, const volatile uint32_t **heap_switch)
+void link_stacks_close(struct link_stacks *st)
+{
+	if (st->tables_fd >= 0)
+		close(st->tables_fd);
+	if (st->maps_fd >= 0)
+		close(st->maps_fd);
+	st->tables_fd = st->maps_fd = -1;
+}
+
+int link_hello(int memfd, const volatile uint32_t **heap_switch, struct link_stacks *st)
 {
 	struct mt_fast_hello hello = { MT_FAST_MAGIC, MT_FAST_VERSION, MT_FAST_RING_BYTES };
 
+	memset(st, 0, sizeof(*st));
+	st->tables_fd = st->maps_fd = -1;
 	if (L.sock < 0 || fast_send_fd(L.sock, &hello, sizeof(hello), memfd, 0))
 		return -1;
-	return accepted(L.sock, heap_switch) ? 0 : -1;
+	return accepted(L.sock, heap_switch, st) ? 0 : -1;
 }
 
 /*

@@ -33,12 +33,27 @@
 int link_connect(const char *path) HIDDEN;
 
 /*
+ * With --stacks, the answer's two more fds (fast_ring.h's struct
+ * mt_fast_answer): the unwind tables and this process's mappings, and the
+ * tables' geometry.  -1: none (the library takes no stacks).
+ */
+struct link_stacks {
+	int tables_fd, maps_fd;
+	uint64_t tables_bytes, index_off;
+	uint32_t rows_cap, index_cap;
+};
+
+/*
  * Sends the hello with the ring's @memfd (borrowed) and waits (a few
  * seconds at most) for memtrack's answer.  Returns 0 when memtrack took the
  * process (a process of its tree), with *@heap_switch pointing at its
- * heap-recording switch (mapped until link_drop()); -1 otherwise.
+ * heap-recording switch (mapped until link_drop()) and @st filled (its
+ * fds the caller's); -1 otherwise (no fd left in @st).
  */
-int link_hello(int memfd, const volatile uint32_t **heap_switch) HIDDEN;
+int link_hello(int memfd, const volatile uint32_t **heap_switch, struct link_stacks *st) HIDDEN;
+
+/* Closes the fds of @st (-1 after). */
+void link_stacks_close(struct link_stacks *st) HIDDEN;
 
 /* Tells memtrack's poller to drain now (a byte on the socket; never blocks). */
 void link_poke(void) HIDDEN;

@@ -12,6 +12,7 @@
 #include "fast/fast_ring.h"
 #include "fast/link.h"
 #include "fast/ring.h"
+#include "fast/unwind.h"
 
 volatile int fast_recording;
 __thread uint32_t fast_vfork_flag TLS_IE;
@@ -66,26 +67,36 @@ static bool wait_slot(struct mt_fast_slot *s, uint64_t lap)
 	}
 }
 
-void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint64_t b, uint64_t c)
+/* Whether the calling thread's record is ours to write (the switch, a vfork child). */
+static bool may_record(void)
 {
-	struct mt_fast_slot *s;
-	struct timespec ts;
-	uint64_t pos, lap;
-
 	if (__builtin_expect(!*fast_heap_switch, 0))
-		return; /* recording switched off (control socket), as in alloc.bpf.c */
+		return false; /* recording switched off (control socket), as in alloc.bpf.c */
 	if (__builtin_expect(fast_vfork_flag, 0)) {
 		if (syscall(SYS_getpid) != R.pid)
-			return;	     /* a vfork child: the uprobes record it */
-		fast_vfork_flag = 0; /* this thread's child has exec'd or exited since */
+			return false; /* a vfork child: the uprobes record it */
+		fast_vfork_flag = 0;  /* this thread's child has exec'd or exited since */
 	}
 	if (__builtin_expect(!tls_tid, 0))
 		tls_tid = syscall(SYS_gettid);
-	pos = __atomic_fetch_add(&R.hdr->head, 1, __ATOMIC_RELAXED);
-	s = &R.slots[pos & (MT_FAST_SLOTS - 1)];
-	lap = pos & ~(uint64_t)(MT_FAST_SLOTS - 1);
-	if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != lap && !wait_slot(s, lap))
-		return;
+	return true;
+}
+
+/* The slot of position @pos once it is free for it, or NULL (memtrack is gone). */
+static struct mt_fast_slot *slot_at(uint64_t pos, uint64_t *lap)
+{
+	struct mt_fast_slot *s = &R.slots[pos & (MT_FAST_SLOTS - 1)];
+
+	*lap = pos & ~(uint64_t)(MT_FAST_SLOTS - 1);
+	if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != *lap && !wait_slot(s, *lap))
+		return NULL;
+	return s;
+}
+
+static void fill_head(struct mt_fast_slot *s, uint16_t type, uint16_t fn, uint32_t nfields)
+{
+	struct timespec ts;
+
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	s->h.type = type;
 	s->h.fn = fn;
@@ -93,15 +104,69 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
 	s->h.tid = tls_tid;
 	s->h.nfields = nfields;
 	s->h.ts = ts.tv_sec * 1000000000ull + ts.tv_nsec;
-	/* as alloc.bpf.c's emit_heap: addr, size, third field, then stack 0 (the
-	 * library takes no stacks; --fast --stacks is refused) */
+}
+
+void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint64_t b, uint64_t c,
+		 uint64_t stack)
+{
+	struct mt_fast_slot *s;
+	uint64_t pos, lap;
+
+	if (!may_record())
+		return;
+	pos = __atomic_fetch_add(&R.hdr->head, 1, __ATOMIC_RELAXED);
+	s = slot_at(pos, &lap);
+	if (!s)
+		return;
+	fill_head(s, type, fn, nfields);
+	/* as alloc.bpf.c's emit_heap: addr, size, third field, then the stack */
 	s->f[0] = a;
-	s->f[1] = b;
-	s->f[2] = nfields == REALLOC_NFIELDS ? c : 0;
-	s->f[3] = 0;
+	s->f[1] = nfields > FREE_NFIELDS ? b : 0;
+	s->f[2] = nfields == REALLOC_NFIELDS ? c : nfields == MALLOC_NFIELDS ? stack : 0;
+	s->f[3] = nfields == REALLOC_NFIELDS ? stack : 0;
 	__atomic_store_n(&s->seq, lap + 1, __ATOMIC_RELEASE);
 	if (__builtin_expect(!(pos & (MT_FAST_WAKE_EVERY - 1)), 0))
 		link_poke();
+}
+
+bool fast_record_stack(const struct fast_stack *st)
+{
+	uint32_t n = st->n, k = MT_FAST_FRAME_SLOTS(n);
+	struct mt_fast_slot *s;
+	uint64_t pos, lap;
+
+	if (!n || n > MT_STACK_MAX || !may_record())
+		return false;
+	pos = __atomic_fetch_add(&R.hdr->head, 1 + k, __ATOMIC_RELAXED);
+	s = slot_at(pos, &lap);
+	if (!s)
+		return false;
+	fill_head(s, MT_STACK, 0, STACK_NFIELDS);
+	s->f[STACK_ID] = st->id;
+	s->f[STACK_TRUNCATED] = st->truncated;
+	s->f[2] = n;
+	s->f[3] = 0;
+	__atomic_store_n(&s->seq, lap + 1, __ATOMIC_RELEASE);
+	for (uint32_t j = 0; j < k; j++) {
+		struct mt_fast_frames *f = (struct mt_fast_frames *)slot_at(pos + 1 + j, &lap);
+
+		if (!f)
+			return false;
+		f->mark = MT_FAST_FRAMES_MARK;
+		f->index = j;
+		for (uint32_t i = 0; i < MT_FAST_FRAMES_PER_SLOT; i++) {
+			uint32_t at = j * MT_FAST_FRAMES_PER_SLOT + i;
+
+			f->fr[i] = at < n ? st->frames[at] : (struct mt_rec_frame){ 0, 0, 0 };
+		}
+		__atomic_store_n(&f->seq, lap + 1, __ATOMIC_RELEASE);
+	}
+	if (__builtin_expect((pos & ~(uint64_t)(MT_FAST_WAKE_EVERY - 1)) !=
+					     ((pos + k) & ~(uint64_t)(MT_FAST_WAKE_EVERY - 1)) ||
+				     !(pos & (MT_FAST_WAKE_EVERY - 1)),
+			     0))
+		link_poke();
+	return true;
 }
 
 int ring_create(void)

@@ -15,6 +15,7 @@
 #ifndef MEMTRACK_FAST_RING_LIB_H
 #define MEMTRACK_FAST_RING_LIB_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "fast/fast_lib.h"
 
@@ -39,12 +40,22 @@ extern const volatile uint32_t *fast_heap_switch HIDDEN;
 extern __thread uint32_t fast_vfork_flag HIDDEN TLS_IE;
 
 /*
- * Appends one heap record (type, fn, fields) for the calling thread.  Waits
+ * Appends one heap record (type, fn, fields, its stack id or 0) for the calling thread.  Waits
  * while the ring is full; gives up for good (fast_recording = 0) when
  * memtrack is gone.  Async-signal-safe; never allocates.
  */
-void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint64_t b,
-		 uint64_t c) HIDDEN;
+void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint64_t b, uint64_t c,
+		 uint64_t stack) HIDDEN;
+
+struct fast_stack;
+
+/*
+ * Appends a STACK record (a head and its frame slots, fast_ring.h) of the
+ * unwound @st, before the heap record that names it.  As fast_record();
+ * returns whether it was written (not: a vfork child's, recording off,
+ * memtrack gone).
+ */
+bool fast_record_stack(const struct fast_stack *st) HIDDEN;
 
 /*
  * Makes this process's ring: a memfd sealed at its size (memtrack maps no

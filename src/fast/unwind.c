@@ -22,7 +22,12 @@ struct walk {
 	uint32_t last; /* index of the previous frame's mapping, MT_MAX_UMAPS: none */
 	int status;
 	struct fast_stack *out;
+	bool (*skip)(uint64_t pc); /* leading frames it names are walked, not recorded */
+	unsigned skipped;
 };
+
+/* Leading frames fast_unwind_skip() may leave out (an operator's own, cc1's) */
+#define SKIP_MAX 4u
 
 /* All ones when a <= b (user addresses, < 2^63), else 0: unwind.bpf.h's le_mask. */
 static inline uint64_t le_mask(uint64_t a, uint64_t b)
@@ -156,6 +161,69 @@ static bool row_cfa(const struct walk *w, const struct mt_unwind_row *row, uint6
 	}
 }
 
+#define NO_ROW 0xffffffffu
+
+static uint64_t cache_chk(uint64_t key, uint64_t val, uint64_t gen)
+{
+	return (key ^ val ^ (gen * 0x9e3779b97f4a7c15ull)) + 0x5bd1e995ull;
+}
+
+static struct fast_frame_cache *cache_slot(const struct walk *w)
+{
+	return &w->t->cache[(w->pc * 0x9e3779b97f4a7c15ull) >> 52 & (FAST_CACHE_SLOTS - 1)];
+}
+
+/*
+ * w->pc's mapping (index in maps, MT_MAX_UMAPS: none) and row (index in
+ * rows, NO_ROW: none) from the cache; false: a miss.  Every index is
+ * checked against the tables as a search's would be.
+ */
+static bool cache_get(struct walk *w, uint32_t *k, uint32_t *ri)
+{
+	const struct fast_frame_cache *c = cache_slot(w);
+	uint64_t key = __atomic_load_n(&c->key, __ATOMIC_RELAXED);
+	uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
+	uint64_t chk = __atomic_load_n(&c->chk, __ATOMIC_RELAXED);
+
+	if (key != w->pc || chk != cache_chk(key, val, w->t->gen))
+		return false;
+	*k = (uint32_t)(val >> 32);
+	*ri = (uint32_t)val;
+	if (*k > MT_MAX_UMAPS || (*k < MT_MAX_UMAPS && *k >= w->t->maps->n) ||
+	    (*ri != NO_ROW && *ri >= w->t->nrows))
+		return false;
+	return true;
+}
+
+static void cache_put(struct walk *w, uint32_t k, uint32_t ri)
+{
+	struct fast_frame_cache *c = cache_slot(w);
+	uint64_t val = (uint64_t)k << 32 | ri;
+
+	__atomic_store_n(&c->key, w->pc, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->val, val, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->chk, cache_chk(w->pc, val, w->t->gen), __ATOMIC_RELAXED);
+}
+
+/* The mapping and row of w->pc: the cache's, or frame_umap's and find_row's. */
+static const struct mt_umap *resolve(struct walk *w, const struct mt_unwind_row **row)
+{
+	const struct mt_umap *m;
+	uint32_t k, ri;
+
+	if (w->t->cache && w->t->maps && cache_get(w, &k, &ri)) {
+		w->last = k;
+		*row = ri == NO_ROW ? NULL : &w->t->rows[ri];
+		return k < MT_MAX_UMAPS ? &w->t->maps->m[k] : NULL;
+	}
+	m = frame_umap(w);
+	*row = m ? find_row(w->t, m, w->pc - m->bias - 1) : NULL;
+	if (w->t->cache && w->t->maps)
+		cache_put(w, m ? (uint32_t)(m - w->t->maps->m) : MT_MAX_UMAPS,
+			  *row ? (uint32_t)(*row - w->t->rows) : NO_ROW);
+	return m;
+}
+
 /* unwind_step: one frame; returns false once the walk has ended. */
 static bool step(struct walk *w)
 {
@@ -165,13 +233,13 @@ static bool step(struct walk *w)
 
 	if (w->out->n >= MT_STACK_MAX)
 		goto truncated;
-	m = frame_umap(w);
+	m = resolve(w, &row);
 	addr = m ? w->pc - m->bias : w->pc;
-	add_frame(w, m ? m->object : 0, addr);
-	if (!m)
-		goto truncated;
-	row = find_row(w->t, m, addr - 1);
-	if (!row)
+	if (w->skip && !w->out->n && w->skipped < SKIP_MAX && w->skip(w->pc))
+		w->skipped++;
+	else
+		add_frame(w, m ? m->object : 0, addr);
+	if (!m || !row)
 		goto truncated;
 	if (row->cfa == MT_CFA_END) {
 		w->status = COMPLETE;
@@ -200,7 +268,16 @@ truncated:
 uint64_t fast_unwind(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
 		     uint64_t lo, uint64_t hi, struct fast_stack *out)
 {
-	struct walk w = { .t = t, .lo = lo, .hi = hi, .bp = bp, .last = MT_MAX_UMAPS, .out = out };
+	return fast_unwind_skip(t, entry_sp, bp, lo, hi, NULL, out);
+}
+
+uint64_t fast_unwind_skip(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
+			  uint64_t lo, uint64_t hi, bool (*skip)(uint64_t pc),
+			  struct fast_stack *out)
+{
+	struct walk w = {
+		.t = t, .lo = lo, .hi = hi, .bp = bp, .last = MT_MAX_UMAPS, .out = out, .skip = skip
+	};
 
 	out->id = 0;
 	out->n = 0;
@@ -209,7 +286,7 @@ uint64_t fast_unwind(const struct fast_unwind_tables *t, uint64_t entry_sp, uint
 	if (!read_word(&w, entry_sp, &w.pc))
 		return 0;
 	w.sp = entry_sp + 8;
-	for (unsigned i = 0; i < MT_STACK_MAX + 1 && step(&w); i++)
+	for (unsigned i = 0; i < MT_STACK_MAX + 1 + w.skipped && step(&w); i++)
 		;
 	if (w.status == RUNNING)
 		w.status = TRUNCATED;
@@ -330,6 +407,15 @@ static __thread struct {
 	uint64_t lo, hi;
 } tls_stacks[2] TLS_IE;
 
+/*
+ * The MiB of the last sp no stack mapping held (+1; 0: none): a thread
+ * running on memory that is not an anonymous mapping (a file-backed
+ * coroutine stack) would otherwise read /proc/self/maps at every call;
+ * it is read again every 1024th call there.
+ */
+static __thread uint64_t tls_miss TLS_IE;
+static __thread uint32_t tls_miss_calls TLS_IE; /* since: read again every 1024 */
+
 int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi)
 {
 	for (int i = 0; i < 2; i++)
@@ -338,8 +424,12 @@ int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi)
 			*hi = tls_stacks[i].hi;
 			return 0;
 		}
-	if (fast_stack_bounds(sp, lo, hi))
+	if (tls_miss == (sp >> 20) + 1 && ++tls_miss_calls % 1024)
+		return -1; /* a stack mapped there since is found at the next read */
+	if (fast_stack_bounds(sp, lo, hi)) {
+		tls_miss = (sp >> 20) + 1;
 		return -1;
+	}
 	/* the first range found is the thread's own; later ones share slot 1 */
 	tls_stacks[tls_stacks[0].hi ? 1 : 0].lo = *lo;
 	tls_stacks[tls_stacks[0].hi ? 1 : 0].hi = *hi;

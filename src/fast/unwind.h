@@ -17,8 +17,11 @@
  * thread's stack (a signal handler on an alternate stack stops at the
  * signal frame, whose row is "unknown" on both paths).
  *
- * Not wired into the entry points yet: memtrack does not hand the tables
- * to the library, so --stacks still switches the in-process path off.
+ * Wired (issue 20): with --stacks memtrack hands the tables (read-only
+ * memfds, fast_ring.h's answer) to the library, and the entry points
+ * (interpose.c) call fast_take_stack() at a thread's outermost allocator
+ * call, from the caller's return-address slot: the frames the uprobe
+ * sees at the allocator's entry.
  *
  * Nothing here allocates, takes a lock or calls a function that is not
  * async-signal-safe (open, read, close).  THREAD NOTES: any thread, and
@@ -35,6 +38,17 @@
 #include "event.h"
 #include "fast/fast_lib.h"
 
+/*
+ * A process-wide cache of what a return address resolves to (its mapping
+ * and row), FAST_CACHE_SLOTS entries shared by the threads without a lock:
+ * chk is key ^ val mixed with the mappings' generation, so a torn entry
+ * (two threads writing it at once) or one from older mappings is a miss.
+ */
+#define FAST_CACHE_SLOTS 4096u
+struct fast_frame_cache {
+	uint64_t key, val, chk;
+};
+
 /* The shared tables, as the library sees them (all read-only). */
 struct fast_unwind_tables {
 	const struct mt_unwind_row *rows; /* unwind_rows */
@@ -42,6 +56,8 @@ struct fast_unwind_tables {
 	const uint64_t *index;		  /* unwind_index */
 	uint32_t nindex;		  /* elements of index that may be read */
 	const struct mt_umaps *maps;	  /* this address space's mappings, NULL: none */
+	struct fast_frame_cache *cache;	  /* FAST_CACHE_SLOTS, NULL: none */
+	uint64_t gen;			  /* the mappings' generation the cache holds */
 };
 
 /* One unwound stack, as a STACK record carries it. */
@@ -62,6 +78,35 @@ struct fast_stack {
 uint64_t fast_unwind(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
 		     uint64_t lo, uint64_t hi, struct fast_stack *out) HIDDEN;
 
+/* fast_unwind(), leaving out the leading frames whose pc @skip names (at most 4). */
+uint64_t fast_unwind_skip(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
+			  uint64_t lo, uint64_t hi, bool (*skip)(uint64_t pc),
+			  struct fast_stack *out) HIDDEN;
+
+struct mt_fast_umaps;
+
+/*
+ * The tables memtrack handed over (mapped read-only by handover.c:
+ * @rows_cap rows at @tables, @index_cap index entries at @index_off, this
+ * process's mappings at @umaps).  Returns false for a geometry that does
+ * not fit @bytes (nothing is used).  Single-threaded (handover.c).
+ */
+bool fast_unwind_attach(const void *tables, uint64_t bytes, uint64_t index_off, uint32_t rows_cap,
+			uint32_t index_cap, const struct mt_fast_umaps *umaps) HIDDEN;
+void fast_unwind_detach(void) HIDDEN;
+bool fast_unwinding(void) HIDDEN;
+
+/*
+ * The stack of the calling thread's outermost allocator call (@entry_sp:
+ * its return-address slot, @bp: rbp at its entry), written to the ring
+ * once per process (the dedup set), before the heap record naming it.
+ * Returns its id, or 0 (no tables, no stack found, the mappings changed
+ * meanwhile).  Call with the thread's allocator depth raised (a signal
+ * handler's call in between is not outermost: the per-thread buffer is
+ * safe).
+ */
+uint64_t fast_take_stack(uint64_t entry_sp, uint64_t bp, bool (*skip)(uint64_t pc)) HIDDEN;
+
 /*
  * The readable, writable anonymous mapping holding @sp (the main thread's
  * [stack], a thread's stack block, an alternate signal stack), read from
@@ -73,7 +118,8 @@ int fast_stack_bounds(uint64_t sp, uint64_t *lo, uint64_t *hi) HIDDEN;
 /*
  * fast_stack_bounds() through a per-thread cache of two ranges (the
  * thread's stack and the last other one, e.g. an alternate signal stack):
- * /proc/self/maps is read once per thread and stack.
+ * /proc/self/maps is read once per thread and stack; a miss is remembered
+ * for its MiB (no stack is taken there without another read).
  */
 int fast_thread_stack(uint64_t sp, uint64_t *lo, uint64_t *hi) HIDDEN;
 

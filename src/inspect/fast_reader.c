@@ -11,8 +11,9 @@
 /*
  * What a process may write in its ring, by record type: only heap calls,
  * as the library records them (interpose.c).  A type without a rule is
- * refused.  A future record of the library (the in-process unwinder's
- * stacks) gets a line here, with a check of its own fields.
+ * refused.  The in-process unwinder's STACK records span several slots:
+ * feed_stack() checks them.  The stack id a heap record names (its last
+ * field) is checked apart (stack_field_ok).
  */
 struct fast_rule {
 	unsigned nfields; /* exactly */
@@ -41,26 +42,25 @@ static bool block_ok(uint64_t addr, uint64_t size, uint64_t va_end)
 	return addr_ok(addr, va_end) && size <= va_end - untagged(addr);
 }
 
-/* The library takes no stacks (--fast --stacks is refused): stack 0. */
 static bool malloc_ok(const __u64 *f, uint64_t va_end)
 {
 	_Static_assert((int)MALLOC_STACK == (int)CALLOC_STACK &&
 			       (int)MALLOC_SIZE == (int)CALLOC_SIZE,
 		       "calloc is checked as malloc");
-	return block_ok(f[MALLOC_ADDR], f[MALLOC_SIZE], va_end) && !f[MALLOC_STACK];
+	return block_ok(f[MALLOC_ADDR], f[MALLOC_SIZE], va_end);
 }
 
 static bool realloc_ok(const __u64 *f, uint64_t va_end)
 {
 	return block_ok(f[REALLOC_ADDR], f[REALLOC_SIZE], va_end) &&
-	       addr_ok(f[REALLOC_OLD_ADDR], va_end) && !f[REALLOC_STACK];
+	       addr_ok(f[REALLOC_OLD_ADDR], va_end);
 }
 
 static bool aligned_ok(const __u64 *f, uint64_t va_end)
 {
 	/* memalign takes any alignment (it rounds up), so only its range is checked */
 	return block_ok(f[ALIGNED_ALLOC_ADDR], f[ALIGNED_ALLOC_SIZE], va_end) &&
-	       f[ALIGNED_ALLOC_ALIGN] < va_end && !f[ALIGNED_ALLOC_STACK];
+	       f[ALIGNED_ALLOC_ALIGN] < va_end;
 }
 
 static bool free_ok(const __u64 *f, uint64_t va_end)
@@ -97,16 +97,38 @@ static const unsigned char fn_kind[MT_FN_MAX] = {
 #undef X_KIND
 };
 
-bool fast_record_valid(const struct mt_rec_hdr *h, const __u64 *f, uint64_t va_end)
+/*
+ * A heap record's stack (its last field; free has none): 0, or, when the
+ * library unwinds, an id as unwind.c makes them (odd).  That the process
+ * wrote the stack record of the id is its own claim about itself: an id
+ * without one reads as "no stack" (FORMAT.md §8.2).
+ */
+static bool stack_field_ok(const struct mt_rec_hdr *h, const __u64 *f, bool stacks)
+{
+	__u64 id;
+
+	if (h->type == MT_FREE)
+		return true;
+	id = f[h->nfields - 1];
+	return !id || (stacks && (id & 1));
+}
+
+bool fast_heap_valid(const struct mt_rec_hdr *h, const __u64 *f, uint64_t va_end, bool stacks)
 {
 	const struct fast_rule *rule = h->type < MT_TYPE_MAX ? &rules[h->type] : NULL;
 
-	if (!rule || !rule->fields_ok || h->nfields != rule->nfields)
+	if (!rule || !rule->fields_ok || h->nfields != rule->nfields ||
+	    !stack_field_ok(h, f, stacks))
 		return false;
 	/* MT_REC_PARKED and every other bit beyond the known functions: refused */
 	if (h->fn >= MT_FN_MAX || !interposed[h->fn] || !(rule->kinds & (1u << fn_kind[h->fn])))
 		return false;
 	return rule->fields_ok(f, va_end);
+}
+
+bool fast_record_valid(const struct mt_rec_hdr *h, const __u64 *f, uint64_t va_end)
+{
+	return fast_heap_valid(h, f, va_end, false);
 }
 
 /* Whether a page can be mapped at @hint exactly (the address space reaches it). */
@@ -201,7 +223,7 @@ static int feed_record(struct fast_reader *r, struct pipeline *p, struct mt_rec 
 {
 	int err;
 
-	if (!fast_record_valid(&rec->h, rec->f, r->va_end)) {
+	if (!fast_heap_valid(&rec->h, rec->f, r->va_end, r->stacks)) {
 		r->refused++;
 		return 0;
 	}
@@ -211,6 +233,132 @@ static int feed_record(struct fast_reader *r, struct pipeline *p, struct mt_rec 
 		return err;
 	r->records++;
 	return 1;
+}
+
+/* unwind.bpf.h's id of @n frames (FNV-1a over object and address, then the mark). */
+static uint64_t stack_id(const struct mt_rec_frame *fr, uint32_t n, bool truncated)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (uint32_t i = 0; i < n; i++) {
+		h = (h ^ fr[i].object) * 0x100000001b3ull;
+		h = (h ^ fr[i].addr) * 0x100000001b3ull;
+	}
+	return (h ^ (truncated ? 0x9e3779b97f4a7c15ull : 0)) | 1;
+}
+
+/*
+ * Whether the head @h, @f and the frames of a stack are one the library
+ * can have unwound: 1 to MT_STACK_MAX frames, each in an object memtrack
+ * announced (or 0: no mapping), a truncation mark of 0 or 1, and the id
+ * those frames and that mark give (so no process can name another's
+ * stack with its own frames: readers keep the first of an id).
+ */
+static bool stack_valid(const struct fast_reader *r, const struct mt_rec_hdr *h, const __u64 *f,
+			const struct mt_rec_frame *fr)
+{
+	uint32_t n = (uint32_t)f[2];
+
+	if (!r->stacks || h->fn || h->nfields != STACK_NFIELDS || f[STACK_TRUNCATED] > 1 || f[3])
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		if (fr[i].pad || fr[i].object > r->objects)
+			return false;
+	return f[STACK_ID] == stack_id(fr, n, f[STACK_TRUNCATED]);
+}
+
+/*
+ * The frame slots of the STACK head at r->tail (copied in @head), each
+ * copied into @s.  Returns 1 when all are written, 0 when one is not yet,
+ * -1 for a slot out of its lap (a lie), -2 for a slot that is not a frame
+ * slot of this head (the head is refused alone).
+ */
+static int stack_slots(struct fast_reader *r, const struct mt_rec *head, struct mt_rec_stack *s)
+{
+	struct mt_fast_slot *slots = mt_fast_slots(r->ring);
+	uint32_t n = (uint32_t)head->f[2];
+
+	for (uint32_t j = 0; j < MT_FAST_FRAME_SLOTS(n); j++) {
+		uint64_t pos = r->tail + 1 + j, lap = pos & ~(uint64_t)(MT_FAST_SLOTS - 1), seq;
+		const struct mt_fast_frames *src =
+			(const struct mt_fast_frames *)&slots[pos & (MT_FAST_SLOTS - 1)];
+		struct mt_fast_frames copy;
+
+		seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+		if (seq == lap)
+			return 0;
+		if (seq != lap + 1)
+			return -1;
+		memcpy(&copy, src, sizeof(copy));
+		__asm__ __volatile__("" ::: "memory");
+		if (copy.mark != MT_FAST_FRAMES_MARK || copy.index != j)
+			return -2;
+		for (uint32_t k = 0; k < MT_FAST_FRAMES_PER_SLOT; k++)
+			if (j * MT_FAST_FRAMES_PER_SLOT + k < n)
+				s->frames[j * MT_FAST_FRAMES_PER_SLOT + k] = copy.fr[k];
+	}
+	return 1;
+}
+
+/*
+ * A STACK head at r->tail (copied in @rec): feeds the stack when all its
+ * frame slots are written and it is valid.  Returns the positions it used
+ * (its slots, consumed by the caller), 0 to wait for the rest, or the
+ * pipeline's -errno; a lie sets r->lied.
+ */
+static int feed_stack(struct fast_reader *r, struct pipeline *p, const struct mt_rec *rec)
+{
+	struct mt_rec_stack s;
+	uint32_t n = (uint32_t)rec->f[2];
+	int got, err;
+
+	memset(&s, 0, sizeof(s)); /* once per distinct stack of a process */
+	if (!r->stacks || n < 1 || n > MT_STACK_MAX) {
+		r->refused++;
+		return 1;
+	}
+	got = stack_slots(r, rec, &s);
+	if (got == 0 && !r->closing)
+		return 0;
+	if (got == -1) {
+		lie(r);
+		return 1;
+	}
+	if (got <= 0 || (r->closing && r->tail + 1 + MT_FAST_FRAME_SLOTS(n) > r->end)) {
+		r->refused += got < 0;
+		r->lost += got == 0;
+		return 1; /* the head alone: its frame slots, written or not, are refused */
+	}
+	if (!stack_valid(r, &rec->h, rec->f, s.frames)) {
+		r->refused++;
+		return 1 + (int)MT_FAST_FRAME_SLOTS(n);
+	}
+	s.h = rec->h;
+	s.h.pid = r->pid;
+	s.f[STACK_ID] = rec->f[STACK_ID];
+	s.f[STACK_TRUNCATED] = rec->f[STACK_TRUNCATED];
+	s.nframes = n;
+	s.pad = 0;
+	err = pipeline_feed(
+		p, &s, __builtin_offsetof(struct mt_rec_stack, frames) + n * sizeof(s.frames[0]));
+	if (err)
+		return err;
+	r->records++;
+	r->stacks_fed++;
+	return 1 + (int)MT_FAST_FRAME_SLOTS(n);
+}
+
+/* Marks @k positions from the tail consumed. */
+static void consume(struct fast_reader *r, unsigned k)
+{
+	struct mt_fast_slot *slots = mt_fast_slots(r->ring);
+
+	for (unsigned j = 0; j < k; j++, r->tail++) {
+		uint64_t lap = r->tail & ~(uint64_t)(MT_FAST_SLOTS - 1);
+
+		__atomic_store_n(&slots[r->tail & (MT_FAST_SLOTS - 1)].seq, lap + MT_FAST_SLOTS,
+				 __ATOMIC_RELEASE);
+	}
 }
 
 int fast_reader_feed(struct fast_reader *r, struct pipeline *p, uint64_t until, uint64_t *next)
@@ -249,6 +397,21 @@ int fast_reader_feed(struct fast_reader *r, struct pipeline *p, uint64_t until, 
 			if (rec.h.ts > until) {
 				*next = rec.h.ts;
 				break;
+			}
+			if (rec.h.type == MT_STACK) {
+				uint64_t before = r->records;
+
+				err = feed_stack(r, p, &rec);
+				if (err < 0)
+					return err;
+				if (!err) { /* its frames are being written */
+					*next = rec.h.ts;
+					break;
+				}
+				n += (int)(r->records - before);
+				i += (unsigned)err - 1;
+				consume(r, (unsigned)err);
+				continue;
 			}
 			err = feed_record(r, p, &rec);
 			if (err < 0)

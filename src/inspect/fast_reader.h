@@ -10,7 +10,10 @@
  *  - only the records a process may report about itself are fed: the
  *    heap calls the library makes (MALLOC, CALLOC, REALLOC, ALIGNED_ALLOC,
  *    FREE) with the fn values, field counts and values each can have
- *    (fast_reader.c's table); anything else, in particular a record that
+ *    (fast_reader.c's table), and, when memtrack gave it the unwinder's
+ *    tables, STACK records (a head slot and frame slots: fast_ring.h)
+ *    whose frames name announced objects and whose id is those frames';
+ *    anything else, in particular a record that
  *    makes memtrack act (fork, exec, exit, parked, rss, control ...), is
  *    refused and counted;
  *  - the pid is the process's own (SO_PEERCRED), whatever it wrote;
@@ -41,18 +44,21 @@ struct pipeline;
 #define FAST_TS_SLACK_NS 1000000ull
 
 struct fast_reader {
-	void *ring;	    /* MT_FAST_RING_BYTES the process shares (borrowed) */
-	uint32_t pid;	    /* the process (SO_PEERCRED): every record gets it */
-	uint64_t opened_ns; /* when memtrack accepted the ring: no record is older */
-	uint64_t va_end;    /* no heap block reaches past this (fast_va_end()) */
-	uint64_t tail;	    /* next position to read */
-	bool closing;	    /* the process let go of the ring (fast_reader_close) */
-	uint64_t end;	    /* closing: positions taken then (the head) */
-	uint64_t last;	    /* closing: no position from here on can be written */
-	bool lied;	    /* the ring broke its protocol: never read again */
-	uint64_t records;   /* records fed */
-	uint64_t refused;   /* records refused, and the lie */
-	uint64_t lost;	    /* positions taken and never written (a thread killed in a call) */
+	void *ring;	     /* MT_FAST_RING_BYTES the process shares (borrowed) */
+	uint32_t pid;	     /* the process (SO_PEERCRED): every record gets it */
+	uint64_t opened_ns;  /* when memtrack accepted the ring: no record is older */
+	uint64_t va_end;     /* no heap block reaches past this (fast_va_end()) */
+	uint64_t tail;	     /* next position to read */
+	bool closing;	     /* the process let go of the ring (fast_reader_close) */
+	uint64_t end;	     /* closing: positions taken then (the head) */
+	uint64_t last;	     /* closing: no position from here on can be written */
+	bool lied;	     /* the ring broke its protocol: never read again */
+	uint64_t records;    /* records fed */
+	uint64_t refused;    /* records refused, and the lie */
+	uint64_t lost;	     /* positions taken and never written (a thread killed in a call) */
+	bool stacks;	     /* the library unwinds: STACK records and stack ids are its to write */
+	uint32_t objects;    /* OBJECT ids announced (stacks.h), set before each feed */
+	uint64_t stacks_fed; /* STACK records fed */
 };
 
 /*
@@ -87,8 +93,10 @@ bool fast_reader_done(const struct fast_reader *r);
 
 /*
  * Whether @h and @f (a copy of a slot) are a heap call the library can
- * have recorded for a process whose blocks lie below @va_end.
+ * have recorded for a process whose blocks lie below @va_end, with a
+ * stack id (odd) when @stacks, else 0.  fast_record_valid: without stacks.
  */
+bool fast_heap_valid(const struct mt_rec_hdr *h, const __u64 *f, uint64_t va_end, bool stacks);
 bool fast_record_valid(const struct mt_rec_hdr *h, const __u64 *f, uint64_t va_end);
 
 #endif /* MEMTRACK_FAST_READER_H */

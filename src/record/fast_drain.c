@@ -39,6 +39,8 @@
 #include "fast/fast_ring.h"
 #include "pipeline/pipeline.h"
 #include "record/reaper.h"
+#include "record/stacks.h"
+#include "record/stacks_share.h"
 
 struct fast_conn {
 	int sock;
@@ -66,6 +68,7 @@ struct fast_drain {
 	int switch_fd; /* borrowed, -1: none */
 	uint32_t switch_offset;
 	uint64_t switch_map_bytes;
+	struct stacks *stacks; /* borrowed, NULL: no in-process unwinding */
 	int listen_fd;
 	int epoll_fd;
 	int parent_fd; /* $TMPDIR or /tmp, -1: none */
@@ -200,14 +203,48 @@ void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, u
 	d->switch_map_bytes = map_bytes;
 }
 
-/* Sends the answer, with the switch's map when it is a yes.  Returns 0 or -1. */
-static int answer(const struct fast_drain *d, int sock, bool yes)
+void fast_drain__set_stacks(struct fast_drain *d, struct stacks *stacks)
+{
+	d->stacks = stacks;
+}
+
+/*
+ * Sends the answer, with the switch's map when it is a yes, and with
+ * --stacks the unwinder's tables and @c's mappings (stacks_share.h).  A
+ * process memtrack cannot give them to (no memfd) is answered no: it
+ * stays on the uprobes, whose kernel unwinder takes its stacks.  Returns
+ * 0, or -1 (not sent, or turned into a no: drop the connection).
+ */
+static int answer(const struct fast_drain *d, struct fast_conn *c, bool yes)
 {
 	struct mt_fast_answer a = { .verdict = yes ? 'y' : 'n',
 				    .switch_offset = d->switch_offset,
 				    .map_bytes = d->switch_map_bytes };
+	struct stacks_share_info info;
+	int fds[3] = { d->switch_fd, -1, -1 }, ret;
 
-	return fast_send_fd(sock, &a, sizeof(a), yes ? d->switch_fd : -1, MSG_DONTWAIT);
+	if (!yes)
+		return fast_send_fd(c->sock, &a, sizeof(a), -1, MSG_DONTWAIT);
+	if (d->stacks && stacks_fast_open(d->stacks, c->pid, &fds[1], &fds[2], &info)) {
+		/* no tables for it: it records on the uprobes, the kernel unwinding */
+		a.verdict = 'n';
+		(void)fast_send_fd(c->sock, &a, sizeof(a), -1, MSG_DONTWAIT);
+		return -1;
+	}
+	if (d->stacks) {
+		a.stacks = 1;
+		a.tables_bytes = info.tables_bytes;
+		a.index_off = info.index_off;
+		a.rows_cap = info.rows_cap;
+		a.index_cap = info.index_cap;
+		c->rd.stacks = true;
+	}
+	ret = fast_send_fds(c->sock, &a, sizeof(a), fds, a.stacks ? 3 : 1, MSG_DONTWAIT);
+	if (a.stacks) {
+		close(fds[1]);
+		close(fds[2]);
+	}
+	return ret;
 }
 
 const char *fast_drain__path(const struct fast_drain *d)
@@ -487,7 +524,7 @@ static bool open_ring(struct fast_drain *d, struct fast_conn *c)
 	c->ring = ring;
 	/* before the answer: the library stamps nothing earlier */
 	fast_reader__init(&c->rd, ring, c->pid, mono_ns(), d->va_end);
-	if (answer(d, c->sock, true))
+	if (answer(d, c, true))
 		return false;
 	d->st.rings++;
 	if (++d->nopen > d->st.max_open)
@@ -496,7 +533,7 @@ static bool open_ring(struct fast_drain *d, struct fast_conn *c)
 refuse:
 	if (fd >= 0)
 		close(fd);
-	if (answer(d, c->sock, false)) {
+	if (answer(d, c, false)) {
 		/* the peer is gone already */
 	}
 	d->st.refused++;
@@ -604,6 +641,8 @@ static int drain_conn(struct fast_drain *d, struct fast_conn **pc, struct pipeli
 
 	*next = UINT64_MAX;
 	*freed = false;
+	if (c->ring && d->stacks)
+		c->rd.objects = stacks_objects(d->stacks);
 	if (c->ring)
 		fed = fast_reader_feed(&c->rd, p, until, next);
 	if (fed < 0)

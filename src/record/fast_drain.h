@@ -66,6 +66,14 @@ void fast_drain__set_tracked(struct fast_drain *d, int tracked_fd);
  */
 void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes);
 
+struct stacks;
+
+/*
+ * --stacks: the registry (borrowed; poller thread) whose tables each
+ * accepted library gets, so it unwinds its heap calls in-process.
+ */
+void fast_drain__set_stacks(struct fast_drain *d, struct stacks *stacks);
+
 /* The socket's path, for MEMTRACK_FAST_SOCKET. */
 const char *fast_drain__path(const struct fast_drain *d);
 

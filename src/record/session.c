@@ -401,6 +401,8 @@ static int start_fast(struct session *s)
 	/* the heap switch (control socket), on a sealed page the libraries map read-only */
 	fast_drain__set_switch(s->fast, heap_switch__page_fd(s->heap_switch), 0,
 			       HEAP_SWITCH_PAGE_BYTES);
+	/* --stacks: the libraries unwind in-process, with the kernel's tables */
+	fast_drain__set_stacks(s->fast, s->stacks);
 	return pipeline__add_source(s->pipe, fast_drain__fd(s->fast),
 				    &(struct pipeline_source){ .feed = fast_drain_feed,
 							       .service = fast_drain_service,

@@ -24,6 +24,7 @@
 #include "memtrack.skel.h"
 #include "pipeline/pipeline.h"
 #include "record/stacks.h"
+#include "record/stacks_share.h"
 #include "inspect/unwind_table.h"
 
 struct object {
@@ -55,6 +56,7 @@ struct stacks {
 	struct proc_maps **procs;
 	unsigned nprocs, procs_cap;
 	struct stacks_stats st;
+	struct stacks_share *share; /* the tables for in-process unwinders, NULL: none */
 };
 
 static uint64_t now_ns(void)
@@ -94,6 +96,8 @@ struct stacks *stacks__new(struct memtrack_bpf *skel)
 	}
 	s->st.rows_cap = s->rows_cap;
 	s->st.table_bytes = s->rows_len + s->index_len;
+	/* issue 20: without it, processes on the in-process path take no stacks */
+	s->share = stacks_share__new(s->rows_cap, s->index_cap);
 	return s;
 }
 
@@ -154,6 +158,7 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 		o->row_start = s->rows_used;
 		o->nrows = (uint32_t)o->t->nrows;
 		memcpy(s->rows + o->row_start, o->t->rows, o->t->nrows * sizeof(*s->rows));
+		stacks_share_rows(s->share, o->row_start, s->rows + o->row_start, o->nrows);
 		s->rows_used += o->nrows;
 		s->st.rows += o->nrows;
 		/* no room for the index: the unwinder searches the whole slice */
@@ -162,6 +167,8 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 			o->nbuckets = (uint32_t)o->t->nindex;
 			for (size_t i = 0; i < o->t->nindex; i++)
 				s->index[o->index_start + i] = o->t->index[i];
+			stacks_share_index(s->share, o->index_start, s->index + o->index_start,
+					   o->nbuckets);
 			s->index_used += o->nbuckets;
 		}
 	}
@@ -343,6 +350,7 @@ int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts, struct rec_out *out)
 	}
 	pm->n = cur->n;
 	memcpy(pm->m, cur->m, cur->n * sizeof(pm->m[0]));
+	stacks_share_maps(s->share, pid, um);
 out:
 	free(offsets);
 	free(um);
@@ -364,6 +372,7 @@ void stacks_forget(struct stacks *s, pid_t pid)
 		break;
 	}
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.proc_maps), &key);
+	stacks_share_forget(s->share, pid);
 }
 
 void stacks__stats(const struct stacks *s, struct stacks_stats *st)
@@ -383,5 +392,34 @@ void stacks__free(struct stacks *s)
 	free(s->procs);
 	munmap(s->rows, s->rows_len);
 	munmap(s->index, s->index_len);
+	stacks_share__free(s->share);
 	free(s);
+}
+
+/* --- the in-process unwinder's view (stacks_share.h) ------------------------- */
+
+int stacks_fast_open(struct stacks *s, pid_t pid, int *tables_fd, int *maps_fd,
+		     struct stacks_share_info *info)
+{
+	const struct proc_maps *pm = proc_get(s, pid, false);
+	struct mt_umaps *um;
+	int err;
+
+	if (!s->share)
+		return -ENOTSUP;
+	um = calloc(1, sizeof(*um));
+	if (!um)
+		return -ENOMEM;
+	if (pm) {
+		um->n = pm->n;
+		memcpy(um->m, pm->m, pm->n * sizeof(um->m[0]));
+	}
+	err = stacks_share_open(s->share, pid, um, tables_fd, maps_fd, info);
+	free(um);
+	return err;
+}
+
+uint32_t stacks_objects(const struct stacks *s)
+{
+	return s->nobjs;
 }

@@ -58,6 +58,19 @@ void stacks_forget(struct stacks *s, pid_t pid);
 
 void stacks__stats(const struct stacks *s, struct stacks_stats *st);
 
+struct stacks_share_info;
+
+/*
+ * Poller thread: the unwind tables and @pid's mappings for its
+ * libmemtrack-fast.so (stacks_share.h).  Returns 0 with both fds set (the
+ * caller closes them), or -errno (-ENOTSUP: no shared tables).
+ */
+MT_MUST_CHECK int stacks_fast_open(struct stacks *s, pid_t pid, int *tables_fd, int *maps_fd,
+				   struct stacks_share_info *info);
+
+/* OBJECT ids announced so far: a frame names 0 (no mapping) or one of 1 .. this. */
+uint32_t stacks_objects(const struct stacks *s);
+
 /* Frees the registry (NULL is fine). */
 void stacks__free(struct stacks *s);
 

@@ -62,12 +62,42 @@ static unsigned heap_nfields(unsigned type)
 	}
 }
 
-/* The pipeline: whatever the ring held, only heap calls of PID come out. */
+#define OBJECTS 8 /* OBJECT ids announced, when the ring may carry stacks */
+
+/* A STACK record the reader fed: whole, its frames in announced objects, its id theirs. */
+static void check_stack(const struct mt_rec_stack *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	if (s->nframes < 1 || s->nframes > MT_STACK_MAX || s->h.nfields != STACK_NFIELDS ||
+	    len != __builtin_offsetof(struct mt_rec_stack, frames) +
+			    s->nframes * sizeof(s->frames[0]))
+		abort();
+	if (s->h.pid != PID || s->h.fn || s->h.ts < OPENED || s->h.ts > NOW ||
+	    s->f[STACK_TRUNCATED] > 1)
+		abort();
+	for (uint32_t i = 0; i < s->nframes; i++) {
+		if (s->frames[i].object > OBJECTS || s->frames[i].pad)
+			abort();
+		h = (h ^ s->frames[i].object) * 0x100000001b3ull;
+		h = (h ^ s->frames[i].addr) * 0x100000001b3ull;
+	}
+	if (s->f[STACK_ID] != ((h ^ (s->f[STACK_TRUNCATED] ? 0x9e3779b97f4a7c15ull : 0)) | 1))
+		abort();
+}
+
+/* The pipeline: whatever the ring held, only heap calls (and checked stacks) of PID come out. */
 int pipeline_feed(struct pipeline *p, const void *rec, size_t len)
 {
 	const struct mt_rec *r = rec;
 	unsigned n = heap_nfields(r->h.type);
 
+	if (r->h.type == MT_STACK) {
+		check_stack(rec, len);
+		fed++;
+		fed_bytes += len;
+		return 0;
+	}
 	if (!n || r->h.nfields != n || len != sizeof(r->h) + n * sizeof(__u64))
 		abort();
 	if (r->h.pid != PID || r->h.fn >= MT_FN_MAX || (r->h.fn & MT_REC_PARKED))
@@ -138,6 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fill_ring(data, size, tail);
 	fast_reader__init(&r, ring, PID, OPENED, VA_END);
 	r.tail = tail;
+	r.stacks = size > 16 && (data[16] & 0x80); /* --stacks: STACK records may come */
+	r.objects = OBJECTS;
 	fed = fed_bytes = 0;
 	for (unsigned call = 0; call <= close_at; call++)
 		if (fast_reader_feed(&r, NULL, until, &next) < 0)

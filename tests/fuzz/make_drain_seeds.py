@@ -12,7 +12,7 @@ NOW = 1000000000000
 PID = 4242
 # record types and fn values (src/event.h)
 MALLOC, CALLOC, REALLOC, ALIGNED_ALLOC, FREE = 1, 2, 3, 4, 5
-FORK, EXIT, RSS, DISABLE = 10, 12, 13, 17
+FORK, EXIT, RSS, DISABLE, STACK = 10, 12, 13, 17, 20
 FN_MALLOC, FN_CALLOC, FN_REALLOC, FN_MEMALIGN, FN_FREE, FN_NEW, FN_DELETE = 0, 1, 2, 5, 9, 12, 20
 PARKED = 0x8000
 
@@ -21,6 +21,31 @@ def slot(rtype, fn, fields, how=0, seq=0, ts=NOW - 1000, tid=PID):
     rec = struct.pack("<HHIIIQ", rtype, fn, PID, tid, len(fields), ts)
     rec += b"".join(struct.pack("<Q", f) for f in (list(fields) + [0] * 4)[:4])
     return bytes([how]) + struct.pack("<Q", seq) + rec
+
+
+def stack_id(frames, truncated):
+    """unwind.bpf.h's id of (object, addr) frames."""
+    h = 0xcbf29ce484222325
+    for obj, addr in frames:
+        h = ((h ^ obj) * 0x100000001b3) & (2**64 - 1)
+        h = ((h ^ addr) * 0x100000001b3) & (2**64 - 1)
+    return (h ^ (0x9e3779b97f4a7c15 if truncated else 0)) | 1
+
+
+def stack(frames, truncated=0, sid=None, ts=NOW - 1000):
+    """A STACK record as src/fast/ring.c writes it: a head slot (nfields 2,
+    f[2] the frames), then 3 frames a slot (mark, index, frames).  With
+    --stacks only (fuzz_drain.c: close_at's top bit)."""
+    sid = stack_id(frames, truncated) if sid is None else sid
+    rec = struct.pack("<HHIIIQ", STACK, 0, PID, PID, 2, ts)
+    rec += struct.pack("<QQQQ", sid, truncated, len(frames), 0)
+    out = [bytes([0]) + struct.pack("<Q", 0) + rec]
+    for j in range(0, len(frames), 3):
+        part = (list(frames[j:j + 3]) + [(0, 0)] * 3)[:3]
+        body = struct.pack("<II", 0xffffffff, j // 3)
+        body += b"".join(struct.pack("<IIQ", o, 0, a) for o, a in part)
+        out.append(bytes([0]) + struct.pack("<Q", 0) + body)
+    return out
 
 
 def ring(slots, head=None, tail=0, close_at=0, until=0):
@@ -56,6 +81,10 @@ SEEDS = {
                            slot(MALLOC, FN_MALLOC, [0x2000, 1, 0], how=3, seq=SLOTS + 2)]),
     "lost_then_written": ring([slot(MALLOC, FN_MALLOC, [0x1000, 1, 0], how=1)] + heap_calls(),
                               head=100),
+    "stacks": ring(stack([(1, 0x1000), (2, 0x2000), (1, 0x1234), (3, 0x10)])
+                   + stack([(1, 0x1000)], sid=5) + stack([(9, 0x1000)])
+                   + [slot(MALLOC, FN_MALLOC, [0x1000, 1, stack_id([(1, 0x1000)], 0)])],
+                   close_at=0x80),
     "scribbled": ring([bytes((i * 37 + 11) & 0xff for i in range(65))] * 40),
 }
 

@@ -42,10 +42,10 @@ def proc_state(pid):
 SOCKET_OF_SH = "$(tr '\\0' '\\n' < /proc/$$/environ | sed -n 's/^MEMTRACK_FAST_SOCKET=//p')"
 
 
-def track_verbose(tmp, cmd, name="out.mtrk", timeout=60, env=None):
+def track_verbose(tmp, cmd, name="out.mtrk", timeout=60, env=None, opts=()):
     """memtrack track without -q (its summary line), under --fast."""
     out = Path(tmp) / name
-    argv = [MEMTRACK, "track", "-o", str(out)] + FAST + ["--"] + cmd
+    argv = [MEMTRACK, "track", "-o", str(out)] + FAST + list(opts) + ["--"] + cmd
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=timeout, stdin=subprocess.DEVNULL, env=env)
     return p, Artifact(out)
@@ -123,6 +123,31 @@ def test_forged_records_refused(tmp):
     win = [proj(e) for e in heap(window(art.events, pid))]
     check_eq([(e["type"], e.get("size")) for e in win],
              [("malloc", 4099)] * 3 + [("free", None)] * 3, "the window's heap records")
+
+
+def test_forged_stacks_refused(tmp):
+    """--stacks: STACK records in the ring whose id is not the hash of
+    their frames, that name an object memtrack never announced, that claim
+    200 frames or set a pad, and a malloc naming an even id, are refused
+    and counted; a stack that is the process's own claim about itself
+    (frames in announced objects, its frames' id) is kept, under the
+    process's pid, and the malloc naming it too."""
+    p, art = track_verbose(tmp, [fixture("hostile_ring"), "stacks"], opts=["--stacks"])
+    require_eq(p.returncode, 0, "memtrack's exit status (stderr %r)" % p.stderr)
+    out = kv_text(p.stdout)
+    check_eq(out.get("read"), "1", "memtrack read the forged records")
+    pid = pids_of(art.events, "hostile_ring")
+    require_eq(len(pid), 1, "hostile_ring's process")
+    pid = pid[0]
+    check_eq(refused(art.events, pid), [{"type": "refused", "records": 5, "cut": 0}],
+             "the artifact's refused record")
+    valid = int(out["valid_id"])
+    mine = [e for e in of_type(art.events, "stack") if e["pid"] == pid and
+            e["frames"] and e["frames"][0][1] in (0x1000, 0x2000) and e["frames"][0][0] in (1, 99999)]
+    check_eq([(e["id"], e["frames"], e["truncated"]) for e in mine],
+             [(valid, [[1, 0x1000], [1, 0x2000]], 0)], "the stack records of the forged frames")
+    check_eq([e["stack"] for e in heap(art.events) if e.get("size") in (100, 4097) and
+              e["pid"] == pid], [valid], "the heap records of the forged ones")
 
 
 def test_huge_head_does_not_hang(tmp):

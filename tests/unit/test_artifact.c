@@ -263,8 +263,8 @@ static size_t all_types(struct trec *r)
 	r[n] = rec(MT_MARK, 0, T + 2301, NULL, 0);
 	r[n++].str = long_path; /* cut at MT_PATH_MAX - 1 like a path */
 	r[n++] = rec(MT_ENABLE, 0, T + 2400, NULL, 0);
-	r[n++] = rec(MT_FAST, 0, T + 2500, NULL, 0); /* no fields: the handover */
-	r[n++] = R(MT_REFUSED, 0, T + 2600, 3, 1);   /* a ring that lied */
+	r[n++] = R(MT_FAST, 0, T + 2500, 1);	   /* the handover, the library unwinds */
+	r[n++] = R(MT_REFUSED, 0, T + 2600, 3, 1); /* a ring that lied */
 	r[n++] = R(MT_MPROTECT, 0, T + 2700, M + 0x1000, 8192, 0);
 	r[n++] = R(MT_MMAP, MT_REC_ALLOCATOR, T + 2701, M, 4096, 0, 0x4022, (uint64_t)-1, 0);
 	/* a process found at attach: its exe path, or its comm (any byte but NUL) */

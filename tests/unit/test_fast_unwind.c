@@ -42,7 +42,7 @@ static uint64_t elsewhere[16] = { 1 }; /* readable memory that is not the stack 
 
 static struct fast_unwind_tables tables(bool indexed)
 {
-	struct fast_unwind_tables t = { rows, NROWS, index_, 6, &maps };
+	struct fast_unwind_tables t = { rows, NROWS, index_, 6, &maps, NULL, 0 };
 
 	memset(&maps, 0, sizeof(maps));
 	maps.n = 1;
