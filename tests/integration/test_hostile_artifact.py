@@ -16,6 +16,7 @@ import os
 import shutil
 import stat
 import struct
+import subprocess
 
 import mtlib
 from mtlib import (ALLOC_TYPES, FRAME_HDR_LEN, MEMTRACK, check_eq, check_true, fixture,
@@ -424,6 +425,20 @@ def test_between_on_truncated_file(tmp):
     check_true(missing in p.stderr, "%r in: %s" % (missing, p.stderr))
 
 
+def dump_shows(path, pred):
+    """Whether `memtrack dump path` shows an event for which pred holds,
+    read as it streams and stopped at the first: a file that grows faster
+    than dump prints (a command allocating on the in-process path) is
+    never read to its end."""
+    d = subprocess.Popen([MEMTRACK, "dump", str(path)], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        return any(pred(json.loads(line)) for line in d.stdout)
+    finally:
+        d.kill()
+        d.communicate()
+
+
 def test_top_on_sigkilled_stacks_run(tmp):
     """Item 7 as found: a `track --stacks` SIGKILLed while its command
     allocates leaves a file without trailer; report --top on it exits 0 and
@@ -433,9 +448,8 @@ def test_top_on_sigkilled_stacks_run(tmp):
     p, art = mtlib.spawn_track(tmp, [fixture("spinner"), "forever"],
                                opts=["--stacks", "--flush-ms", "50"], name="killed.mtrk")
     try:
-        mtlib.wait_until(lambda: os.path.exists(art.path) and any(
-            e["type"] == "malloc" and e["size"] == 5001
-            for e in parse_dump(run([MEMTRACK, "dump", art.path]).stdout)),
+        mtlib.wait_until(lambda: os.path.exists(art.path) and dump_shows(
+            art.path, lambda e: e["type"] == "malloc" and e["size"] == 5001),
             "spinner's malloc(5001) on disk", timeout=20)
         os.kill(p.pid, 9)
         p.wait()
