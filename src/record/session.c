@@ -683,10 +683,11 @@ static int start_recorder(struct session *s, struct pipeline_observer *obs, char
 	int ret;
 
 	if (s->o.stacks) {
-		s->stacks = stacks__new(s->skel);
+		s->stacks = stacks__new(s->skel, s->o.unwind_rows ? s->o.unwind_rows
+								  : MT_UNWIND_ROWS_DEFAULT);
 		if (!s->stacks) {
 			ret = -errno;
-			snprintf(err, errlen, "cannot map the kernel's unwind table: %s",
+			snprintf(err, errlen, "cannot set up the kernel's unwind tables: %s",
 				 strerror(-ret));
 			return ret;
 		}
