@@ -162,11 +162,24 @@ static __always_inline const struct mt_unwind_row *row_at(__u32 idx)
 	return inner ? bpf_map_lookup_elem(inner, &at) : NULL;
 }
 
+/*
+ * Row @idx, through @inner (chunk @chunk, looked up once per search: a
+ * bucket's rows are nearly always in one chunk) when it holds the row.
+ */
+static __always_inline const struct mt_unwind_row *row_in(void *inner, __u32 chunk, __u32 idx)
+{
+	__u32 at = idx & (MT_UNWIND_CHUNK_ROWS - 1);
+
+	if (inner && idx >> MT_UNWIND_CHUNK_LOG2 == chunk)
+		return bpf_map_lookup_elem(inner, &at);
+	return row_at(idx);
+}
+
 /* One step of the search for the last row <= @addr in [*lo, *hi); false: no row. */
-static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr)
+static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr, void *inner, __u32 chunk)
 {
 	__u32 idx = (__u32)((*lo + *hi) / 2);
-	const struct mt_unwind_row *row = row_at(idx);
+	const struct mt_unwind_row *row = row_in(inner, chunk, idx);
 	__u64 take;
 
 	if (!row)
@@ -185,9 +198,9 @@ static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr)
 static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap *m, __u64 addr)
 {
 	__u64 lo = m->row_start, hi = (__u64)m->row_start + m->nrows, b;
-	const struct mt_unwind_row *row;
 	__s64 first, next;
-	__u32 idx;
+	__u32 chunk;
+	void *inner;
 
 	if (!m->nrows || addr > 0xffffffffull || addr < m->text_lo)
 		return NULL;
@@ -203,18 +216,22 @@ static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap
 		lo = m->row_start + (__u64)first;
 		hi = m->row_start + (__u64)next + 1;
 	}
+	chunk = (__u32)lo >> MT_UNWIND_CHUNK_LOG2;
+	inner = bpf_map_lookup_elem(&unwind_rows, &chunk);
 	_Static_assert(1u << MT_UNWIND_BUCKET_STEPS == MT_UNWIND_BUCKET_ROWS, "bucket steps");
 	for (int k = 0; k < MT_UNWIND_BUCKET_STEPS; k++)
-		if (!row_step(&lo, &hi, addr))
+		if (!row_step(&lo, &hi, addr, inner, chunk))
 			return NULL;
 	_Static_assert(MT_UNWIND_OBJECT_ROWS_MAX == 1u << 21, "find_row's steps");
 	if (!m->nbuckets)
 		for (int k = MT_UNWIND_BUCKET_STEPS; k < 21; k++)
-			if (!row_step(&lo, &hi, addr))
+			if (!row_step(&lo, &hi, addr, inner, chunk))
 				return NULL;
-	idx = (__u32)lo;
-	row = row_at(idx);
-	return row && row->pc <= addr ? row : NULL;
+	{
+		const struct mt_unwind_row *row = row_in(inner, chunk, (__u32)lo);
+
+		return row && row->pc <= addr ? row : NULL;
+	}
 }
 
 static __always_inline void add_frame(const struct mt_unwind *u, __u32 object, __u64 addr)
