@@ -395,6 +395,7 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 		s->rows_used += o->nrows;
 		s->index_used += o->nbuckets;
 		s->st.rows += o->nrows;
+		s->st.index_entries += o->nbuckets;
 		o->pending = true; /* stores_flush() writes it, with the sync's others */
 	}
 	if (o->t && !o->pending) {
@@ -430,6 +431,7 @@ static void stores_flush(struct stacks *s)
 		o->pending = false;
 		if (object_store(s, o, o->t)) {
 			s->st.rows -= o->nrows;
+			s->st.index_entries -= o->nbuckets;
 			s->st.no_room++;
 			o->row_start = o->nrows = o->index_start = o->nbuckets = 0;
 		}

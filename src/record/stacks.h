@@ -28,16 +28,17 @@ struct rec_out;
 struct stacks;
 
 struct stacks_stats {
-	uint64_t objects;     /* distinct objects seen */
-	uint64_t rows;	      /* unwind rows loaded */
-	uint64_t rows_cap;    /* rows the array holds */
-	uint64_t no_room;     /* objects left without rows: the array was full */
-	uint64_t no_cfi;      /* objects without usable .eh_frame */
-	uint64_t build_ns;    /* time spent building tables */
-	uint64_t sync_ns;     /* time spent in stacks_sync() in all */
-	uint64_t syncs;	      /* stacks_sync() calls */
-	uint64_t too_many;    /* processes with more than MT_MAX_UMAPS mappings */
-	uint64_t table_bytes; /* kernel bytes of the tables: chunks created, outer maps */
+	uint64_t objects;	/* distinct objects seen */
+	uint64_t rows;		/* unwind rows loaded */
+	uint64_t rows_cap;	/* rows the array holds */
+	uint64_t no_room;	/* objects left without rows: the array was full */
+	uint64_t no_cfi;	/* objects without usable .eh_frame */
+	uint64_t build_ns;	/* time spent building tables */
+	uint64_t sync_ns;	/* time spent in stacks_sync() in all */
+	uint64_t syncs;		/* stacks_sync() calls */
+	uint64_t too_many;	/* processes with more than MT_MAX_UMAPS mappings */
+	uint64_t table_bytes;	/* kernel bytes of the tables: chunks created, outer maps */
+	uint64_t index_entries; /* entries of the address index loaded */
 };
 
 /*
