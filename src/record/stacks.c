@@ -212,7 +212,7 @@ static uint32_t publish(struct chunked *c, uint32_t first, const int *fds, uint3
  */
 static int chunk_reach(struct chunked *c, uint32_t k)
 {
-	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
+	struct bpf_map_create_opts opts = { .sz = sizeof(opts), .map_flags = BPF_F_MMAPABLE };
 	uint32_t first = c->nchunks, n, put;
 	int err = 0;
 
