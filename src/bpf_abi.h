@@ -131,13 +131,29 @@ struct mt_uprobe_multi_attr {
 
 /*
  * Call stacks (--stacks): userspace turns each object's .eh_frame into
- * unwind rows (src/inspect/unwind_table.c), all objects' rows in one array
- * (`unwind_rows`, mmaped by userspace, each object a sorted slice of it),
+ * unwind rows (src/inspect/unwind_table.c), all objects' rows in one flat
+ * numbering (`unwind_rows`, chunks written by userspace through mmap, each
+ * object a sorted slice of it),
  * and gives each address space its executable mappings (`proc_maps`, key:
  * the tgid owning the mm); src/bpf/unwind.bpf.h walks the user stack with
  * them.  See docs/DESIGN.md, "Call stacks".
  */
-#define MT_UNWIND_ROWS_DEFAULT (1u << 20)    /* 1M rows of 16 bytes: 16 MiB */
+#define MT_UNWIND_ROWS_DEFAULT (1u << 20) /* the ceiling: 1M rows of 16 bytes, 16 MiB */
+/*
+ * The kernel's rows are stored in chunks (`unwind_rows` is an array of
+ * maps, each an array of MT_UNWIND_CHUNK_ROWS rows) that userspace creates
+ * as objects need them, so the kernel holds about what the tree maps, not
+ * the ceiling: a BPF array's pages are all allocated at its creation.  Row
+ * r of the flat numbering (mt_umap.row_start) is element r mod
+ * MT_UNWIND_CHUNK_ROWS of chunk r / MT_UNWIND_CHUNK_ROWS; the index alike,
+ * with MT_UNWIND_CHUNK_INDEX entries a chunk.
+ */
+#define MT_UNWIND_CHUNK_LOG2 14 /* 16K rows: 256 KiB a chunk */
+#define MT_UNWIND_CHUNK_ROWS (1u << MT_UNWIND_CHUNK_LOG2)
+#define MT_UNWIND_CHUNK_INDEX_LOG2 14 /* 16K entries of 8 bytes: 128 KiB */
+#define MT_UNWIND_CHUNK_INDEX (1u << MT_UNWIND_CHUNK_INDEX_LOG2)
+/* chunks at most: the largest --unwind-rows (64M) */
+#define MT_UNWIND_MAX_CHUNKS ((64u << 20) / MT_UNWIND_CHUNK_ROWS)
 #define MT_UNWIND_OBJECT_ROWS_MAX (1u << 21) /* rows of one object: 21 search steps */
 /*
  * An object's rows are indexed by address: bucket b (1 << shift bytes from

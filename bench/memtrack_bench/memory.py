@@ -50,6 +50,11 @@ def measure_once(run, bench, variant, i, row, expect_heap):
             heap_peak, peak_src = heap_peak_from_dump(run.memtrack, outer, inner["pid"]), "dump"
     except (RuntimeError, ValueError, KeyError) as e:
         raise RowFailed(str(e)) from e
+    # the inner run's own figures: its unwind tables' kernel memory (null
+    # without --stacks or from a build that predates it) and artifact bytes
+    # per event it recorded
+    events = inner_rep.get("events")
+    art_bytes = os.path.getsize(inner_artifact) if os.path.exists(inner_artifact) else None
     if inner.get("peak_rss_bytes") is not None:
         rss, rss_src = inner["peak_rss_bytes"], "report"
     else:
@@ -59,7 +64,10 @@ def measure_once(run, bench, variant, i, row, expect_heap):
         "peak_rss_bytes": rss, "peak_rss_source": rss_src,
         "heap_alloc_count": inner.get("alloc_count"), "heap_total_bytes": inner.get("allocated_bytes"),
         "heap_peak_bytes": heap_peak, "heap_peak_source": peak_src,
-        "inner_pid": inner["pid"], "inner_events": inner_rep.get("events"),
+        "inner_pid": inner["pid"], "inner_events": events,
+        "table_kernel_bytes": inner_rep.get("stack_table_bytes"),
+        "artifact_bytes": art_bytes,
+        "artifact_bytes_per_event": (art_bytes / events) if art_bytes is not None and events else None,
         "inner_dropped": inner_rep.get("dropped_events"), "outer_dropped": rep.get("dropped_events"),
         "seconds": secs,
     }

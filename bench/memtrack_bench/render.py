@@ -28,6 +28,10 @@ def fmt_count(n):
     return "" if n is None else f"{n:,}"
 
 
+def fmt_per_event(v):
+    return "" if v is None else f"{v:.2f}"
+
+
 def status_cell(row):
     if row["status"] == "n/a":
         return row["note"]
@@ -138,23 +142,27 @@ def memory_section(result):
     out.append("Measured by memtrack tracking memtrack: `memtrack track -o outer.mtrk -- /usr/bin/time -f %M "
                "memtrack track -o inner.mtrk -- WORKLOAD`.  Heap columns are the inner memtrack process's "
                "malloc-family calls (count, bytes requested, peak live bytes); events is what the inner "
-               "memtrack recorded.")
+               "memtrack recorded; tables is the kernel memory of --stacks' unwind tables (report --json's "
+               "stack_table_bytes), B/event the inner artifact's bytes per event.")
     out.append("")
-    out.append("| Benchmark | Variant | Peak RSS | Heap allocs | Heap bytes | Heap peak | Events | Note |")
-    out.append("|---|---|---:|---:|---:|---:|---:|---|")
+    out.append("| Benchmark | Variant | Peak RSS | Heap allocs | Heap bytes | Heap peak | Events | Tables (kernel) "
+               "| B/event | Note |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     marks = {"time": "†", "report": ""}
     used = set()
     for r in result["memory"]:
         cell = status_cell(r)
         if cell:
-            out.append(f"| {r['benchmark']} | {r['label']} | {cell} | | | | | |")
+            out.append(f"| {r['benchmark']} | {r['label']} | {cell} | | | | | | | |")
             continue
         rm = marks.get(r["peak_rss_source"], "")
         pm = "‡" if r.get("heap_peak_source") == "dump" else ""
         used.update({rm, pm} - {""})
         out.append(f"| {r['benchmark']} | {r['label']} | {fmt_bytes(r['peak_rss_bytes'])}{rm} | "
                    f"{fmt_count(r['heap_alloc_count'])} | {fmt_bytes(r['heap_total_bytes'])} | "
-                   f"{fmt_bytes(r['heap_peak_bytes'])}{pm} | {fmt_count(r['inner_events'])} | {r['note']} |")
+                   f"{fmt_bytes(r['heap_peak_bytes'])}{pm} | {fmt_count(r['inner_events'])} | "
+                   f"{fmt_bytes(r.get('table_kernel_bytes')) if r.get('table_kernel_bytes') is not None else '–'} | "
+                   f"{fmt_per_event(r.get('artifact_bytes_per_event'))} | {r['note']} |")
     if "†" in used:
         out.append("")
         out.append("† `memtrack report` has no RSS for the process yet, so this is GNU time's `%M` (max RSS of "

@@ -515,6 +515,28 @@ static int fork_child(struct analysis *a, uint32_t parent, const __u64 *f)
 	return 0;
 }
 
+const char *proc_unwinder(const struct proc_summary *p)
+{
+	if (!p->stacked_kernel && !p->stacked_inprocess)
+		return p->stacked_mmap ? "kernel" : "none";
+	return p->stacked_inprocess > p->stacked_kernel ? "in-process" : "kernel";
+}
+
+/*
+ * Counts a heap record naming a stack (field @at) by the unwinder that took
+ * it: the path of the process's current image (an MT_FAST record put it
+ * in-process, an exec back on the uprobes).
+ */
+static void count_stacked(struct proc_summary *p, const struct mt_event *ev, unsigned at)
+{
+	if (ev->h.nfields <= at || !ev->f[at])
+		return;
+	if (p->fast_heap)
+		p->stacked_inprocess++;
+	else
+		p->stacked_kernel++;
+}
+
 static int proc_event(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
 {
 	const __u64 *f = ev->f;
@@ -522,8 +544,12 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 	switch (ev->h.type) {
 	case MT_MALLOC:
 	case MT_CALLOC:
-	case MT_ALIGNED_ALLOC: return heap_alloc(a, p, ev, f[0], f[1]);
+	case MT_ALIGNED_ALLOC:
+		count_stacked(p, ev,
+			      ev->h.type == MT_ALIGNED_ALLOC ? ALIGNED_ALLOC_STACK : MALLOC_STACK);
+		return heap_alloc(a, p, ev, f[0], f[1]);
 	case MT_REALLOC:
+		count_stacked(p, ev, REALLOC_STACK);
 		/* one allocation of the new size; the old block goes without a free */
 		heap_release(a, p, f[2]);
 		return heap_alloc(a, p, ev, f[0], f[1]);
@@ -534,6 +560,8 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		return 0;
 	case MT_FORK: return f[2] & MT_FORK_THREAD ? 0 : fork_child(a, ev->h.pid, f);
 	case MT_MMAP:
+		p->stacked_mmap += ev->h.nfields > MMAP_STACK && f[MMAP_STACK];
+		return mapped_event(a, p, ev);
 	case MT_MUNMAP:
 	case MT_MREMAP:
 	case MT_MPROTECT:

@@ -59,7 +59,19 @@ struct proc_summary {
 	uint64_t leaked_mapped_bytes; /* still mapped at exit/exec/end */
 	uint64_t brk;		      /* the program break, page aligned */
 	bool brk_known;		      /* a brk record of this image was seen */
+	/* heap records naming a stack: unwound by the kernel (an image on the
+	 * uprobes) or in the process (an image on the in-process path); mmap
+	 * records naming one (the kernel unwinds every syscall's) */
+	uint64_t stacked_kernel, stacked_inprocess, stacked_mmap;
 };
+
+/*
+ * Which unwinder gave @p's stacks: that of its heap records ("kernel" or
+ * "in-process"; the one that gave more, for a process whose images ran on
+ * both paths); without heap stacks "kernel" if its mmap records have some
+ * (the kernel unwinds at the syscall), else "none".
+ */
+const char *proc_unwinder(const struct proc_summary *p);
 
 /* A `mark` record (control socket). */
 struct mark_event {

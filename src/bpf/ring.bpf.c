@@ -126,26 +126,42 @@ struct {
 
 /*
  * Call stacks (--stacks; unwind.bpf.h walks them).  Userspace sizes the
- * maps before load (1 entry each without --stacks) and writes the rows
- * through its own mmap of `unwind_rows`.
+ * outer maps before load (1 entry each without --stacks; chunks for the
+ * --unwind-rows ceiling otherwise), creates each chunk when the rows reach
+ * it and writes rows through its own mmap of the chunk (bpf_abi.h).
  */
 const volatile __u32 stacks_on = 0;
 
-struct {
+struct unwind_rows_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT);
+	__uint(max_entries, MT_UNWIND_CHUNK_ROWS);
 	__type(key, __u32);
-	__type(value, struct mt_unwind_row);
+	__uint(value_size,
+	       sizeof(struct mt_unwind_row)); /* a size: BTF has the struct as a declaration here */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / MT_UNWIND_CHUNK_ROWS);
+	__type(key, __u32);
+	__array(values, struct unwind_rows_chunk);
 } unwind_rows SEC(".maps");
 
 /* Per object, by address: the first row to search (bpf_abi.h). */
-struct {
+struct unwind_index_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / 4);
+	__uint(max_entries, MT_UNWIND_CHUNK_INDEX);
 	__type(key, __u32);
 	__type(value, __u64); /* a row; 64 bits: an array's elements are 8-byte aligned */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / 4 / MT_UNWIND_CHUNK_INDEX);
+	__type(key, __u32);
+	__array(values, struct unwind_index_chunk);
 } unwind_index SEC(".maps");
 
 struct {

@@ -5,7 +5,7 @@
  * per distinct stack as a STACK record (--stacks).
  *
  * Userspace loads, before the process runs code in a new object (it is
- * parked then), the object's rows into `unwind_rows` and the process's
+ * parked then), the object's rows into `unwind_rows` (chunked: bpf_abi.h) and the process's
  * executable mappings into `proc_maps` (src/record/stacks.c).  Each frame is
  * a binary search in the mappings and one in the object's rows; the CFA is
  * rsp+N, rbp+N or *(rbp+N), the return address is at CFA-8 (x86-64), rbp
@@ -20,20 +20,35 @@
 
 extern const volatile __u32 stacks_on; /* --stacks */
 
-extern struct {
+struct unwind_rows_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT);
+	__uint(max_entries, MT_UNWIND_CHUNK_ROWS);
 	__type(key, __u32);
-	__type(value, struct mt_unwind_row);
-} unwind_rows SEC(".maps");
+	__uint(value_size,
+	       sizeof(struct mt_unwind_row)); /* a size: BTF has the struct as a declaration here */
+};
 
 extern struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / MT_UNWIND_CHUNK_ROWS);
+	__type(key, __u32);
+	__array(values, struct unwind_rows_chunk);
+} unwind_rows SEC(".maps");
+
+struct unwind_index_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / 4);
+	__uint(max_entries, MT_UNWIND_CHUNK_INDEX);
 	__type(key, __u32);
-	__type(value, __u64); /* a row; 64 bits: an array's elements are 8-byte aligned */
+	__type(value, __u64);
+};
+
+extern struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / 4 / MT_UNWIND_CHUNK_INDEX);
+	__type(key, __u32);
+	__array(values, struct unwind_index_chunk);
 } unwind_index SEC(".maps");
 
 extern struct {
@@ -125,19 +140,46 @@ static __always_inline const struct mt_umap *frame_umap(const struct mt_umaps *u
 	return k < MT_MAX_UMAPS ? &um->m[k] : NULL;
 }
 
-/* unwind_index[idx] (a row of the object), or -1. */
+/* unwind_index[idx] (a row of the object), or -1: its chunk, then the entry in it. */
 static __always_inline __s64 bucket_row(__u32 idx)
 {
-	__u64 *v = bpf_map_lookup_elem(&unwind_index, &idx);
+	__u32 chunk = idx >> MT_UNWIND_CHUNK_INDEX_LOG2, at = idx & (MT_UNWIND_CHUNK_INDEX - 1);
+	void *inner = bpf_map_lookup_elem(&unwind_index, &chunk);
+	__u64 *v;
 
+	if (!inner)
+		return -1;
+	v = bpf_map_lookup_elem(inner, &at);
 	return v ? (__s64)(*v & 0xffffffffu) : -1;
 }
 
+/* Row @idx of the flat numbering (bpf_abi.h), or NULL: its chunk not created. */
+static __always_inline const struct mt_unwind_row *row_at(__u32 idx)
+{
+	__u32 chunk = idx >> MT_UNWIND_CHUNK_LOG2, at = idx & (MT_UNWIND_CHUNK_ROWS - 1);
+	void *inner = bpf_map_lookup_elem(&unwind_rows, &chunk);
+
+	return inner ? bpf_map_lookup_elem(inner, &at) : NULL;
+}
+
+/*
+ * Row @idx, through @inner (chunk @chunk, looked up once per search: a
+ * bucket's rows are nearly always in one chunk) when it holds the row.
+ */
+static __always_inline const struct mt_unwind_row *row_in(void *inner, __u32 chunk, __u32 idx)
+{
+	__u32 at = idx & (MT_UNWIND_CHUNK_ROWS - 1);
+
+	if (inner && idx >> MT_UNWIND_CHUNK_LOG2 == chunk)
+		return bpf_map_lookup_elem(inner, &at);
+	return row_at(idx);
+}
+
 /* One step of the search for the last row <= @addr in [*lo, *hi); false: no row. */
-static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr)
+static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr, void *inner, __u32 chunk)
 {
 	__u32 idx = (__u32)((*lo + *hi) / 2);
-	const struct mt_unwind_row *row = bpf_map_lookup_elem(&unwind_rows, &idx);
+	const struct mt_unwind_row *row = row_in(inner, chunk, idx);
 	__u64 take;
 
 	if (!row)
@@ -156,9 +198,9 @@ static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr)
 static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap *m, __u64 addr)
 {
 	__u64 lo = m->row_start, hi = (__u64)m->row_start + m->nrows, b;
-	const struct mt_unwind_row *row;
 	__s64 first, next;
-	__u32 idx;
+	__u32 chunk;
+	void *inner;
 
 	if (!m->nrows || addr > 0xffffffffull || addr < m->text_lo)
 		return NULL;
@@ -174,18 +216,22 @@ static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap
 		lo = m->row_start + (__u64)first;
 		hi = m->row_start + (__u64)next + 1;
 	}
+	chunk = (__u32)lo >> MT_UNWIND_CHUNK_LOG2;
+	inner = bpf_map_lookup_elem(&unwind_rows, &chunk);
 	_Static_assert(1u << MT_UNWIND_BUCKET_STEPS == MT_UNWIND_BUCKET_ROWS, "bucket steps");
 	for (int k = 0; k < MT_UNWIND_BUCKET_STEPS; k++)
-		if (!row_step(&lo, &hi, addr))
+		if (!row_step(&lo, &hi, addr, inner, chunk))
 			return NULL;
 	_Static_assert(MT_UNWIND_OBJECT_ROWS_MAX == 1u << 21, "find_row's steps");
 	if (!m->nbuckets)
 		for (int k = MT_UNWIND_BUCKET_STEPS; k < 21; k++)
-			if (!row_step(&lo, &hi, addr))
+			if (!row_step(&lo, &hi, addr, inner, chunk))
 				return NULL;
-	idx = (__u32)lo;
-	row = bpf_map_lookup_elem(&unwind_rows, &idx);
-	return row && row->pc <= addr ? row : NULL;
+	{
+		const struct mt_unwind_row *row = row_in(inner, chunk, (__u32)lo);
+
+		return row && row->pc <= addr ? row : NULL;
+	}
 }
 
 static __always_inline void add_frame(const struct mt_unwind *u, __u32 object, __u64 addr)

@@ -45,6 +45,7 @@ enum {
 	OPT_RING,
 	OPT_CONTROL,
 	OPT_STACKS,
+	OPT_NO_STACKS,
 	OPT_DURATION,
 };
 
@@ -55,6 +56,7 @@ static const struct option attach_options[] = {
 	{ "ring-size", required_argument, NULL, OPT_RING },
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "stacks", no_argument, NULL, OPT_STACKS },
+	{ "no-stacks", no_argument, NULL, OPT_NO_STACKS },
 	{ "duration", required_argument, NULL, OPT_DURATION },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -121,6 +123,7 @@ static int parse_option(int c, char **argv, struct attach_opts *o)
 	case OPT_NO_ALLOC: s->allocators = false; return 0;
 	case OPT_PHYSICAL: s->physical = true; return 0;
 	case OPT_STACKS: s->stacks = true; return 0;
+	case OPT_NO_STACKS: s->stacks = false; return 0; /* the last of the two wins */
 	case OPT_RING: return parse_ring(optarg, &s->ring_bytes);
 	case OPT_DURATION: return parse_duration(optarg, &s->duration_ns);
 	case OPT_CONTROL:

@@ -26,8 +26,9 @@ struct report {
 	uint64_t dropped;
 	const char *error; /* reader's message, "" if none */
 	size_t top;	   /* --top N: call sites per ranking, 0 = no rankings */
+	size_t brief_top;  /* text, stacks recorded, no --top: this many sites by peak heap */
 	struct stack_table stacks;
-	struct symbolizer *sym; /* owned; only with --top */
+	struct symbolizer *sym; /* owned; only with --top or brief_top */
 };
 
 static uint64_t duration_ns(const struct report *r)
@@ -80,6 +81,20 @@ static void print_control_text(const struct report *r)
 	}
 }
 
+/* The kernel unwinder's tables (--stacks), from the trailer. */
+static void print_stack_tables_text(const struct report *r)
+{
+	const struct mt_trailer *t = r->trailer;
+	char b1[32];
+
+	if (!(r->hdr->flags & MT_HDR_STACKS) || !t)
+		return;
+	printf("unwind tables: %s of kernel memory, %llu rows of %llu at most, %llu objects (%llu without room, %llu without CFI)\n",
+	       human_bytes(t->stack_table_bytes, b1, sizeof(b1)), (unsigned long long)t->stack_rows,
+	       (unsigned long long)t->stack_rows_cap, (unsigned long long)t->stack_objects,
+	       (unsigned long long)t->stack_no_room, (unsigned long long)t->stack_no_cfi);
+}
+
 static int print_text(struct report *r)
 {
 	const struct analysis *a = &r->a;
@@ -129,6 +144,7 @@ static int print_text(struct report *r)
 	if (a->bad_records)
 		printf("refused:      %llu forged records of the in-process rings, from %u processes\n",
 		       (unsigned long long)a->bad_records, a->bad_procs);
+	print_stack_tables_text(r);
 	print_control_text(r);
 	if (a->nprocs > 20)
 		printf("processes:    %u (the first 20 listed; report --json lists all)\n",
@@ -149,11 +165,15 @@ static int print_text(struct report *r)
 			printf("  peak RSS %s", human_bytes(p->peak_rss_bytes, b2, sizeof(b2)));
 		if (p->fast_heap)
 			printf("  heap in-process");
+		if (r->hdr->flags & MT_HDR_STACKS)
+			printf("  unwinder %s", proc_unwinder(p));
 		printf("\n");
 	}
 	if (r->truncated)
 		printf("warning:      %s\n", r->error);
-	return r->top ? report_top_print(&r->a, &r->stacks, r->sym, r->top, false) : 0;
+	if (r->top)
+		return report_top_print(&r->a, &r->stacks, r->sym, r->top, false);
+	return r->brief_top ? report_top_print_peak(&r->a, &r->stacks, r->sym, r->brief_top) : 0;
 }
 
 /* Prints ,"key":value, or ,"key":null when the run did not record it. */
@@ -186,6 +206,21 @@ static void print_kernel_json(const struct mt_header *h)
 			printf("null");
 	}
 	printf("}");
+}
+
+/* The trailer's stack_* keys: null when stacks were not recorded (or no trailer). */
+static void print_stack_tables_json(const struct report *r)
+{
+	const struct mt_trailer *t = r->trailer;
+	bool on = (r->hdr->flags & MT_HDR_STACKS) && t;
+
+	print_opt_u64("stack_table_bytes", on, on ? t->stack_table_bytes : 0);
+	print_opt_u64("stack_rows", on, on ? t->stack_rows : 0);
+	print_opt_u64("stack_index_entries", on, on ? t->stack_index_entries : 0);
+	print_opt_u64("stack_rows_cap", on, on ? t->stack_rows_cap : 0);
+	print_opt_u64("stack_objects", on, on ? t->stack_objects : 0);
+	print_opt_u64("stack_no_room", on, on ? t->stack_no_room : 0);
+	print_opt_u64("stack_no_cfi", on, on ? t->stack_no_cfi : 0);
 }
 
 static int print_json(struct report *r)
@@ -234,6 +269,7 @@ static int print_json(struct report *r)
 	       (unsigned long long)a->mapped_count, (unsigned long long)a->leaked_mapped_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
+	print_stack_tables_json(r);
 	print_kernel_json(r->hdr);
 	printf(",\"markers\":[");
 	for (unsigned i = 0; i < a->nmarks; i++) {
@@ -264,8 +300,9 @@ static int print_json(struct report *r)
 		       (unsigned long long)p->mapped_count,
 		       (unsigned long long)p->leaked_mapped_bytes);
 		print_opt_u64("peak_rss_bytes", a->has_rss, p->peak_rss_bytes);
-		printf(",\"heap_path\":\"%s\",\"bad_records\":%llu",
-		       p->fast_heap ? "in-process" : "uprobes", (unsigned long long)p->bad_records);
+		printf(",\"heap_path\":\"%s\",\"unwinder\":\"%s\",\"bad_records\":%llu",
+		       p->fast_heap ? "in-process" : "uprobes", proc_unwinder(p),
+		       (unsigned long long)p->bad_records);
 		if (p->exited)
 			printf(",\"exit_code\":%lld,\"exit_signal\":%u", (long long)p->exit_code,
 			       p->exit_signal);
@@ -501,6 +538,9 @@ int cmd_report(int argc, char **argv)
 		mt_reader__free(rd);
 		return 2;
 	}
+	/* stacks recorded: the text report names the top sites by peak heap */
+	if (!json && !r.top && !from && (mt_reader__header(rd)->flags & MT_HDR_STACKS))
+		r.brief_top = 3;
 	analysis_init(&r.a);
 	stack_table_init(&r.stacks);
 	r.a.heap_off = mt_reader__header(rd)->flags & MT_HDR_START_DISABLED;
@@ -518,12 +558,13 @@ int cmd_report(int argc, char **argv)
 	}
 	while ((ret = mt_reader__next(rd, &ev)) == 1)
 		if ((from && section_add(&sec, &ev, &r.a)) || analysis_add(&r.a, &ev) ||
-		    (r.top && stack_table_add_event(&r.stacks, &ev) == -ENOMEM)) {
+		    ((r.top || r.brief_top) && stack_table_add_event(&r.stacks, &ev) == -ENOMEM)) {
 			ret = -ENOMEM;
 			break;
 		}
 	/* a truncated file still ranks the call sites of the events before the cut */
-	if (r.top && (ret >= 0 || ret == -ENODATA) && !(r.sym = cli_symbolizer_new()))
+	if ((r.top || r.brief_top) && (ret >= 0 || ret == -ENODATA) &&
+	    !(r.sym = cli_symbolizer_new()))
 		ret = -ENOMEM;
 	analysis_finish(&r.a);
 	r.hdr = mt_reader__header(rd);

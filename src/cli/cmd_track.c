@@ -53,6 +53,7 @@ enum {
 	OPT_CONTROL,
 	OPT_START_DISABLED,
 	OPT_STACKS,
+	OPT_NO_STACKS,
 	OPT_UNWIND_ROWS,
 	OPT_FAST,
 	OPT_NO_FAST,
@@ -70,6 +71,7 @@ static const struct option track_options[] = {
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "start-disabled", no_argument, NULL, OPT_START_DISABLED },
 	{ "stacks", no_argument, NULL, OPT_STACKS },
+	{ "no-stacks", no_argument, NULL, OPT_NO_STACKS },
 	{ "unwind-rows", required_argument, NULL, OPT_UNWIND_ROWS },
 	{ "fast", no_argument, NULL, OPT_FAST },
 	{ "no-fast", no_argument, NULL, OPT_NO_FAST },
@@ -176,6 +178,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			break;
 		case OPT_START_DISABLED: s->start_disabled = true; break;
 		case OPT_STACKS: s->stacks = true; break;
+		case OPT_NO_STACKS: s->stacks = false; break; /* the last of the two wins */
 		case OPT_FAST: o->fast_choice = 1; break;
 		case OPT_NO_FAST: o->fast_choice = -1; break;
 		case OPT_UNWIND_ROWS:

@@ -229,6 +229,21 @@ int report_top_print(const struct analysis *a, const struct stack_table *st, str
 	return err;
 }
 
+int report_top_print_peak(const struct analysis *a, const struct stack_table *st,
+			  struct symbolizer *sym, size_t n)
+{
+	struct site_frame *f = calloc(SITE_MAX_FRAMES, sizeof(*f));
+	int err;
+
+	if (!f)
+		return -ENOMEM;
+	err = print_ranking(a, st, sym, SITE_PEAK, n, false, f);
+	if (!err)
+		printf("  (memtrack report --top N: more sites and rankings)\n");
+	free(f);
+	return err;
+}
+
 #define MAX_REFUSED_SHOWN 10 /* a crafted artifact may name thousands of FIFOs */
 
 static void warn_refused(void *ctx, const char *path, const char *why)

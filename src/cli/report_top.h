@@ -22,6 +22,13 @@ int report_top_print(const struct analysis *a, const struct stack_table *st, str
 		     size_t n, bool json);
 
 /*
+ * The plain text report's brief: the @n call sites with the most peak-heap
+ * bytes (a run that recorded stacks).  Returns 0 or -ENOMEM.
+ */
+int report_top_print_peak(const struct analysis *a, const struct stack_table *st,
+			  struct symbolizer *sym, size_t n);
+
+/*
  * The symbolizer of report --top, flamegraph and export --format=pprof: the
  * defaults, and one warning on stderr per binary it refuses to open (a
  * FIFO, a device... where the recording had a binary; the first 10, then

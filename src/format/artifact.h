@@ -91,6 +91,14 @@ struct mt_trailer {
 	uint64_t unprobed;	       /* processes left without (all) their allocator probes */
 	uint64_t killed_in_call;       /* in-process heap calls a killed thread never finished */
 	uint64_t env_overflow; /* in-process processes that exec'd one image on the uprobes */
+	/* --stacks: the kernel unwinder's tables (record/stacks.h's stacks_stats) */
+	uint64_t stack_table_bytes;   /* kernel memory of the tables */
+	uint64_t stack_rows;	      /* unwind rows loaded */
+	uint64_t stack_index_entries; /* entries of their address index */
+	uint64_t stack_rows_cap;      /* the --unwind-rows ceiling */
+	uint64_t stack_objects;	      /* distinct executable objects seen */
+	uint64_t stack_no_room;	      /* objects left without rows: over the ceiling */
+	uint64_t stack_no_cfi;	      /* objects without usable .eh_frame */
 };
 
 /* Writer statistics, valid at any time. */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,28 @@ struct trailer_ctx {
 	const char *bad_key;
 };
 
+/* The trailer's stack_* keys (@name without the prefix); unknown ones are ignored. */
+static int parse_stack_key(struct mt_trailer *t, const char *name, const char *val)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} keys[] = {
+		{ "table_bytes", offsetof(struct mt_trailer, stack_table_bytes) },
+		{ "rows", offsetof(struct mt_trailer, stack_rows) },
+		{ "index_entries", offsetof(struct mt_trailer, stack_index_entries) },
+		{ "rows_cap", offsetof(struct mt_trailer, stack_rows_cap) },
+		{ "objects", offsetof(struct mt_trailer, stack_objects) },
+		{ "no_room", offsetof(struct mt_trailer, stack_no_room) },
+		{ "no_cfi", offsetof(struct mt_trailer, stack_no_cfi) },
+	};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(name, keys[i].name))
+			return parse_u64(val, UINT64_MAX, (uint64_t *)((char *)t + keys[i].off));
+	return 0;
+}
+
 static int trailer_kv(void *ctx, const char *key, const char *val)
 {
 	struct trailer_ctx *c = ctx;
@@ -329,6 +352,8 @@ static int trailer_kv(void *ctx, const char *key, const char *val)
 	} else if (!strcmp(key, "env_overflow")) {
 		err = parse_u64(val, UINT64_MAX, &u);
 		t->env_overflow = u;
+	} else if (!strncmp(key, "stack_", 6)) {
+		err = parse_stack_key(t, key + 6, val);
 	}
 	if (err) {
 		c->bad_key = key;

@@ -544,6 +544,13 @@ int mt_writer__finish(struct mt_writer *w, const struct mt_trailer *t)
 	err = err ?: put_kv_u64(body, &len, cap, "unprobed", t->unprobed);
 	err = err ?: put_kv_u64(body, &len, cap, "killed_in_call", t->killed_in_call);
 	err = err ?: put_kv_u64(body, &len, cap, "env_overflow", t->env_overflow);
+	err = err ?: put_kv_u64(body, &len, cap, "stack_table_bytes", t->stack_table_bytes);
+	err = err ?: put_kv_u64(body, &len, cap, "stack_rows", t->stack_rows);
+	err = err ?: put_kv_u64(body, &len, cap, "stack_index_entries", t->stack_index_entries);
+	err = err ?: put_kv_u64(body, &len, cap, "stack_rows_cap", t->stack_rows_cap);
+	err = err ?: put_kv_u64(body, &len, cap, "stack_objects", t->stack_objects);
+	err = err ?: put_kv_u64(body, &len, cap, "stack_no_room", t->stack_no_room);
+	err = err ?: put_kv_u64(body, &len, cap, "stack_no_cfi", t->stack_no_cfi);
 	err = err ?: put_kv_s64(body, &len, cap, "exit_code", t->exit_code);
 	err = err ?: put_kv_s64(body, &len, cap, "exit_signal", t->exit_signal);
 	err = err ?: put_kv_u64(body, &len, cap, "duration_ns", t->duration_ns);

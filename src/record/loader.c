@@ -22,6 +22,7 @@
 #include "bpf_abi.h"
 #include "kernel/kernel_features.h"
 #include "record/loader.h"
+#include "record/stacks.h"
 #include "memtrack.skel.h"
 
 static bool verbose_libbpf;
@@ -165,6 +166,42 @@ static void set_physical_autoload(struct memtrack_bpf *skel, bool on)
 	bpf_program__set_autoload(skel->progs.handle_page_free_batched, on);
 }
 
+
+/*
+ * The unwinder's outer maps: slots for the chunks of a @rows ceiling
+ * (bpf_abi.h; stacks.c creates the chunks as objects need them).  Their
+ * inner template is a chunk made here (libbpf 1.1 cannot resize the one the
+ * object declares: its inner map has no object), of the size stacks.c
+ * gives its chunks; @fds[2] get the templates, closed once loaded.  0 rows
+ * (no --stacks): one slot, one-entry templates.
+ */
+static int size_unwind_maps(struct memtrack_bpf *skel, uint32_t rows, int fds[2])
+{
+	struct bpf_map_create_opts opts = { .sz = sizeof(opts), .map_flags = BPF_F_MMAPABLE };
+	uint32_t index = rows / 4;
+	uint32_t per_row = rows ? stacks_chunk_entries(rows, MT_UNWIND_CHUNK_ROWS) : 1;
+	uint32_t per_index = index ? stacks_chunk_entries(index, MT_UNWIND_CHUNK_INDEX) : 1;
+
+	bpf_map__set_max_entries(skel->maps.unwind_rows,
+				 rows ? (rows + MT_UNWIND_CHUNK_ROWS - 1) / MT_UNWIND_CHUNK_ROWS
+				      : 1);
+	bpf_map__set_max_entries(skel->maps.unwind_index,
+				 index ? (index + MT_UNWIND_CHUNK_INDEX - 1) / MT_UNWIND_CHUNK_INDEX
+				       : 1);
+	fds[0] = bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_chunk", sizeof(__u32),
+				sizeof(struct mt_unwind_row), per_row, &opts);
+	if (fds[0] < 0)
+		return -errno;
+	fds[1] = bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_chunk", sizeof(__u32), sizeof(__u64),
+				per_index, &opts);
+	if (fds[1] < 0)
+		return -errno;
+	if (bpf_map__set_inner_map_fd(skel->maps.unwind_rows, fds[0]) ||
+	    bpf_map__set_inner_map_fd(skel->maps.unwind_index, fds[1]))
+		return -EINVAL;
+	return 0;
+}
+
 /*
  * One past the highest page frame number of the machine, from the zones'
  * start_pfn and spanned pages in /proc/zoneinfo: the size of --physical's
@@ -217,7 +254,7 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 			 enum loader_step *step)
 {
 	struct memtrack_bpf *skel;
-	int ret;
+	int ret, tmpl[2] = { -1, -1 };
 
 	*step = LOADER_OPEN;
 	skel = memtrack_bpf__open();
@@ -232,9 +269,9 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	skel->rodata->memtrack_tgid = getpid();
 	skel->rodata->adopt_running = o->adopt_running;
 	skel->rodata->stacks_on = o->stacks;
-	/* without --stacks the unwinder's maps stay at one entry */
-	bpf_map__set_max_entries(skel->maps.unwind_rows, o->stacks ? o->unwind_rows : 1);
-	bpf_map__set_max_entries(skel->maps.unwind_index, o->stacks ? o->unwind_rows / 4 : 1);
+	ret = size_unwind_maps(skel, o->stacks ? o->unwind_rows : 0, tmpl);
+	if (ret)
+		goto out;
 	bpf_map__set_max_entries(skel->maps.proc_maps, o->stacks ? MT_MAX_MMS : 1);
 	bpf_map__set_max_entries(skel->maps.stacks_seen, o->stacks ? MT_STACKS_SEEN : 1);
 	set_alloc_autoload(skel, o->allocators, o->uprobe_attach_type);
@@ -255,6 +292,10 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 		*step = LOADER_ATTACH;
 		ret = attach_tracepoints(skel);
 	}
+out:
+	for (int i = 0; i < 2; i++)
+		if (tmpl[i] >= 0)
+			close(tmpl[i]);
 	if (ret) {
 		memtrack_bpf__destroy(skel);
 		return ret;

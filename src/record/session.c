@@ -689,10 +689,11 @@ static int start_recorder(struct session *s, struct pipeline_observer *obs, char
 	int ret;
 
 	if (s->o.stacks) {
-		s->stacks = stacks__new(s->skel);
+		s->stacks = stacks__new(s->skel, s->o.unwind_rows ? s->o.unwind_rows
+								  : MT_UNWIND_ROWS_DEFAULT);
 		if (!s->stacks) {
 			ret = -errno;
-			snprintf(err, errlen, "cannot map the kernel's unwind table: %s",
+			snprintf(err, errlen, "cannot set up the kernel's unwind tables: %s",
 				 strerror(-ret));
 			return ret;
 		}
@@ -910,6 +911,16 @@ static void fill_trailer(struct session *s, struct mt_trailer *t)
 		/* exec'd images on the uprobes, recorded exactly there: named, not dropped */
 		t->env_overflow = s->st.fast_st.env_overflow;
 	}
+	if (s->stacks) {
+		stacks__stats(s->stacks, &s->st.stacks);
+		t->stack_table_bytes = s->st.stacks.table_bytes;
+		t->stack_rows = s->st.stacks.rows;
+		t->stack_index_entries = s->st.stacks.index_entries;
+		t->stack_rows_cap = s->st.stacks.rows_cap;
+		t->stack_objects = s->st.stacks.objects;
+		t->stack_no_room = s->st.stacks.no_room;
+		t->stack_no_cfi = s->st.stacks.no_cfi;
+	}
 	if (s->probes) {
 		probes__stats(s->probes, &s->st.probes);
 		t->unprobed = s->st.probes.lost;
@@ -999,8 +1010,6 @@ int session_finish(struct session *s, struct mt_trailer *t)
 		       "could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
 		       rf.procs, rf.first_pid, strerror(-rf.first_err));
 	fill_trailer(s, t);
-	if (s->stacks)
-		stacks__stats(s->stacks, &s->st.stacks);
 	if (!err)
 		err = mt_writer__finish(s->writer, t);
 	s->st.t_finished = mono_ns();

@@ -10,6 +10,7 @@
  * bump-style through an mmap of it; an object keeps its slice until the end.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ struct object {
 	uint32_t row_start, nrows;
 	uint32_t index_start, nbuckets; /* 0 buckets: the unwinder searches all rows */
 	struct unwind_table *t;		/* build-id and PT_LOADs (its rows are freed once loaded) */
+	bool pending;			/* its slice is given, its rows not yet written */
 };
 
 struct proc_maps {
@@ -42,14 +44,26 @@ struct proc_maps {
 	struct mt_umap m[MT_MAX_UMAPS];
 };
 
+/*
+ * One chunked table in the kernel (bpf_abi.h): the outer map's slots and
+ * the chunks created so far, each a BPF_F_MMAPABLE array of @per entries.
+ */
+struct chunked {
+	int outer_fd;	  /* borrowed from the skeleton */
+	uint32_t elem;	  /* bytes an entry */
+	uint32_t per;	  /* entries a chunk (the outer map's inner template) */
+	uint32_t nslots;  /* the outer map's slots */
+	uint32_t nchunks; /* chunks created: slots [0, nchunks) */
+	int *fds;	  /* [nslots], the chunks' fds */
+	uint64_t kbytes;  /* kernel bytes of the chunks created */
+	int inflight;	  /* atomic: publish() threads not yet returned from the kernel */
+};
+
 struct stacks {
 	struct memtrack_bpf *skel; /* borrowed */
 	struct rec_out *out;	   /* stacks_sync()'s records go here (borrowed, during the call) */
-	struct mt_unwind_row *rows; /* mmap of unwind_rows */
-	size_t rows_len;	    /* bytes mmaped */
+	struct chunked rows, index;
 	uint32_t rows_used, rows_cap;
-	uint64_t *index; /* mmap of unwind_index (64-bit elements) */
-	size_t index_len;
 	uint32_t index_used, index_cap;
 	struct object *objs;
 	unsigned nobjs, objs_cap;
@@ -67,38 +81,264 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-struct stacks *stacks__new(struct memtrack_bpf *skel)
+static void publish_join(struct chunked *c);
+
+static size_t page_up(size_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (n + pg - 1) / pg * pg;
+}
+
+static int chunked_init(struct chunked *c, struct bpf_map *outer, uint32_t elem, uint32_t per)
+{
+	c->outer_fd = bpf_map__fd(outer);
+	c->elem = elem;
+	c->per = per ? per : 1;
+	c->nslots = bpf_map__max_entries(outer);
+	c->fds = calloc(c->nslots, sizeof(*c->fds));
+	/* the outer map: one pointer a slot */
+	c->kbytes = (uint64_t)c->nslots * sizeof(void *);
+	return c->fds ? 0 : -ENOMEM;
+}
+
+static void chunked_free(struct chunked *c)
+{
+	publish_join(c);
+	for (uint32_t i = 0; i < c->nchunks; i++)
+		close(c->fds[i]);
+	free(c->fds);
+}
+
+/*
+ * One update of an outer map in flight (publish()): shared by the thread
+ * making it and the poller, freed by whichever drops the last reference.
+ */
+struct pub {
+	int outer_fd;
+	int refs;      /* atomic */
+	int done;      /* atomic: the update returned */
+	int *inflight; /* atomic, the chunked's count of threads running */
+	uint32_t n;
+	__u32 keys[64];
+	int fds[64];
+};
+
+static void pub_put(struct pub *p)
+{
+	if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(p);
+}
+
+static void *publish_main(void *arg)
+{
+	struct pub *p = arg;
+	int *inflight = p->inflight;
+	__u32 count = p->n;
+
+	if (bpf_map_update_batch(p->outer_fd, p->keys, p->fds, &count, NULL))
+		/* older kernels without batches on a map of maps: one by one */
+		for (count = 0; count < p->n; count++)
+			if (bpf_map_update_elem(p->outer_fd, &p->keys[count], &p->fds[count],
+						BPF_ANY))
+				break;
+	__atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+	pub_put(p);
+	__atomic_sub_fetch(inflight, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Waits for the publisher threads still in the kernel's grace period. */
+static void publish_join(struct chunked *c)
+{
+	while (__atomic_load_n(&c->inflight, __ATOMIC_ACQUIRE))
+		usleep(100);
+}
+
+/* Whether slot @key of the outer map holds a chunk (userspace reads its map id). */
+static bool slot_set(const struct chunked *c, __u32 key)
+{
+	__u32 id;
+
+	return !bpf_map_lookup_elem(c->outer_fd, &key, &id);
+}
+
+/*
+ * Puts chunks @fds in slots [@first, @first + @n).  The kernel waits for an
+ * RCU grace period (~10 ms) after each update of a map of maps, once for a
+ * batch (6.8), but the slots are set before it waits: a detached thread
+ * makes the update and this thread returns as soon as the last slot reads
+ * back set, so a parked process waits for no grace period.  Returns the
+ * chunks put (the first ones).
+ */
+static uint32_t publish(struct chunked *c, uint32_t first, const int *fds, uint32_t n)
+{
+	struct pub *p = calloc(1, sizeof(*p));
+	pthread_attr_t attr;
+	pthread_t t;
+	uint32_t done;
+	int failed;
+
+	if (!p)
+		return 0;
+	p->outer_fd = c->outer_fd;
+	p->refs = 2;
+	p->inflight = &c->inflight;
+	p->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		p->keys[i] = first + i;
+		p->fds[i] = fds[i];
+	}
+	__atomic_add_fetch(&c->inflight, 1, __ATOMIC_ACQ_REL);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	failed = pthread_create(&t, &attr, publish_main, p);
+	pthread_attr_destroy(&attr);
+	if (failed)
+		publish_main(p); /* no thread: wait here (it drops the thread's reference) */
+	while (!slot_set(c, first + n - 1) && !__atomic_load_n(&p->done, __ATOMIC_ACQUIRE))
+		usleep(20);
+	for (done = 0; done < n && slot_set(c, first + done); done++)
+		;
+	if (done < n) /* failed: the thread is done with the fds closed next */
+		while (!__atomic_load_n(&p->done, __ATOMIC_ACQUIRE))
+			usleep(20);
+	pub_put(p);
+	return done;
+}
+
+/*
+ * Creates the chunks up to slot @k (the kernel allocates a chunk's pages
+ * at its creation), published in one update (publish()).
+ */
+static int chunk_reach(struct chunked *c, uint32_t k)
+{
+	struct bpf_map_create_opts opts = { .sz = sizeof(opts), .map_flags = BPF_F_MMAPABLE };
+	uint32_t first = c->nchunks, n, put;
+	int err = 0;
+
+	if (k >= c->nslots)
+		return -ENOSPC;
+	if (k < c->nchunks)
+		return 0;
+	n = k + 1 - first;
+	if (n > 64)
+		n = 64; /* the next call creates the rest */
+	for (uint32_t i = 0; i < n; i++) {
+		int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_chunk", sizeof(__u32), c->elem,
+					c->per, &opts);
+
+		if (fd < 0) {
+			err = -errno;
+			n = i;
+			break;
+		}
+		c->fds[first + i] = fd;
+	}
+	put = n ? publish(c, first, &c->fds[first], n) : 0;
+	for (uint32_t i = put; i < n; i++)
+		close(c->fds[first + i]);
+	if (put < n && !err)
+		err = -EIO;
+	c->nchunks += put;
+	/* an mmapable array: a page of header, then its entries' pages */
+	c->kbytes += put * (page_up(1) + page_up((size_t)c->elem * c->per));
+	if (!err && c->nchunks <= k)
+		return chunk_reach(c, k);
+	return err;
+}
+
+/*
+ * Copies @n entries from @src to entries [@at, @at + @n) of the flat
+ * numbering, chunk by chunk, each through a short-lived mmap of the pages
+ * written (no mapping stays: memtrack's RSS holds no table).
+ */
+static int chunked_write(struct chunked *c, uint32_t at, const void *src, uint32_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	const char *p = src;
+
+	while (n) {
+		uint32_t k = at / c->per, e = at % c->per, take = c->per - e;
+		size_t lo, hi;
+		char *map;
+		int err;
+
+		if (take > n)
+			take = n;
+		err = chunk_reach(c, k);
+		if (err)
+			return err;
+		lo = (size_t)e * c->elem / pg * pg;
+		hi = page_up((size_t)(e + take) * c->elem);
+		map = mmap(NULL, hi - lo, PROT_READ | PROT_WRITE, MAP_SHARED, c->fds[k], (off_t)lo);
+		if (map == MAP_FAILED)
+			return -errno;
+		memcpy(map + (size_t)e * c->elem - lo, p, (size_t)take * c->elem);
+		munmap(map, hi - lo);
+		p += (size_t)take * c->elem;
+		at += take;
+		n -= take;
+	}
+	return 0;
+}
+
+struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap)
 {
 	struct stacks *s = calloc(1, sizeof(*s));
-	struct bpf_map *map = skel->maps.unwind_rows;
+	int err;
 
 	if (!s)
 		return NULL;
 	s->skel = skel;
-	s->rows_cap = bpf_map__max_entries(map);
-	s->rows_len = (size_t)s->rows_cap * sizeof(struct mt_unwind_row);
-	s->rows_len = (s->rows_len + 4095) & ~(size_t)4095;
-	s->rows = mmap(NULL, s->rows_len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
-	map = skel->maps.unwind_index;
-	s->index_cap = bpf_map__max_entries(map);
-	s->index_len = ((size_t)s->index_cap * sizeof(uint64_t) + 4095) & ~(size_t)4095;
-	s->index = s->rows == MAP_FAILED ? MAP_FAILED
-					 : mmap(NULL, s->index_len, PROT_READ | PROT_WRITE,
-						MAP_SHARED, bpf_map__fd(map), 0);
-	if (s->rows == MAP_FAILED || s->index == MAP_FAILED) {
-		int err = errno;
-
-		if (s->rows != MAP_FAILED)
-			munmap(s->rows, s->rows_len);
-		free(s);
-		errno = err;
+	err = chunked_init(&s->rows, skel->maps.unwind_rows, sizeof(struct mt_unwind_row),
+			   stacks_chunk_entries(rows_cap, MT_UNWIND_CHUNK_ROWS));
+	err = err
+		      ?: chunked_init(&s->index, skel->maps.unwind_index, sizeof(uint64_t),
+				      stacks_chunk_entries(rows_cap / 4, MT_UNWIND_CHUNK_INDEX));
+	if (err) {
+		stacks__free(s);
+		errno = -err;
 		return NULL;
 	}
+	/* the ceiling (--unwind-rows), exactly: the slots may hold a little more */
+	s->rows_cap = rows_cap;
+	s->index_cap = rows_cap / 4;
 	s->st.rows_cap = s->rows_cap;
-	s->st.table_bytes = s->rows_len + s->index_len;
+	s->st.table_bytes = s->rows.kbytes + s->index.kbytes;
 	/* issue 20: without it, processes on the in-process path take no stacks */
 	s->share = stacks_share__new(s->rows_cap, s->index_cap);
 	return s;
+}
+
+/*
+ * The one place an object's rows and index reach the kernel and the shared
+ * copy: @o's slice (rows_start, nrows, index_start, nbuckets set) from its
+ * table @t.
+ * Returns 0 or -errno (the slice is then not used).
+ */
+static int object_store(struct stacks *s, const struct object *o, const struct unwind_table *t)
+{
+	uint64_t *idx = NULL;
+	int err;
+
+	err = chunked_write(&s->rows, o->row_start, t->rows, o->nrows);
+	if (!err && o->nbuckets) {
+		idx = malloc((size_t)o->nbuckets * sizeof(*idx));
+		if (!idx)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < o->nbuckets; i++)
+			idx[i] = t->index[i];
+		err = chunked_write(&s->index, o->index_start, idx, o->nbuckets);
+	}
+	if (!err) { /* the same slice for the libraries' unwinders (stacks_share.h) */
+		stacks_share_rows(s->share, o->row_start, t->rows, o->nrows);
+		if (o->nbuckets)
+			stacks_share_index(s->share, o->index_start, idx, o->nbuckets);
+	}
+	free(idx);
+	return err;
 }
 
 /* Writes an OBJECT record for @o, timestamped @ts. */
@@ -157,22 +397,18 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	} else {
 		o->row_start = s->rows_used;
 		o->nrows = (uint32_t)o->t->nrows;
-		memcpy(s->rows + o->row_start, o->t->rows, o->t->nrows * sizeof(*s->rows));
-		stacks_share_rows(s->share, o->row_start, s->rows + o->row_start, o->nrows);
-		s->rows_used += o->nrows;
-		s->st.rows += o->nrows;
 		/* no room for the index: the unwinder searches the whole slice */
 		if (o->t->nindex <= s->index_cap - s->index_used) {
 			o->index_start = s->index_used;
 			o->nbuckets = (uint32_t)o->t->nindex;
-			for (size_t i = 0; i < o->t->nindex; i++)
-				s->index[o->index_start + i] = o->t->index[i];
-			stacks_share_index(s->share, o->index_start, s->index + o->index_start,
-					   o->nbuckets);
-			s->index_used += o->nbuckets;
 		}
+		s->rows_used += o->nrows;
+		s->index_used += o->nbuckets;
+		s->st.rows += o->nrows;
+		s->st.index_entries += o->nbuckets;
+		o->pending = true; /* stores_flush() writes it, with the sync's others */
 	}
-	if (o->t) {
+	if (o->t && !o->pending) {
 		free(o->t->rows);
 		free(o->t->index);
 		o->t->rows = NULL;
@@ -182,6 +418,39 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	s->nobjs++;
 	s->st.objects++;
 	return emit_object(s, o, path, ts) ? NULL : o;
+}
+
+/*
+ * Writes the rows of the objects new to this sync, after creating the
+ * chunks they reach in one go (chunk_reach() says why).  An object whose
+ * rows cannot be written (the kernel refused a chunk) is counted in no_room
+ * and loses its slice; a mapping given it meanwhile finds no row there
+ * (truncated stacks, never a wrong frame: an unwritten row is MT_CFA_NONE).
+ */
+static void stores_flush(struct stacks *s)
+{
+	if (s->rows_used)
+		(void)chunk_reach(&s->rows, (s->rows_used - 1) / s->rows.per);
+	if (s->index_used)
+		(void)chunk_reach(&s->index, (s->index_used - 1) / s->index.per);
+	for (unsigned i = 0; i < s->nobjs; i++) {
+		struct object *o = &s->objs[i];
+
+		if (!o->pending)
+			continue;
+		o->pending = false;
+		if (object_store(s, o, o->t)) {
+			s->st.rows -= o->nrows;
+			s->st.index_entries -= o->nbuckets;
+			s->st.no_room++;
+			o->row_start = o->nrows = o->index_start = o->nbuckets = 0;
+		}
+		free(o->t->rows);
+		free(o->t->index);
+		o->t->rows = NULL;
+		o->t->index = NULL;
+	}
+	s->st.table_bytes = s->rows.kbytes + s->index.kbytes;
 }
 
 static struct proc_maps *proc_get(struct stacks *s, pid_t pid, bool create)
@@ -335,6 +604,8 @@ int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts, struct rec_out *out)
 		goto out;
 	}
 	err = read_maps(s, pid, ts, cur, offsets);
+	/* before the kernel has the mappings, even those read before an error */
+	stores_flush(s);
 	if (err)
 		goto out;
 	for (unsigned i = 0; i < cur->n && !err; i++)
@@ -390,8 +661,8 @@ void stacks__free(struct stacks *s)
 		free(s->procs[i]);
 	free(s->objs);
 	free(s->procs);
-	munmap(s->rows, s->rows_len);
-	munmap(s->index, s->index_len);
+	chunked_free(&s->rows);
+	chunked_free(&s->index);
 	stacks_share__free(s->share);
 	free(s);
 }

@@ -9,7 +9,7 @@
  * file mmap until the poller has run the recorder (recorder.h): stacks_sync()
  * runs there, before the process executes code in the new object, so no
  * stack misses an object.  An object's rows are built once per run (cache
- * by device and inode) and live in the BPF array until memtrack ends.
+ * by device and inode) and live in the kernel's chunks until memtrack ends.
  *
  * THREAD NOTES: the poller thread only (after stacks__new() on main).
  * Ownership: stacks__new() returns a registry freed by stacks__free(); it
@@ -28,20 +28,24 @@ struct rec_out;
 struct stacks;
 
 struct stacks_stats {
-	uint64_t objects;     /* distinct objects seen */
-	uint64_t rows;	      /* unwind rows loaded */
-	uint64_t rows_cap;    /* rows the array holds */
-	uint64_t no_room;     /* objects left without rows: the array was full */
-	uint64_t no_cfi;      /* objects without usable .eh_frame */
-	uint64_t build_ns;    /* time spent building tables */
-	uint64_t sync_ns;     /* time spent in stacks_sync() in all */
-	uint64_t syncs;	      /* stacks_sync() calls */
-	uint64_t too_many;    /* processes with more than MT_MAX_UMAPS mappings */
-	uint64_t table_bytes; /* bytes of the rows array (kernel) */
+	uint64_t objects;	/* distinct objects seen */
+	uint64_t rows;		/* unwind rows loaded */
+	uint64_t rows_cap;	/* rows the array holds */
+	uint64_t no_room;	/* objects left without rows: the array was full */
+	uint64_t no_cfi;	/* objects without usable .eh_frame */
+	uint64_t build_ns;	/* time spent building tables */
+	uint64_t sync_ns;	/* time spent in stacks_sync() in all */
+	uint64_t syncs;		/* stacks_sync() calls */
+	uint64_t too_many;	/* processes with more than MT_MAX_UMAPS mappings */
+	uint64_t table_bytes;	/* kernel bytes of the tables: chunks created, outer maps */
+	uint64_t index_entries; /* entries of the address index loaded */
 };
 
-/* Returns a registry, or NULL with errno set (the rows array cannot be mmaped). */
-struct stacks *stacks__new(struct memtrack_bpf *skel);
+/*
+ * Returns a registry that loads at most @rows_cap rows (--unwind-rows: an
+ * object that does not fit is counted in no_room), or NULL with errno set.
+ */
+struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap);
 
 /*
  * Poller thread, for a parked process @pid: builds the rows of each object
@@ -70,6 +74,15 @@ MT_MUST_CHECK int stacks_fast_open(struct stacks *s, pid_t pid, int *tables_fd, 
 
 /* OBJECT ids announced so far: a frame names 0 (no mapping) or one of 1 .. this. */
 uint32_t stacks_objects(const struct stacks *s);
+
+/*
+ * Entries of one kernel chunk for a table of at most @total entries
+ * (bpf_abi.h): the loader's inner template and stacks.c's chunks agree.
+ */
+static inline uint32_t stacks_chunk_entries(uint32_t total, uint32_t chunk)
+{
+	return total < chunk ? total : chunk;
+}
 
 /* Frees the registry (NULL is fine). */
 void stacks__free(struct stacks *s);

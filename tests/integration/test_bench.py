@@ -174,3 +174,24 @@ def test_bench_config_is_checked(tmp):
         check_eq((p.rc, p.stdout, p.stderr.count("\n")), (1, "", 1), "%s: refused, one line" % what)
         check_true(p.stderr.startswith("bench: %s: " % path) and says in p.stderr,
                    "%s: the line names it: %r" % (what, p.stderr))
+
+
+def test_bench_memory_rows_name_tables_and_bytes_per_event(tmp):
+    """A memory row says the kernel memory of the inner run's unwind tables
+    (its report's stack_table_bytes: a number with --stacks, none without)
+    and the inner artifact's bytes per event, in the JSON and the table."""
+    out = smoke(tmp, "tables", "--only", "ls", "--variant", "stacks,rss", "--no-peers",
+                "--mode", "memory")
+    mem = {r["variant"]: r for r in json.loads(out.read_text())["memory"]}
+    require_eq(sorted(mem), ["rss", "stacks"], "memory rows")
+    for v in ("rss", "stacks"):
+        r = mem[v]
+        require_eq(r["status"], "ok", "%s row's status (%s)" % (v, r.get("note")))
+        check_true(r["artifact_bytes"] > 0 and r["inner_events"] > 0, "%s: artifact and events" % v)
+        check_eq(r["artifact_bytes_per_event"], r["artifact_bytes"] / r["inner_events"],
+                 "%s: bytes per event" % v)
+    check_eq(mem["rss"]["table_kernel_bytes"], None, "no tables without --stacks")
+    check_true(0 < mem["stacks"]["table_kernel_bytes"] < 16 << 20,
+               "the stacks row's tables: %r" % mem["stacks"]["table_kernel_bytes"])
+    md = out.with_suffix(".md").read_text()
+    check_true("| Tables (kernel) | B/event |" in md, "the memory table's columns")

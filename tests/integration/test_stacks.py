@@ -16,13 +16,16 @@ default path: libmemtrack-fast.so unwinds, its `fast` record says
 stacks 1; a static executable cannot preload it and falls back to the
 uprobes and the kernel unwinder) and "uprobes" (--stacks --no-fast: the
 kernel unwinds); test_paths_agree compares the two frame for frame."""
+import os
+import re
 import subprocess
+import time
 from collections import defaultdict
 
 import pytest
 
-from mtlib import (check_eq, check_true, fixture, require, require_eq, root_pid,
-                   track)
+from mtlib import (MEMTRACK, Artifact, check_eq, check_true, fixture, read_trailer, report_json,
+                   require, require_eq, root_pid, run, track)
 
 HEAP = ("malloc", "calloc", "realloc", "aligned_alloc", "mmap")
 # main's callers in glibc 2.36, dynamic or static
@@ -339,3 +342,243 @@ def test_inprocess_unwind_matches_kernel(tmp, variant, mode, path):
     check_true(all(p in ids for p, _ in mine), "every in-process frame's object has a record")
     check_eq(fnv_stack_id([(ids.get(p, 0), a) for p, a in mine], truncated), s["id"],
              "stack id of the in-process frames")
+
+
+# ---- issue 20: a corrupt frame chain, the tables' size, the unwinder, --no-stacks
+
+PAGE = 4096
+CHUNK_ROWS, CHUNK_INDEX = 16384, 16384  # bpf_abi.h: MT_UNWIND_CHUNK_ROWS, _INDEX
+ROW_BYTES = 16
+CORRUPT_SIZE = {"unmapped": 7301, "loop": 7302}
+
+
+def inprocess_stacks():
+    """None when the in-process heap path takes stacks (track --stacks --fast
+    runs), else why not: the variants of the tests below on that path are
+    skipped with it."""
+    p = run([MEMTRACK, "track", "-q", "--stacks", "--fast", "-o", "/dev/null", "--", "true"])
+    if p.rc == 0:
+        return None
+    return "the in-process path takes no stacks in this build (track --stacks --fast: %s)" \
+        % (p.stderr.strip().splitlines() or ["exit %d" % p.rc])[-1]
+
+
+PATHS = {"uprobes": ["--stacks", "--no-fast"], "in-process": ["--stacks", "--fast"]}
+
+
+def path_opts(path):
+    if path == "in-process":
+        why = inprocess_stacks()
+        if why:
+            pytest.skip(why)
+    return PATHS[path]
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+@pytest.mark.parametrize("mode", sorted(CORRUPT_SIZE))
+def test_corrupt_frame_chain(tmp, path, mode):
+    """tests/fixtures/frame_corrupt.c overwrites its saved rbp and return
+    address, mallocs and longjmps out: it runs to its end (exit 0, "done"),
+    and the malloc's stack stops at the corrupt frame, truncated.  unmapped:
+    the caller is 0x1000, in no file: exactly two frames, the malloc's
+    caller in the fixture and (0, 0x1000).  loop: a chain through .bss that
+    points at itself: the kernel, which reads any user memory, follows it
+    to the frame limit (the first frame, then the same return address);
+    the in-process unwinder, which reads the thread's stack only, stops at
+    the first frame outside it."""
+    exe = fixture("frame_corrupt")
+    t = track(tmp, [exe, mode], opts=path_opts(path))
+    check_true("done" in t.stdout, "the fixture ran to its end: %r" % t.stdout)
+    rep = t.report
+    check_eq(rep["exit_code"], 0, "the fixture's exit code")
+    check_eq(rep["dropped_events"], 0, "dropped events")
+    evs = t.events
+    objects = {o["id"]: o["path"] for o in by_type(evs, "object")}
+    stacks = {s["id"]: s for s in by_type(evs, "stack")}
+    allocs = [e for e in by_type(evs, "malloc") if e["size"] == CORRUPT_SIZE[mode]]
+    require_eq(len(allocs), 1, "malloc records of %d bytes" % CORRUPT_SIZE[mode])
+    require(allocs[0]["stack"] in stacks, "the malloc's stack has a stack record")
+    s = stacks[allocs[0]["stack"]]
+    check_eq(s["truncated"], 1, "the stack is marked truncated")
+    frames = s["frames"]
+    check_eq(objects.get(frames[0][0]), exe, "frame 0 (the malloc's caller, smash) is the fixture's")
+    check_eq(symbolize(exe, [frames[0][1]]), ["smash"], "frame 0's function")
+    if mode == "unmapped":
+        check_eq(frames[1:], [[0, 0x1000]], "the corrupt return address ends the stack")
+    elif path == "uprobes":
+        check_eq(len(frames), STACK_MAX, "the kernel follows the loop to the frame limit")
+        check_eq({(o, a) for o, a in frames[1:]}, {tuple(frames[1])},
+                 "one return address repeated")
+        check_eq(objects.get(frames[1][0]), exe, "inside smash")
+    else:
+        check_true(len(frames) <= 2, "the in-process unwinder stops off the stack: %r" % frames)
+    procs = [p for p in rep["processes"] if p["pid"] == allocs[0]["pid"]]
+    check_eq([p["unwinder"] for p in procs], ["kernel" if path == "uprobes" else "in-process"],
+             "report --json's unwinder")
+
+
+def verbose_stacks_line(stderr):
+    """The numbers of track -v's "stacks:" line: objects, rows, rows_cap, KiB, no CFI, no room."""
+    line = [ln for ln in stderr.splitlines() if ln.startswith("memtrack: stacks: ")]
+    require_eq(len(line), 1, "track -v's stacks line")
+    w = line[0].split()
+    return {"objects": int(w[2]), "rows": int(w[4]), "rows_cap": int(w[8]),
+            "kib": int(w[9].lstrip("(")), "no_cfi": int(w[12]), "no_room": int(w[15])}
+
+
+def table_bytes(rows, index, rows_cap):
+    """stacks.c's kernel bytes for rows and index entries under a ceiling:
+    the outer maps' slots (a pointer each), then every chunk created (a
+    page of header, its entries' pages)."""
+    per_row, per_index = min(rows_cap, CHUNK_ROWS), min(rows_cap // 4, CHUNK_INDEX)
+    slots = -(-rows_cap // CHUNK_ROWS) + -(-(rows_cap // 4) // CHUNK_INDEX)
+    rows_chunks, index_chunks = -(-rows // per_row), -(-index // per_index)
+
+    def pages(n):
+        return -(-n // PAGE) * PAGE
+    return (8 * slots + rows_chunks * (PAGE + pages(per_row * ROW_BYTES))
+            + index_chunks * (PAGE + pages(per_index * 8)))
+
+
+def test_unwind_tables_sized_to_the_tree(tmp):
+    """The kernel holds the rows of what the tree maps, in 16K-row chunks,
+    not the 1M-row ceiling's 16 MiB: for a small program, exactly the
+    chunks its rows and index entries need; the trailer, report --json and
+    track -v's statistics give the same numbers."""
+    p = run([MEMTRACK, "track", "-v", "--stacks", "-o", str(tmp / "small.mtrk"), "--",
+             fixture("stk_nofp"), "recurse"])
+    require_eq(p.rc, 0, "track's exit status: " + p.describe())
+    v = verbose_stacks_line(p.stderr)
+    rep = report_json(tmp / "small.mtrk")
+    tr = read_trailer(tmp / "small.mtrk")
+    check_eq(rep["stack_rows"], v["rows"], "rows: report --json against track -v")
+    check_eq(rep["stack_rows_cap"], 1 << 20, "the default ceiling")
+    check_eq(rep["stack_objects"], v["objects"], "objects")
+    check_eq((rep["stack_no_room"], rep["stack_no_cfi"]), (0, v["no_cfi"]), "without room, CFI")
+    check_eq(rep["stack_table_bytes"] >> 10, v["kib"], "table KiB: report --json against track -v")
+    check_eq(tr["stack_table_bytes"], rep["stack_table_bytes"], "the trailer's stack_table_bytes")
+    check_eq(rep["stack_table_bytes"],
+             table_bytes(rep["stack_rows"], rep["stack_index_entries"], 1 << 20),
+             "table bytes: the chunks the rows (%d) and index (%d) need"
+             % (rep["stack_rows"], rep["stack_index_entries"]))
+    check_true(0 < rep["stack_rows"] < 4 * CHUNK_ROWS, "a small program's rows: %d" % rep["stack_rows"])
+    check_true(rep["stack_table_bytes"] <= (16 << 20) // 8,
+               "table bytes %d far below the 16 MiB the ceiling takes" % rep["stack_table_bytes"])
+
+
+def test_unwind_rows_ceiling(tmp):
+    """--unwind-rows stays a ceiling: with 1024 rows the small executable
+    fits and libc (tens of thousands of rows) does not: it is counted in
+    stack_no_room, the malloc's stack ends, truncated, at the first frame in
+    libc, and the kernel holds one 1024-row chunk (and one index chunk)."""
+    exe = fixture("stk_nofp")
+    t = track(tmp, [exe, "recurse"], opts=["--stacks", "--unwind-rows", "1024"])
+    rep = t.report
+    check_eq(rep["stack_rows_cap"], 1024, "the ceiling")
+    check_true(0 < rep["stack_rows"] <= 1024, "rows loaded: %d" % rep["stack_rows"])
+    check_true(rep["stack_no_room"] >= 1, "objects without room: %d" % rep["stack_no_room"])
+    check_eq(rep["stack_table_bytes"], table_bytes(rep["stack_rows"], rep["stack_index_entries"], 1024),
+             "table bytes under a 1024-row ceiling")
+    evs = t.events
+    objects = {o["id"]: o["path"] for o in by_type(evs, "object")}
+    stacks = {s["id"]: s for s in by_type(evs, "stack")}
+    allocs = [e for e in by_type(evs, "malloc") if e["size"] == SIZE["recurse"]]
+    require_eq(len(allocs), 1, "the recurse malloc")
+    s = stacks[allocs[0]["stack"]]
+    check_eq(s["truncated"], 1, "truncated: libc has no rows")
+    names = frame_names({i: {"path": p} for i, p in objects.items()}, s)
+    check_eq(names, ["leaf_alloc"] + ["rec"] * 6 + ["main", "__libc_start_call_main"],
+             "the stack down to the first frame in libc")
+    check_true("libc" in objects[s["frames"][-1][0]], "the last frame is libc's: %s"
+               % objects[s["frames"][-1][0]])
+
+
+def test_unwinder_in_report(tmp):
+    """report says per process which unwinder gave its stacks: kernel for a
+    process on the uprobes with --stacks (the child's malloc; the parent
+    allocates nothing, its mmaps' stacks are the kernel's too), none
+    without --stacks (JSON key unwinder; the text report's process line
+    when stacks were recorded)."""
+    exe = fixture("stk_nofp")
+    t = track(tmp, [exe, "fork"], opts=["--stacks", "--no-fast"])
+    procs = t.report["processes"]
+    check_eq([p["unwinder"] for p in procs], ["kernel", "kernel"], "parent and child: kernel")
+    text = run([MEMTRACK, "report", t.artifact.path]).stdout
+    check_eq(sum(1 for ln in text.splitlines() if ln.rstrip().endswith("unwinder kernel")), 2,
+             "text report: 'unwinder kernel' on both process lines:\n" + text)
+    t2 = track(tmp, [exe, "fork"], name="nostacks.mtrk")
+    check_eq([p["unwinder"] for p in t2.report["processes"]], ["none", "none"], "without --stacks")
+    check_eq(t2.report["stack_table_bytes"], None, "no tables without --stacks")
+    text = run([MEMTRACK, "report", t2.artifact.path]).stdout
+    check_true("unwinder" not in text and "unwind tables" not in text,
+               "no unwinder in the text report without stacks")
+
+
+def stack_records(evs):
+    return [e for e in evs if e["type"] in ("object", "mapping", "stack")]
+
+
+@pytest.mark.parametrize("order", ["stacks-then-no", "no-then-stacks"])
+def test_no_stacks_option(tmp, order):
+    """track --no-stacks turns stacks off; of --stacks and --no-stacks the
+    last one given wins."""
+    opts = ["--stacks", "--no-stacks"] if order == "stacks-then-no" else ["--no-stacks", "--stacks"]
+    t = track(tmp, [fixture("stk_nofp"), "recurse"], opts=opts + ["--no-fast"])
+    on = order == "no-then-stacks"
+    check_eq(bool(stack_records(t.events)), on, "stack records")
+    check_eq(t.report["stack_table_bytes"] is not None, on, "stack tables in report --json")
+    check_eq({e["stack"] != 0 for e in t.events if e["type"] == "malloc"}, {on},
+             "heap records name stacks")
+
+
+def test_attach_no_stacks(tmp):
+    """attach --no-stacks likewise: after --stacks it turns them off, before
+    it it leaves them on."""
+    from test_attach import start_attach, start_fixture, stop_attach, stop_fixture
+    srv, srv_out = start_fixture([fixture("server")])
+    try:
+        for name, opts, on in (("off", ["--stacks", "--no-stacks"], False),
+                               ("on", ["--no-stacks", "--stacks"], True)):
+            out = tmp / ("%s.mtrk" % name)
+            mt, err = start_attach(srv.pid, out, opts)
+            time.sleep(0.5)
+            rc, lines = stop_attach(mt, err)
+            check_eq(rc, 0, "attach %s: exit status (%r)" % (opts, lines))
+            rep = report_json(out)
+            check_eq(rep["stack_table_bytes"] is not None, on, "attach %s: stack tables" % opts)
+            evs = Artifact(out).events
+            check_eq(any(e["type"] == "object" for e in evs), on, "attach %s: object records" % opts)
+    finally:
+        stop_fixture(srv, srv_out)
+
+
+def peak_section(text):
+    """The "top N call sites by peak heap" section of a text report."""
+    lines = text.splitlines()
+    at = [i for i, ln in enumerate(lines) if re.match(r"top \d+ call sites? by peak heap", ln)]
+    require_eq(len(at), 1, "one peak-heap ranking in:\n" + text)
+    end = at[0] + 1
+    while end < len(lines) and lines[end].startswith("  "):
+        end += 1
+    return lines[at[0]:end]
+
+
+def test_report_text_top3_by_peak(tmp):
+    """Stacks recorded: the text report ends with the 3 call sites with the
+    most peak heap, as report --top 3 ranks them (callsites.c has 2 sites
+    with bytes at the peak: b's 12000, c's 200); without stacks, none."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")
+    exe = fixture("callsites")
+    t = track(tmp, [exe], opts=["--stacks"])
+    text = run([MEMTRACK, "report", t.artifact.path]).stdout
+    top = run([MEMTRACK, "report", t.artifact.path, "--top", "3"]).stdout
+    brief = peak_section(text)
+    check_eq(brief[0], "top 2 call sites by peak heap (bytes live at the tree's heap peak):",
+             "the brief's title")
+    check_eq(brief[1:-1], peak_section(top)[1:], "the brief's sites, as report --top 3 gives them")
+    check_eq(brief[-1], "  (memtrack report --top N: more sites and rankings)", "its hint")
+    check_true(re.match(r"  #1  11\.7 KiB at peak, 3 allocations", brief[1]) is not None,
+               "b's site first: %r" % brief[1])
+    t2 = track(tmp, [exe], name="nostacks.mtrk")
+    text = run([MEMTRACK, "report", t2.artifact.path]).stdout
+    check_true("call site" not in text, "no call sites without stacks:\n" + text)
