@@ -352,28 +352,6 @@ ROW_BYTES = 16
 CORRUPT_SIZE = {"unmapped": 7301, "loop": 7302}
 
 
-def inprocess_stacks():
-    """None when the in-process heap path takes stacks (track --stacks --fast
-    runs), else why not: the variants of the tests below on that path are
-    skipped with it."""
-    p = run([MEMTRACK, "track", "-q", "--stacks", "--fast", "-o", "/dev/null", "--", "true"])
-    if p.rc == 0:
-        return None
-    return "the in-process path takes no stacks in this build (track --stacks --fast: %s)" \
-        % (p.stderr.strip().splitlines() or ["exit %d" % p.rc])[-1]
-
-
-PATHS = {"uprobes": ["--stacks", "--no-fast"], "in-process": ["--stacks", "--fast"]}
-
-
-def path_opts(path):
-    if path == "in-process":
-        why = inprocess_stacks()
-        if why:
-            pytest.skip(why)
-    return PATHS[path]
-
-
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("mode", sorted(CORRUPT_SIZE))
 def test_corrupt_frame_chain(tmp, path, mode):
@@ -387,7 +365,7 @@ def test_corrupt_frame_chain(tmp, path, mode):
     the in-process unwinder, which reads the thread's stack only, stops at
     the first frame outside it."""
     exe = fixture("frame_corrupt")
-    t = track(tmp, [exe, mode], opts=path_opts(path))
+    t = track(tmp, [exe, mode], opts=PATHS[path])
     check_true("done" in t.stdout, "the fixture ran to its end: %r" % t.stdout)
     rep = t.report
     check_eq(rep["exit_code"], 0, "the fixture's exit code")
