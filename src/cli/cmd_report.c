@@ -95,6 +95,19 @@ static void print_stack_tables_text(const struct report *r)
 	       (unsigned long long)t->stack_no_room, (unsigned long long)t->stack_no_cfi);
 }
 
+/* The mapped-memory lines of @a (docs/METRICS.md "Mapped memory"); @end: when "still mapped". */
+static void print_mapped_text(const struct analysis *a, const char *end)
+{
+	char b1[32], b2[32];
+
+	printf("peak mapped:  %s (%llu mappings of the program's own, %s still mapped %s)\n",
+	       human_bytes(a->peak_mapped_bytes, b1, sizeof(b1)),
+	       (unsigned long long)a->mapped_count,
+	       human_bytes(a->leaked_mapped_bytes, b2, sizeof(b2)), end);
+	printf("peak memory:  %s (heap + mapped)\n",
+	       human_bytes(a->peak_memory_bytes, b1, sizeof(b1)));
+}
+
 static int print_text(struct report *r)
 {
 	const struct analysis *a = &r->a;
@@ -116,12 +129,7 @@ static int print_text(struct report *r)
 	printf("peak heap:    %s live\n", human_bytes(a->peak_live_bytes, b1, sizeof(b1)));
 	printf("leaked:       %llu allocations, %s never freed\n",
 	       (unsigned long long)a->leaked_count, human_bytes(a->leaked_bytes, b2, sizeof(b2)));
-	printf("peak mapped:  %s (%llu mappings of the program's own, %s still mapped at exit)\n",
-	       human_bytes(a->peak_mapped_bytes, b1, sizeof(b1)),
-	       (unsigned long long)a->mapped_count,
-	       human_bytes(a->leaked_mapped_bytes, b2, sizeof(b2)));
-	printf("peak memory:  %s (heap + mapped)\n",
-	       human_bytes(a->peak_memory_bytes, b1, sizeof(b1)));
+	print_mapped_text(a, "at exit");
 	if (a->has_rss)
 		printf("peak RSS:     %s (tree)\n", human_bytes(a->peak_rss_bytes, b3, sizeof(b3)));
 	if (r->physical)
@@ -389,12 +397,7 @@ static void print_section(const struct report *r, const struct section *s, bool 
 	       human_bytes(a->peak_live_bytes, b1, sizeof(b1)));
 	printf("leaked:       %llu allocations, %s not freed by the end of the section\n",
 	       (unsigned long long)a->leaked_count, human_bytes(a->leaked_bytes, b2, sizeof(b2)));
-	printf("peak mapped:  %s (%llu mappings of the program's own, %s still mapped at the end of the section)\n",
-	       human_bytes(a->peak_mapped_bytes, b1, sizeof(b1)),
-	       (unsigned long long)a->mapped_count,
-	       human_bytes(a->leaked_mapped_bytes, b2, sizeof(b2)));
-	printf("peak memory:  %s (heap + mapped)\n",
-	       human_bytes(a->peak_memory_bytes, b1, sizeof(b1)));
+	print_mapped_text(a, "at the end of the section");
 	if (!section_complete(s))
 		printf("note:         heap recording was off during part of the section; its allocations then are not counted\n");
 }
