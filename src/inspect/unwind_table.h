@@ -15,6 +15,7 @@
 #ifndef MEMTRACK_UNWIND_TABLE_H
 #define MEMTRACK_UNWIND_TABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>
@@ -41,6 +42,7 @@ struct unwind_table {
 	size_t nindex;
 	uint32_t text_lo;
 	unsigned shift;
+	bool libdw_fallback; /* the native CFI path gave this object to libdw */
 };
 
 /*
@@ -50,6 +52,15 @@ struct unwind_table {
  * file (-ENOEXEC) or memory ran out.
  */
 int unwind_table_build(const char *path, struct unwind_table **out);
+
+/*
+ * How the rows are made: UNWIND_CFI_NATIVE runs each FDE's CFI program once
+ * (falling back to libdw for the whole object on anything it does not
+ * model); UNWIND_CFI_LIBDW asks libdw at every row (the reference).  Both
+ * give the same rows.  unwind_table_build() is the native mode.
+ */
+enum unwind_cfi_mode { UNWIND_CFI_NATIVE, UNWIND_CFI_LIBDW };
+int unwind_table_build_mode(const char *path, enum unwind_cfi_mode mode, struct unwind_table **out);
 
 /*
  * Load bias of a mapping of file offset @offset at @start: ELF vaddr =
