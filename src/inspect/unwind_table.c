@@ -289,6 +289,12 @@ static bool plain_breg(const uint8_t *b, uint64_t len)
 	       g.p == g.end;
 }
 
+/* libdw's offset * data alignment factor, wrapping (untrusted operands: no UB). */
+static int64_t wrap_mul(uint64_t v, int64_t daf)
+{
+	return (int64_t)(v * (uint64_t)daf);
+}
+
 static void set_reg(struct nstate *s, uint64_t reg, uint8_t rule, int64_t v)
 {
 	if (reg == REG_RBP) {
@@ -392,15 +398,15 @@ static int reg_op(struct nrun *n, const struct ncie *c, uint8_t op, uint64_t reg
 	case DW_CFA_offset_extended:
 		if (uleb(g, &u))
 			return -ENOTSUP;
-		set_reg(&n->st, reg, NR_OFFSET, (int64_t)u * c->daf);
+		set_reg(&n->st, reg, NR_OFFSET, wrap_mul(u, c->daf));
 		return 0;
 	case DW_CFA_offset_extended_sf:
 	case DW_CFA_GNU_negative_offset_extended:
 		if (op == DW_CFA_offset_extended_sf ? sleb(g, &sv) : uleb(g, &u))
 			return -ENOTSUP;
 		if (op == DW_CFA_GNU_negative_offset_extended)
-			sv = -(int64_t)u;
-		set_reg(&n->st, reg, NR_OFFSET, sv * c->daf);
+			sv = (int64_t)(0 - u);
+		set_reg(&n->st, reg, NR_OFFSET, wrap_mul((uint64_t)sv, c->daf));
 		return 0;
 	case DW_CFA_val_offset:
 	case DW_CFA_val_offset_sf:
@@ -450,7 +456,7 @@ static int cfa_op(struct nrun *n, const struct ncie *c, uint8_t op, struct nprog
 			return -ENOTSUP;
 		n->st.cfa = NC_REG;
 		n->st.cfa_reg = reg;
-		n->st.cfa_off = op == DW_CFA_def_cfa ? (int64_t)u : sv * c->daf;
+		n->st.cfa_off = op == DW_CFA_def_cfa ? (int64_t)u : wrap_mul((uint64_t)sv, c->daf);
 		return 0;
 	case DW_CFA_def_cfa_register:
 		if (uleb(g, &reg) || n->st.cfa != NC_REG)
@@ -462,7 +468,8 @@ static int cfa_op(struct nrun *n, const struct ncie *c, uint8_t op, struct nprog
 		if ((op == DW_CFA_def_cfa_offset ? uleb(g, &u) : sleb(g, &sv)) ||
 		    n->st.cfa != NC_REG)
 			return -ENOTSUP;
-		n->st.cfa_off = op == DW_CFA_def_cfa_offset ? (int64_t)u : sv * c->daf;
+		n->st.cfa_off =
+			op == DW_CFA_def_cfa_offset ? (int64_t)u : wrap_mul((uint64_t)sv, c->daf);
 		return 0;
 	case DW_CFA_def_cfa_expression:
 		if (uleb(g, &u) || u > (uint64_t)(g->end - g->p))
