@@ -671,6 +671,8 @@ static int range_cmp(const void *a, const void *b)
 /* Whether two FDEs share a pc or a start: libdw's lookup might pick either. */
 static bool ranges_overlap(struct walk *w)
 {
+	if (w->nranges < 2)
+		return false;
 	qsort(w->ranges, w->nranges, sizeof(*w->ranges), range_cmp);
 	for (size_t i = 1; i < w->nranges; i++)
 		if (w->ranges[i][0] == w->ranges[i - 1][0] || w->ranges[i][0] < w->ranges[i - 1][1])
