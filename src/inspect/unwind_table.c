@@ -754,6 +754,7 @@ static void eh_frame_rows(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_
 		*fell_back = true;
 		rv->n = 0;
 		rv->err = 0;
+		free(w.ranges);
 		w = (struct walk){ .native = false };
 	}
 	walk_eh_frame(elf, cfi, data, sh_addr, &w, rv);
