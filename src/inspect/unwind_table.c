@@ -199,7 +199,8 @@ static uint8_t cie_fde_encoding(const Dwarf_CIE *cie)
  * whole object fall back to the libdw path, so the rows never differ.
  */
 enum nreg { NR_UNSPEC, NR_SAME, NR_UNDEF, NR_OFFSET, NR_OTHER };
-enum ncfa { NC_UNSET, NC_REG, NC_EXPR_RSP, NC_EXPR_RBP, NC_EXPR_DEREF, NC_EXPR_OTHER };
+/* NC_INVALID: libdw's cfa_invalid, a register or offset change of a non-register rule */
+enum ncfa { NC_UNSET, NC_REG, NC_EXPR_RSP, NC_EXPR_RBP, NC_EXPR_DEREF, NC_EXPR_OTHER, NC_INVALID };
 
 struct nstate {
 	uint8_t rbp, ra, cfa;
@@ -371,10 +372,10 @@ static int advance(struct nrun *n, uint64_t loc)
 {
 	struct mt_unwind_row r;
 
-	if (loc < n->loc)
+	if (loc < n->loc || !n->emit) /* libdw: no advance in a CIE */
 		return -ENOTSUP;
 	n->loc = loc;
-	if (!n->emit || loc <= n->pc)
+	if (loc <= n->pc)
 		return 0;
 	if (n->pc < n->hi) {
 		if (native_row(&n->st, n->pc, n->sig, &r))
@@ -459,15 +460,18 @@ static int cfa_op(struct nrun *n, const struct ncie *c, uint8_t op, struct nprog
 		n->st.cfa_off = op == DW_CFA_def_cfa ? (int64_t)u : wrap_mul((uint64_t)sv, c->daf);
 		return 0;
 	case DW_CFA_def_cfa_register:
-		if (uleb(g, &reg) || n->st.cfa != NC_REG)
+		if (uleb(g, &reg))
 			return -ENOTSUP;
+		if (n->st.cfa != NC_REG) /* libdw's require_cfa_offset() (libgcrypt has this) */
+			n->st.cfa = NC_INVALID;
 		n->st.cfa_reg = reg;
 		return 0;
 	case DW_CFA_def_cfa_offset:
 	case DW_CFA_def_cfa_offset_sf:
-		if ((op == DW_CFA_def_cfa_offset ? uleb(g, &u) : sleb(g, &sv)) ||
-		    n->st.cfa != NC_REG)
+		if (op == DW_CFA_def_cfa_offset ? uleb(g, &u) : sleb(g, &sv))
 			return -ENOTSUP;
+		if (n->st.cfa != NC_REG) /* libdw's require_cfa_offset() */
+			n->st.cfa = NC_INVALID;
 		n->st.cfa_off =
 			op == DW_CFA_def_cfa_offset ? (int64_t)u : wrap_mul((uint64_t)sv, c->daf);
 		return 0;
