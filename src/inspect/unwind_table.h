@@ -6,8 +6,10 @@
  * Each row holds from its pc up to the next row's: how to find the CFA
  * (rsp+N, rbp+N, *(rbp+N)), where rbp was saved, or that the return address
  * is undefined there (the outermost frame).  Rows are sorted by pc; a gap
- * between FDEs is a MT_CFA_NONE row.  Built with elfutils' libdw
- * (dwarf_getcfi_elf, dwarf_cfi_addrframe), once per file.
+ * between FDEs is a MT_CFA_NONE row.  Built once per file by a native CFI
+ * interpreter (one pass over each FDE's program), or, for an object using
+ * CFI it does not model, with elfutils' libdw (dwarf_cfi_addrframe at every
+ * row); both give the same rows (tests/unit/test_unwind_cfi_diff.c).
  *
  * Ownership: unwind_table_build() returns a table the caller frees with
  * unwind_table_free() (NULL is fine).
