@@ -3,10 +3,12 @@
  * unwind_table.c - .eh_frame to unwind rows; see unwind_table.h.
  *
  * The FDEs are walked with dwarf_next_cfi (their pc ranges decoded here:
- * libdw does not expose them), and each FDE's rows come from
- * dwarf_cfi_addrframe, which runs the CFI program up to a pc and says for
- * which range its answer holds.  Rules the kernel unwinder cannot follow
- * become MT_CFA_NONE rows: a stack through them is marked truncated.
+ * libdw does not expose them).  Each FDE's rows come from the native
+ * interpreter below, which runs the CIE's and the FDE's programs once; the
+ * reference (and fallback) is dwarf_cfi_addrframe, which reruns the program
+ * from the FDE's start for every row (quadratic: ~5x slower on cc1).  Rules
+ * the kernel unwinder cannot follow become MT_CFA_NONE rows: a stack
+ * through them is marked truncated.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -191,10 +193,421 @@ static uint8_t cie_fde_encoding(const Dwarf_CIE *cie)
 
 #define MAX_CIES 64
 
+/*
+ * The native CFI interpreter: each FDE's program (after its CIE's initial
+ * instructions) runs once, a row at each location advance.  It follows
+ * libdw's answers exactly for what it knows; anything else (an opcode or
+ * rule it does not model, malformed bytes, overlapping FDEs) makes the
+ * whole object fall back to the libdw path, so the rows never differ.
+ */
+enum nreg { NR_UNSPEC, NR_SAME, NR_UNDEF, NR_OFFSET, NR_OTHER };
+/* NC_INVALID: libdw's cfa_invalid, a register or offset change of a non-register rule */
+enum ncfa { NC_UNSET, NC_REG, NC_EXPR_RSP, NC_EXPR_RBP, NC_EXPR_DEREF, NC_EXPR_OTHER, NC_INVALID };
+
+struct nstate {
+	uint8_t rbp, ra, cfa;
+	uint64_t cfa_reg;
+	int64_t rbp_v, ra_v, cfa_off;
+};
+
+#define NATIVE_STACK 16
+
+struct nprog {
+	const uint8_t *p, *end;
+};
+
+static int uleb(struct nprog *g, uint64_t *v)
+{
+	unsigned shift = 0;
+
+	*v = 0;
+	while (g->p < g->end) {
+		uint8_t b = *g->p++;
+
+		if (shift < 64)
+			*v |= (uint64_t)(b & 0x7f) << shift;
+		else if (b & 0x7f)
+			return -ENOTSUP;
+		shift += 7;
+		if (!(b & 0x80))
+			return shift > 70 ? -ENOTSUP : 0;
+	}
+	return -ENOTSUP;
+}
+
+static int sleb(struct nprog *g, int64_t *v)
+{
+	unsigned shift = 0;
+	uint64_t u = 0;
+
+	while (g->p < g->end) {
+		uint8_t b = *g->p++;
+
+		if (shift < 64)
+			u |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+		if (!(b & 0x80)) {
+			if (shift > 70)
+				return -ENOTSUP;
+			if (shift < 64 && (b & 0x40))
+				u |= ~(uint64_t)0 << shift;
+			*v = (int64_t)u;
+			return 0;
+		}
+	}
+	return -ENOTSUP;
+}
+
+/* A def_cfa_expression block: the two forms cfa_rule() follows, else "other". */
+static void cfa_expr(const uint8_t *b, uint64_t len, struct nstate *s)
+{
+	struct nprog g = { b, b + len };
+	uint64_t reg;
+	int64_t off;
+
+	s->cfa = NC_EXPR_OTHER;
+	if (len && b[0] == DW_OP_bregx) {
+		g.p++;
+		if (!uleb(&g, &reg) && !sleb(&g, &off) && g.p == g.end &&
+		    (reg == REG_RSP || reg == REG_RBP)) {
+			s->cfa = reg == REG_RSP ? NC_EXPR_RSP : NC_EXPR_RBP;
+			s->cfa_off = off;
+		}
+	} else if (len && b[0] == DW_OP_breg0 + REG_RBP) {
+		g.p++;
+		if (!sleb(&g, &off) && g.end - g.p == 1 && *g.p == DW_OP_deref) {
+			s->cfa = NC_EXPR_DEREF;
+			s->cfa_off = off;
+		}
+	}
+}
+
+/* A register's (val_)expression block libdw turns into no at_cfa form: one bregN. */
+static bool plain_breg(const uint8_t *b, uint64_t len)
+{
+	struct nprog g = { b + 1, b + len };
+	int64_t off;
+
+	return len && b[0] >= DW_OP_breg0 && b[0] <= DW_OP_breg0 + 31 && !sleb(&g, &off) &&
+	       g.p == g.end;
+}
+
+/* libdw's offset * data alignment factor, wrapping (untrusted operands: no UB). */
+static int64_t wrap_mul(uint64_t v, int64_t daf)
+{
+	return (int64_t)(v * (uint64_t)daf);
+}
+
+static void set_reg(struct nstate *s, uint64_t reg, uint8_t rule, int64_t v)
+{
+	if (reg == REG_RBP) {
+		s->rbp = rule;
+		s->rbp_v = v;
+	} else if (reg == REG_RA) {
+		s->ra = rule;
+		s->ra_v = v;
+	}
+}
+
+struct ncie {
+	int64_t daf;
+	uint64_t caf;
+	const struct nstate *init; /* NULL while running the CIE's own instructions */
+};
+
+/* The row libdw's frame_row() makes of @s at @pc (signal frame: MT_CFA_NONE). */
+static int native_row(const struct nstate *s, uint64_t pc, bool sig, struct mt_unwind_row *r)
+{
+	int64_t off;
+
+	memset(r, 0, sizeof(*r));
+	r->pc = (uint32_t)pc;
+	if (s->ra == NR_UNSPEC)
+		return -ENOTSUP; /* the ABI default: not modelled */
+	if (s->ra == NR_UNDEF) {
+		r->cfa = MT_CFA_END;
+		goto sig;
+	}
+	if (s->ra != NR_OFFSET || s->ra_v != -8)
+		goto sig;
+	switch (s->cfa) {
+	case NC_UNSET: return -ENOTSUP;
+	case NC_REG:
+		if (s->cfa_reg != REG_RSP && s->cfa_reg != REG_RBP)
+			goto rbp;
+		r->cfa = s->cfa_reg == REG_RSP ? MT_CFA_RSP : MT_CFA_RBP;
+		break;
+	case NC_EXPR_RSP: r->cfa = MT_CFA_RSP; break;
+	case NC_EXPR_RBP: r->cfa = MT_CFA_RBP; break;
+	case NC_EXPR_DEREF: r->cfa = MT_CFA_DEREF_RBP; break;
+	default: goto rbp;
+	}
+	off = s->cfa_off;
+	if (off < INT32_MIN || off > INT32_MAX)
+		r->cfa = MT_CFA_NONE;
+	else
+		r->cfa_off = (int32_t)off;
+rbp:
+	if (s->rbp == NR_OFFSET && s->rbp_v != 0 && s->rbp_v >= INT16_MIN &&
+	    s->rbp_v <= INT16_MAX) {
+		r->rbp = MT_RBP_AT_CFA;
+		r->rbp_off = (int16_t)s->rbp_v;
+	} else if (s->rbp == NR_OFFSET || s->rbp == NR_OTHER) {
+		r->rbp = MT_RBP_LOST;
+	}
+sig:
+	if (sig)
+		r->cfa = MT_CFA_NONE;
+	return 0;
+}
+
+struct nrun {
+	struct nstate st, stack[NATIVE_STACK];
+	unsigned depth;
+	uint64_t loc, pc, hi;
+	bool sig, emit;
+	struct row_vec *rv;
+};
+
+/* A location advance to @loc: the row up to it, as libdw's [start, end) splits them. */
+static int advance(struct nrun *n, uint64_t loc)
+{
+	struct mt_unwind_row r;
+
+	if (loc < n->loc || !n->emit) /* libdw: no advance in a CIE */
+		return -ENOTSUP;
+	n->loc = loc;
+	if (loc <= n->pc)
+		return 0;
+	if (n->pc < n->hi) {
+		if (native_row(&n->st, n->pc, n->sig, &r))
+			return -ENOTSUP;
+		push_row(n->rv, &r);
+	}
+	n->pc = loc;
+	return 0;
+}
+
+/* Register rules: offset, restore, undefined, same_value, register, expressions. */
+static int reg_op(struct nrun *n, const struct ncie *c, uint8_t op, uint64_t reg, struct nprog *g)
+{
+	uint64_t u;
+	int64_t sv;
+
+	if (reg > 255)
+		return -ENOTSUP;
+	switch (op) {
+	case DW_CFA_offset:
+	case DW_CFA_offset_extended:
+		if (uleb(g, &u))
+			return -ENOTSUP;
+		set_reg(&n->st, reg, NR_OFFSET, wrap_mul(u, c->daf));
+		return 0;
+	case DW_CFA_offset_extended_sf:
+	case DW_CFA_GNU_negative_offset_extended:
+		if (op == DW_CFA_offset_extended_sf ? sleb(g, &sv) : uleb(g, &u))
+			return -ENOTSUP;
+		if (op == DW_CFA_GNU_negative_offset_extended)
+			sv = (int64_t)(0 - u);
+		set_reg(&n->st, reg, NR_OFFSET, wrap_mul((uint64_t)sv, c->daf));
+		return 0;
+	case DW_CFA_val_offset:
+	case DW_CFA_val_offset_sf:
+		if (op == DW_CFA_val_offset ? uleb(g, &u) : sleb(g, &sv))
+			return -ENOTSUP;
+		set_reg(&n->st, reg, NR_OTHER, 0);
+		return 0;
+	case DW_CFA_restore:
+	case DW_CFA_restore_extended:
+		if (!c->init)
+			return -ENOTSUP;
+		if (reg == REG_RBP)
+			set_reg(&n->st, reg, c->init->rbp, c->init->rbp_v);
+		else if (reg == REG_RA)
+			set_reg(&n->st, reg, c->init->ra, c->init->ra_v);
+		return 0;
+	case DW_CFA_undefined: set_reg(&n->st, reg, NR_UNDEF, 0); return 0;
+	case DW_CFA_same_value: set_reg(&n->st, reg, NR_SAME, 0); return 0;
+	case DW_CFA_register:
+		if (uleb(g, &u))
+			return -ENOTSUP;
+		set_reg(&n->st, reg, NR_OTHER, 0);
+		return 0;
+	case DW_CFA_expression:
+	case DW_CFA_val_expression:
+		if (uleb(g, &u) || u > (uint64_t)(g->end - g->p))
+			return -ENOTSUP;
+		if ((reg == REG_RBP || reg == REG_RA) && !plain_breg(g->p, u))
+			return -ENOTSUP;
+		set_reg(&n->st, reg, NR_OTHER, 0);
+		g->p += u;
+		return 0;
+	default: return -ENOTSUP;
+	}
+}
+
+/* The CFA rules. */
+static int cfa_op(struct nrun *n, const struct ncie *c, uint8_t op, struct nprog *g)
+{
+	uint64_t u, reg;
+	int64_t sv;
+
+	switch (op) {
+	case DW_CFA_def_cfa:
+	case DW_CFA_def_cfa_sf:
+		if (uleb(g, &reg) || (op == DW_CFA_def_cfa ? uleb(g, &u) : sleb(g, &sv)))
+			return -ENOTSUP;
+		n->st.cfa = NC_REG;
+		n->st.cfa_reg = reg;
+		n->st.cfa_off = op == DW_CFA_def_cfa ? (int64_t)u : wrap_mul((uint64_t)sv, c->daf);
+		return 0;
+	case DW_CFA_def_cfa_register:
+		if (uleb(g, &reg))
+			return -ENOTSUP;
+		if (n->st.cfa != NC_REG) /* libdw's require_cfa_offset() (libgcrypt has this) */
+			n->st.cfa = NC_INVALID;
+		n->st.cfa_reg = reg;
+		return 0;
+	case DW_CFA_def_cfa_offset:
+	case DW_CFA_def_cfa_offset_sf:
+		if (op == DW_CFA_def_cfa_offset ? uleb(g, &u) : sleb(g, &sv))
+			return -ENOTSUP;
+		if (n->st.cfa != NC_REG) /* libdw's require_cfa_offset() */
+			n->st.cfa = NC_INVALID;
+		n->st.cfa_off =
+			op == DW_CFA_def_cfa_offset ? (int64_t)u : wrap_mul((uint64_t)sv, c->daf);
+		return 0;
+	case DW_CFA_def_cfa_expression:
+		if (uleb(g, &u) || u > (uint64_t)(g->end - g->p))
+			return -ENOTSUP;
+		cfa_expr(g->p, u, &n->st);
+		g->p += u;
+		return 0;
+	default: return -ENOTSUP;
+	}
+}
+
+/* Runs one CFI program (a CIE's initial instructions or an FDE's). */
+static int run_cfi(struct nrun *n, const struct ncie *c, const uint8_t *p, const uint8_t *end)
+{
+	struct nprog g = { p, end };
+	uint64_t u, reg;
+	int err = 0;
+
+	while (!err && g.p < g.end) {
+		uint8_t op = *g.p++, hi2 = op & 0xc0, low = op & 0x3f;
+
+		if (hi2 == DW_CFA_advance_loc) {
+			err = advance(n, n->loc + low * c->caf);
+		} else if (hi2 == DW_CFA_offset || hi2 == DW_CFA_restore) {
+			err = reg_op(n, c, hi2, low, &g);
+		} else if (op == DW_CFA_advance_loc1 || op == DW_CFA_advance_loc2 ||
+			   op == DW_CFA_advance_loc4) {
+			size_t len = op == DW_CFA_advance_loc1	 ? 1
+				     : op == DW_CFA_advance_loc2 ? 2
+								 : 4;
+			uint32_t d = 0;
+
+			if ((size_t)(g.end - g.p) < len)
+				return -ENOTSUP;
+			memcpy(&d, g.p, len); /* little endian: x86-64 only */
+			g.p += len;
+			if (d > UINT32_MAX / (c->caf ? c->caf : 1))
+				return -ENOTSUP;
+			err = advance(n, n->loc + d * c->caf);
+		} else if (op == DW_CFA_nop) {
+			continue;
+		} else if (op == DW_CFA_GNU_args_size) {
+			err = uleb(&g, &u);
+		} else if (op == DW_CFA_remember_state) {
+			if (n->depth == NATIVE_STACK)
+				return -ENOTSUP;
+			n->stack[n->depth++] = n->st;
+		} else if (op == DW_CFA_restore_state) {
+			if (!n->depth)
+				return -ENOTSUP;
+			n->st = n->stack[--n->depth];
+		} else if ((op >= DW_CFA_def_cfa && op <= DW_CFA_def_cfa_expression) ||
+			   op == DW_CFA_def_cfa_sf || op == DW_CFA_def_cfa_offset_sf) {
+			err = cfa_op(n, c, op, &g);
+		} else if (op == DW_CFA_offset_extended || op == DW_CFA_restore_extended ||
+			   op == DW_CFA_undefined || op == DW_CFA_same_value ||
+			   op == DW_CFA_register || op == DW_CFA_expression ||
+			   op == DW_CFA_offset_extended_sf || op == DW_CFA_val_offset ||
+			   op == DW_CFA_val_offset_sf || op == DW_CFA_val_expression ||
+			   op == DW_CFA_GNU_negative_offset_extended) {
+			err = uleb(&g, &reg) ? -ENOTSUP : reg_op(n, c, op, reg, &g);
+		} else {
+			return -ENOTSUP; /* set_loc, window_save, ...: libdw decides */
+		}
+	}
+	return err ? -ENOTSUP : 0;
+}
+
+/* A CIE as the native path sees it. */
 struct cie_enc {
 	Dwarf_Off off;
 	uint8_t enc;
+	bool native; /* its augmentation and initial instructions are modelled */
+	bool z, sig;
+	struct ncie c;
+	struct nstate init;
 };
+
+/* The state after the ABI's defaults (rbp same value) and @e's initial instructions. */
+static void native_cie(const Dwarf_CIE *e, struct cie_enc *ce)
+{
+	const char *a = e->augmentation;
+	struct nrun n = { .st = { .rbp = NR_SAME } };
+
+	ce->native = false;
+	if (!a || (a[0] && a[0] != 'z') || !e->code_alignment_factor)
+		return;
+	ce->z = a[0] == 'z';
+	ce->sig = ce->z && strchr(a, 'S');
+	ce->c = (struct ncie){ .daf = e->data_alignment_factor, .caf = e->code_alignment_factor };
+	if (run_cfi(&n, &ce->c, e->initial_instructions, e->initial_instructions_end) || n.depth)
+		return;
+	ce->init = n.st;
+	ce->native = true;
+}
+
+/* The rows of one FDE (@p: its address range's field) the native way. */
+static int native_fde(const struct cie_enc *ce, const uint8_t *p, const uint8_t *end, uint64_t lo,
+		      uint64_t hi, struct row_vec *rv)
+{
+	struct ncie c = ce->c;
+	struct nrun n = { .loc = lo, .pc = lo, .hi = hi, .sig = ce->sig, .emit = true, .rv = rv };
+	struct nprog g;
+	uint64_t alen;
+	struct mt_unwind_row r;
+	size_t len = encoded_len(ce->enc);
+
+	if (!ce->native || !len || (size_t)(end - p) < 2 * len)
+		return -ENOTSUP;
+	g = (struct nprog){ p + 2 * len, end };
+	if (ce->z && (uleb(&g, &alen) || alen > (uint64_t)(g.end - g.p)))
+		return -ENOTSUP;
+	if (ce->z)
+		g.p += alen;
+	if (hi > UINT32_MAX || lo >= hi)
+		return 0;
+	c.init = &ce->init;
+	n.st = ce->init;
+	if (run_cfi(&n, &c, g.p, g.end))
+		return -ENOTSUP;
+	if (n.pc < hi) {
+		if (native_row(&n.st, n.pc, n.sig, &r))
+			return -ENOTSUP;
+		push_row(rv, &r);
+	}
+	memset(&r, 0, sizeof(r));
+	r.pc = (uint32_t)hi;
+	r.rbp = 0xff;
+	push_row(rv, &r);
+	return 0;
+}
+
 
 /* Adds the rows of the FDE covering [lo, hi) and the gap row at its end. */
 static void fde_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, struct row_vec *rv)
@@ -228,9 +641,105 @@ static void fde_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, struct row_vec *r
 	push_row(rv, &r);
 }
 
+struct walk {
+	bool native;	       /* the native interpreter; false: libdw's */
+	bool failed;	       /* the native path met what it does not model */
+	uint64_t (*ranges)[2]; /* each FDE's [lo, hi): overlaps go to libdw */
+	size_t nranges, cap;
+};
+
+static void add_range(struct walk *w, uint64_t lo, uint64_t hi)
+{
+	if (w->nranges == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 256;
+		uint64_t(*v)[2] = realloc(w->ranges, cap * sizeof(*v));
+
+		if (!v) {
+			w->failed = true;
+			return;
+		}
+		w->ranges = v;
+		w->cap = cap;
+	}
+	w->ranges[w->nranges][0] = lo;
+	w->ranges[w->nranges++][1] = hi;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Whether two FDEs share a pc or a start: libdw's lookup might pick either. */
+static bool ranges_overlap(struct walk *w)
+{
+	if (w->nranges < 2)
+		return false;
+	qsort(w->ranges, w->nranges, sizeof(*w->ranges), range_cmp);
+	for (size_t i = 1; i < w->nranges; i++)
+		if (w->ranges[i][0] == w->ranges[i - 1][0] || w->ranges[i][0] < w->ranges[i - 1][1])
+			return true;
+	return false;
+}
+
+/*
+ * Whether libdw finds this FDE at its start and gives the native first row
+ * there, over the same range: .eh_frame_hdr's table (which libdw searches)
+ * may not match .eh_frame in a crafted file.  One lookup per FDE, cheap:
+ * libdw stops at the first advance.
+ */
+static bool libdw_agrees(Dwarf_CFI *cfi, uint64_t lo, const struct row_vec *rv, size_t first)
+{
+	struct mt_unwind_row r;
+	Dwarf_Addr start, end;
+	Dwarf_Frame *f;
+	bool sig, ok;
+
+	if (rv->err || rv->n - first < 2)
+		return true; /* no rows (both ways), or out of memory (reported) */
+	if (dwarf_cfi_addrframe(cfi, lo, &f))
+		return false;
+	ok = dwarf_frame_info(f, &start, &end, &sig) >= 0 && end > lo;
+	if (ok) {
+		frame_row(f, (uint32_t)lo, &r);
+		if (sig)
+			r.cfa = MT_CFA_NONE;
+		ok = !memcmp(&r, &rv->v[first], sizeof(r)) &&
+		     (end < rv->v[rv->n - 1].pc ? end : rv->v[rv->n - 1].pc) == rv->v[first + 1].pc;
+	}
+	free(f);
+	return ok;
+}
+
+/* One FDE's rows, the native way or libdw's. */
+static void walk_fde(Dwarf_CFI *cfi, const struct cie_enc *ce, const Dwarf_CFI_Entry *e,
+		     uint64_t addr, struct walk *w, struct row_vec *rv)
+{
+	const uint8_t *p = e->fde.start;
+	uint64_t lo, len;
+	size_t first;
+
+	if (read_encoded(&p, e->fde.end, ce->enc, addr, true, &lo) ||
+	    read_encoded(&p, e->fde.end, ce->enc & 0x0f, 0, false, &len))
+		return;
+	if (!w->native) {
+		fde_rows(cfi, lo, lo + len, rv);
+		return;
+	}
+	add_range(w, lo, lo + len);
+	first = rv->n;
+	if (lo + len < lo || native_fde(ce, e->fde.start, e->fde.end, lo, lo + len, rv) ||
+	    !libdw_agrees(cfi, lo, rv, first))
+		w->failed = true;
+}
+
 /* Walks every FDE of @data (.eh_frame at @sh_addr). */
 static void walk_eh_frame(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_addr,
-			  struct row_vec *rv)
+			  struct walk *w, struct row_vec *rv)
 {
 	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
 	struct cie_enc cies[MAX_CIES];
@@ -239,29 +748,56 @@ static void walk_eh_frame(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_
 	Dwarf_CFI_Entry e;
 	int rc;
 
-	while (!rv->err && (rc = dwarf_next_cfi(ident, data, true, off, &next, &e)) != 1) {
+	while (!rv->err && !w->failed &&
+	       (rc = dwarf_next_cfi(ident, data, true, off, &next, &e)) != 1) {
 		if (rc == 0 && dwarf_cfi_cie_p(&e)) {
-			if (ncies < MAX_CIES)
-				cies[ncies++] = (struct cie_enc){ off, cie_fde_encoding(&e.cie) };
+			if (ncies < MAX_CIES) {
+				cies[ncies] = (struct cie_enc){ .off = off,
+								.enc = cie_fde_encoding(&e.cie) };
+				if (w->native)
+					native_cie(&e.cie, &cies[ncies]);
+				ncies++;
+			}
 		} else if (rc == 0) {
-			uint8_t enc = DW_EH_PE_omit;
-			const uint8_t *p = e.fde.start;
-			uint64_t lo, len;
+			const struct cie_enc *ce = NULL;
 
 			for (unsigned i = 0; i < ncies; i++)
 				if (cies[i].off == e.fde.CIE_pointer)
-					enc = cies[i].enc;
-			if (enc != DW_EH_PE_omit &&
-			    !read_encoded(&p, e.fde.end, enc,
-					  sh_addr + (uint64_t)(p - (const uint8_t *)data->d_buf),
-					  true, &lo) &&
-			    !read_encoded(&p, e.fde.end, enc & 0x0f, 0, false, &len))
-				fde_rows(cfi, lo, lo + len, rv);
+					ce = &cies[i];
+			if (ce && ce->enc != DW_EH_PE_omit)
+				walk_fde(cfi, ce, &e,
+					 sh_addr + (uint64_t)(e.fde.start -
+							      (const uint8_t *)data->d_buf),
+					 w, rv);
 		}
 		if (next == (Dwarf_Off)-1 || next <= off)
 			break;
 		off = next;
 	}
+}
+
+/*
+ * The rows of .eh_frame: native first (@mode permitting), libdw's when the
+ * native path gives up on anything in the object.
+ */
+static void eh_frame_rows(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_addr,
+			  enum unwind_cfi_mode mode, struct row_vec *rv, bool *fell_back)
+{
+	struct walk w = { .native = mode != UNWIND_CFI_LIBDW };
+
+	if (w.native) {
+		walk_eh_frame(elf, cfi, data, sh_addr, &w, rv);
+		if (!w.failed && !rv->err && !ranges_overlap(&w))
+			goto out;
+		*fell_back = true;
+		rv->n = 0;
+		rv->err = 0;
+		free(w.ranges);
+		w = (struct walk){ .native = false };
+	}
+	walk_eh_frame(elf, cfi, data, sh_addr, &w, rv);
+out:
+	free(w.ranges);
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -420,6 +956,11 @@ static uint64_t mono_now(void)
 
 int unwind_table_build(const char *path, struct unwind_table **out)
 {
+	return unwind_table_build_mode(path, UNWIND_CFI_NATIVE, out);
+}
+
+int unwind_table_build_mode(const char *path, enum unwind_cfi_mode mode, struct unwind_table **out)
+{
 	uint64_t t0 = mono_now();
 	struct row_vec rv = { 0 };
 	struct unwind_table *t;
@@ -453,7 +994,7 @@ int unwind_table_build(const char *path, struct unwind_table **out)
 	cfi = scn ? dwarf_getcfi_elf(elf) : NULL;
 	data = scn ? elf_getdata(scn, NULL) : NULL;
 	if (cfi && data && data->d_buf)
-		walk_eh_frame(elf, cfi, data, sh.sh_addr, &rv);
+		eh_frame_rows(elf, cfi, data, sh.sh_addr, mode, &rv, &t->libdw_fallback);
 	if (rv.err) {
 		err = rv.err;
 		goto out;

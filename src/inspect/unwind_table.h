@@ -6,8 +6,10 @@
  * Each row holds from its pc up to the next row's: how to find the CFA
  * (rsp+N, rbp+N, *(rbp+N)), where rbp was saved, or that the return address
  * is undefined there (the outermost frame).  Rows are sorted by pc; a gap
- * between FDEs is a MT_CFA_NONE row.  Built with elfutils' libdw
- * (dwarf_getcfi_elf, dwarf_cfi_addrframe), once per file.
+ * between FDEs is a MT_CFA_NONE row.  Built once per file by a native CFI
+ * interpreter (one pass over each FDE's program), or, for an object using
+ * CFI it does not model, with elfutils' libdw (dwarf_cfi_addrframe at every
+ * row); both give the same rows (tests/unit/test_unwind_cfi_diff.c).
  *
  * Ownership: unwind_table_build() returns a table the caller frees with
  * unwind_table_free() (NULL is fine).
@@ -15,6 +17,7 @@
 #ifndef MEMTRACK_UNWIND_TABLE_H
 #define MEMTRACK_UNWIND_TABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>
@@ -41,6 +44,7 @@ struct unwind_table {
 	size_t nindex;
 	uint32_t text_lo;
 	unsigned shift;
+	bool libdw_fallback; /* the native CFI path gave this object to libdw */
 };
 
 /*
@@ -50,6 +54,15 @@ struct unwind_table {
  * file (-ENOEXEC) or memory ran out.
  */
 int unwind_table_build(const char *path, struct unwind_table **out);
+
+/*
+ * How the rows are made: UNWIND_CFI_NATIVE runs each FDE's CFI program once
+ * (falling back to libdw for the whole object on anything it does not
+ * model); UNWIND_CFI_LIBDW asks libdw at every row (the reference).  Both
+ * give the same rows.  unwind_table_build() is the native mode.
+ */
+enum unwind_cfi_mode { UNWIND_CFI_NATIVE, UNWIND_CFI_LIBDW };
+int unwind_table_build_mode(const char *path, enum unwind_cfi_mode mode, struct unwind_table **out);
 
 /*
  * Load bias of a mapping of file offset @offset at @start: ELF vaddr =
