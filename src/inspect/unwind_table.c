@@ -686,42 +686,12 @@ static bool ranges_overlap(struct walk *w)
 	return false;
 }
 
-/*
- * Whether libdw finds this FDE at its start and gives the native first row
- * there, over the same range: .eh_frame_hdr's table (which libdw searches)
- * may not match .eh_frame in a crafted file.  One lookup per FDE, cheap:
- * libdw stops at the first advance.
- */
-static bool libdw_agrees(Dwarf_CFI *cfi, uint64_t lo, const struct row_vec *rv, size_t first)
-{
-	struct mt_unwind_row r;
-	Dwarf_Addr start, end;
-	Dwarf_Frame *f;
-	bool sig, ok;
-
-	if (rv->err || rv->n - first < 2)
-		return true; /* no rows (both ways), or out of memory (reported) */
-	if (dwarf_cfi_addrframe(cfi, lo, &f))
-		return false;
-	ok = dwarf_frame_info(f, &start, &end, &sig) >= 0 && end > lo;
-	if (ok) {
-		frame_row(f, (uint32_t)lo, &r);
-		if (sig)
-			r.cfa = MT_CFA_NONE;
-		ok = !memcmp(&r, &rv->v[first], sizeof(r)) &&
-		     (end < rv->v[rv->n - 1].pc ? end : rv->v[rv->n - 1].pc) == rv->v[first + 1].pc;
-	}
-	free(f);
-	return ok;
-}
-
 /* One FDE's rows, the native way or libdw's. */
 static void walk_fde(Dwarf_CFI *cfi, const struct cie_enc *ce, const Dwarf_CFI_Entry *e,
 		     uint64_t addr, struct walk *w, struct row_vec *rv)
 {
 	const uint8_t *p = e->fde.start;
 	uint64_t lo, len;
-	size_t first;
 
 	if (read_encoded(&p, e->fde.end, ce->enc, addr, true, &lo) ||
 	    read_encoded(&p, e->fde.end, ce->enc & 0x0f, 0, false, &len))
@@ -731,9 +701,7 @@ static void walk_fde(Dwarf_CFI *cfi, const struct cie_enc *ce, const Dwarf_CFI_E
 		return;
 	}
 	add_range(w, lo, lo + len);
-	first = rv->n;
-	if (lo + len < lo || native_fde(ce, e->fde.start, e->fde.end, lo, lo + len, rv) ||
-	    !libdw_agrees(cfi, lo, rv, first))
+	if (lo + len < lo || native_fde(ce, e->fde.start, e->fde.end, lo, lo + len, rv))
 		w->failed = true;
 }
 
