@@ -8,33 +8,23 @@
  * root memtrack parses them while the program is parked, so every input is
  * such a file.  The readers must neither crash, overrun (ASan) nor invoke
  * undefined behaviour (UBSan), and what they return must be consistent:
- * known allocator functions, rows sorted, the index within the rows, and
- * the native CFI interpreter's rows the same as libdw's.  `make
+ * known allocator functions, rows sorted, the index within the rows.
+ * (The native CFI interpreter is not held to libdw's rows here: on a
+ * crafted file whose .eh_frame_hdr disagrees with .eh_frame, libdw follows
+ * the table and the interpreter .eh_frame itself; either way only that
+ * file's own stacks are affected.  tests/unit/test_unwind_cfi_diff.c holds
+ * it to libdw's rows on every real object of the system.)  `make
  * fuzz` runs it from tests/fuzz/seeds_mapped_file/ (small real ELF files).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <linux/types.h>
 #include "event.h"
 #include "inspect/symbols.h"
 #include "inspect/unwind_table.h"
-
-/* The native CFI interpreter must give libdw's rows, crafted input or not. */
-static void same_as_libdw(const char *path, const struct unwind_table *t)
-{
-	struct unwind_table *l = NULL;
-
-	if (unwind_table_build_mode(path, UNWIND_CFI_LIBDW, &l) || !l)
-		abort();
-	if (l->nrows != t->nrows ||
-	    (t->nrows && memcmp(l->rows, t->rows, t->nrows * sizeof(*t->rows))))
-		abort();
-	unwind_table_free(l);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -87,10 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fclose(f);
 	if (!alloc_syms_read(path, &s))
 		check_syms(&s);
-	if (!unwind_table_build(path, &t) && t) {
+	if (!unwind_table_build(path, &t) && t)
 		check_table(t);
-		same_as_libdw(path, t);
-	}
 	unwind_table_free(t);
 	unlink(path);
 	return 0;
