@@ -51,7 +51,8 @@ static void compare(const char *path)
 	}
 	rows_total += (unsigned)a->nrows;
 	same = a->nrows == b->nrows && a->nindex == b->nindex && a->shift == b->shift &&
-	       a->text_lo == b->text_lo && !memcmp(a->rows, b->rows, a->nrows * sizeof(*a->rows)) &&
+	       a->text_lo == b->text_lo &&
+	       (!a->nrows || !memcmp(a->rows, b->rows, a->nrows * sizeof(*a->rows))) &&
 	       (!a->nindex || !memcmp(a->index, b->index, a->nindex * sizeof(*a->index)));
 	if (!same) {
 		size_t i = 0;
