@@ -778,6 +778,76 @@ static int row_cmp(const void *a, const void *b)
 	return (y->rbp == 0xff) - (x->rbp == 0xff);
 }
 
+/* An ascending run of rows (an FDE's, with its gap marker): where it starts, how many. */
+struct row_run {
+	const struct mt_unwind_row *first;
+	size_t start, n;
+};
+
+static int run_cmp(const void *a, const void *b)
+{
+	const struct row_run *x = a, *y = b;
+	int c = row_cmp(x->first, y->first);
+
+	return c ? c : (x->start > y->start) - (x->start < y->start);
+}
+
+/* Whether row @i (> 0) starts a run: after an FDE's gap marker, or below its predecessor. */
+static bool run_starts(const struct row_vec *rv, size_t i)
+{
+	return rv->v[i - 1].rbp == 0xff || row_cmp(&rv->v[i - 1], &rv->v[i]) > 0;
+}
+
+/*
+ * Sorts @rv as a stable sort by row_cmp would, in a fraction of its time:
+ * the rows arrive as ascending runs, one per FDE, and FDEs do not overlap,
+ * so sorting the runs by their first row and laying them end to end is the
+ * whole sort (cc1, 489K rows: its build takes 55 ms instead of 88, 48 of
+ * which were qsort).  False, with @rv untouched: runs that overlap (or no
+ * memory); qsort is the answer.
+ */
+static bool sort_runs(struct row_vec *rv)
+{
+	struct mt_unwind_row *out = NULL;
+	struct row_run *runs = NULL;
+	size_t nruns = 1, k = 0, at = 0;
+	bool ok = false;
+
+	for (size_t i = 1; i < rv->n; i++)
+		nruns += run_starts(rv, i);
+	if (nruns == 1)
+		return true;
+	runs = malloc(nruns * sizeof(*runs));
+	out = malloc(rv->n * sizeof(*out));
+	if (!runs || !out)
+		goto out;
+	for (size_t i = 0; i < rv->n; i++)
+		if (!i || run_starts(rv, i))
+			runs[k++] = (struct row_run){ .first = &rv->v[i], .start = i };
+	for (k = 0; k < nruns; k++)
+		runs[k].n = (k + 1 < nruns ? runs[k + 1].start : rv->n) - runs[k].start;
+	qsort(runs, nruns, sizeof(*runs), run_cmp);
+	for (k = 1; k < nruns; k++) { /* each run ends before the next begins (ties: in order) */
+		int c = row_cmp(runs[k - 1].first + runs[k - 1].n - 1, runs[k].first);
+
+		if (c > 0 || (c == 0 && runs[k - 1].start > runs[k].start))
+			goto out;
+	}
+	for (k = 0; k < nruns; k++) {
+		memcpy(out + at, runs[k].first, runs[k].n * sizeof(*out));
+		at += runs[k].n;
+	}
+	free(rv->v);
+	rv->v = out;
+	rv->cap = rv->n;
+	out = NULL;
+	ok = true;
+out:
+	free(runs);
+	free(out);
+	return ok;
+}
+
 static bool same_rule(const struct mt_unwind_row *a, const struct mt_unwind_row *b)
 {
 	return a->cfa == b->cfa && a->cfa_off == b->cfa_off && a->rbp == b->rbp &&
@@ -791,7 +861,8 @@ static void compact(struct row_vec *rv)
 
 	if (!rv->n)
 		return;
-	qsort(rv->v, rv->n, sizeof(*rv->v), row_cmp);
+	if (!sort_runs(rv))
+		qsort(rv->v, rv->n, sizeof(*rv->v), row_cmp);
 	for (size_t i = 0; i < rv->n; i++) {
 		struct mt_unwind_row r = rv->v[i];
 
