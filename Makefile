@@ -30,7 +30,7 @@ endif
 # Link order matters to bpftool 7.1's linker: ring.bpf.c (which defines the
 # shared maps) first, then the objects that define no map of their own, then
 # the rest; other orders fail in `gen skeleton` with "map relo failed".
-BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c fast.bpf.c)
+BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c fast.bpf.c unwind.bpf.c)
 BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 # src/ is split by phase, and each library is built from whole folders:
 #   libmemtrack-core.a   util format pipeline analyze inspect kernel: all that

@@ -159,9 +159,13 @@ struct mt_uprobe_multi_attr {
  * An object's rows are indexed by address: bucket b (1 << shift bytes from
  * text_lo) gives the last row at or below its start, and no bucket spans
  * more than MT_UNWIND_BUCKET_ROWS rows, so a lookup is 5 search steps instead
- * of up to 21.  Index entries live in `unwind_index`, a quarter as many as
- * rows by default.
+ * of up to 21.  Both unwinders search through the index only: an object
+ * whose index does not fit gets no rows (counted without room).  Index
+ * entries live in `unwind_index`, at most as many as rows (cc1's index is
+ * over half its rows); like the rows' chunks, the index's are created only
+ * as they fill, so the ceiling costs nothing.
  */
+#define MT_UNWIND_INDEX_CAP(rows) (rows)
 #define MT_UNWIND_BUCKET_ROWS 32
 #define MT_UNWIND_BUCKET_STEPS 5
 #define MT_MAX_UMAPS 256 /* executable mappings of one process */
@@ -203,7 +207,7 @@ struct mt_umap {
 	__u32 nrows;	   /* 0: no CFI (a stack through it is truncated) */
 	__u32 text_lo;	   /* ELF address of bucket 0 (the first row's pc) */
 	__u32 index_start; /* its buckets: unwind_index[index_start, + nbuckets) */
-	__u32 nbuckets;	   /* 0: no index (the whole slice is searched) */
+	__u32 nbuckets;	   /* 0: no index, so no row is found */
 	__u32 shift;	   /* log2 of a bucket's bytes */
 	__u32 pad;
 };

@@ -159,7 +159,7 @@ struct unwind_index_chunk {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / 4 / MT_UNWIND_CHUNK_INDEX);
+	__uint(max_entries, MT_UNWIND_INDEX_CAP(MT_UNWIND_ROWS_DEFAULT) / MT_UNWIND_CHUNK_INDEX);
 	__type(key, __u32);
 	__array(values, struct unwind_index_chunk);
 } unwind_index SEC(".maps");

@@ -46,7 +46,7 @@ struct unwind_index_chunk {
 
 extern struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, MT_UNWIND_ROWS_DEFAULT / 4 / MT_UNWIND_CHUNK_INDEX);
+	__uint(max_entries, MT_UNWIND_INDEX_CAP(MT_UNWIND_ROWS_DEFAULT) / MT_UNWIND_CHUNK_INDEX);
 	__type(key, __u32);
 	__array(values, struct unwind_index_chunk);
 } unwind_index SEC(".maps");
@@ -94,213 +94,22 @@ struct mt_unwind {
 };
 
 /*
- * Binary searches are branch-free and run a fixed number of steps: with a
- * branch on the data per step (or an early exit) the verifier walks every
- * path, 2^steps states.  @a <= @b for user addresses (< 2^63) is the sign
- * of b - a.
+ * One frame: record where the walk is (@s->frames), then find the caller.
+ * Returns 1 once the walk has ended (st->status says how), else 0.  A
+ * global function (unwind.bpf.c): the verifier checks it once per program,
+ * without its callers' state, instead of once per bpf_loop iteration it
+ * simulates (the callback's convergence) with every search unrolled inside.
+ * Each pointer may be NULL (a global function's contract): st or s NULL
+ * ends the walk.
  */
-static __always_inline __u64 le_mask(__u64 a, __u64 b)
-{
-	return ((b - a) >> 63) - 1; /* all ones when a <= b, else 0 */
-}
+long mt_unwind_frame(struct mt_unwind_state *st, struct mt_rec_stack *s, const struct mt_umaps *um);
 
-/* The index in @um->m of the mapping holding @pc, or MT_MAX_UMAPS: none. */
-static __always_inline __u32 find_umap(const struct mt_umaps *um, __u64 pc)
-{
-	__u64 lo = 0, hi = um->n, mid, take;
-
-	if (hi > MT_MAX_UMAPS)
-		hi = MT_MAX_UMAPS;
-	if (!hi)
-		return MT_MAX_UMAPS;
-	/* the last mapping starting at or below pc: a[lo] <= pc < a[hi] */
-	for (int k = 0; k <= MT_UMAPS_LOG2; k++) {
-		mid = ((lo + hi) / 2) & (MT_MAX_UMAPS - 1);
-		take = le_mask(um->m[mid].start, pc);
-		lo = (mid & take) | (lo & ~take);
-		hi = (hi & take) | (mid & ~take);
-	}
-	lo &= MT_MAX_UMAPS - 1;
-	if (pc < um->m[lo].start || pc >= um->m[lo].end)
-		return MT_MAX_UMAPS;
-	return (__u32)lo;
-}
-
-/* The mapping holding st->pc: the previous frame's (callers are often in it), or a search's. */
-static __always_inline const struct mt_umap *frame_umap(const struct mt_umaps *um,
-							struct mt_unwind_state *st)
-{
-	__u32 k = st->last;
-
-	if (!um)
-		return NULL;
-	if (k >= MT_MAX_UMAPS || st->pc < um->m[k].start || st->pc >= um->m[k].end)
-		k = find_umap(um, st->pc);
-	st->last = k;
-	return k < MT_MAX_UMAPS ? &um->m[k] : NULL;
-}
-
-/* unwind_index[idx] (a row of the object), or -1: its chunk, then the entry in it. */
-static __always_inline __s64 bucket_row(__u32 idx)
-{
-	__u32 chunk = idx >> MT_UNWIND_CHUNK_INDEX_LOG2, at = idx & (MT_UNWIND_CHUNK_INDEX - 1);
-	void *inner = bpf_map_lookup_elem(&unwind_index, &chunk);
-	__u64 *v;
-
-	if (!inner)
-		return -1;
-	v = bpf_map_lookup_elem(inner, &at);
-	return v ? (__s64)(*v & 0xffffffffu) : -1;
-}
-
-/* Row @idx of the flat numbering (bpf_abi.h), or NULL: its chunk not created. */
-static __always_inline const struct mt_unwind_row *row_at(__u32 idx)
-{
-	__u32 chunk = idx >> MT_UNWIND_CHUNK_LOG2, at = idx & (MT_UNWIND_CHUNK_ROWS - 1);
-	void *inner = bpf_map_lookup_elem(&unwind_rows, &chunk);
-
-	return inner ? bpf_map_lookup_elem(inner, &at) : NULL;
-}
-
-/*
- * Row @idx, through @inner (chunk @chunk, looked up once per search: a
- * bucket's rows are nearly always in one chunk) when it holds the row.
- */
-static __always_inline const struct mt_unwind_row *row_in(void *inner, __u32 chunk, __u32 idx)
-{
-	__u32 at = idx & (MT_UNWIND_CHUNK_ROWS - 1);
-
-	if (inner && idx >> MT_UNWIND_CHUNK_LOG2 == chunk)
-		return bpf_map_lookup_elem(inner, &at);
-	return row_at(idx);
-}
-
-/* One step of the search for the last row <= @addr in [*lo, *hi); false: no row. */
-static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr, void *inner, __u32 chunk)
-{
-	__u32 idx = (__u32)((*lo + *hi) / 2);
-	const struct mt_unwind_row *row = row_in(inner, chunk, idx);
-	__u64 take;
-
-	if (!row)
-		return false;
-	take = le_mask(row->pc, addr);
-	*lo = (idx & take) | (*lo & ~take);
-	*hi = (*hi & take) | (idx & ~take);
-	return true;
-}
-
-/*
- * The row of @m's object covering ELF address @addr, or NULL.  With the
- * object's index: the bucket's rows, MT_UNWIND_BUCKET_STEPS steps; without:
- * the whole slice, 21 steps (MT_UNWIND_OBJECT_ROWS_MAX rows).
- */
-static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap *m, __u64 addr)
-{
-	__u64 lo = m->row_start, hi = (__u64)m->row_start + m->nrows, b;
-	__s64 first, next;
-	__u32 chunk;
-	void *inner;
-
-	if (!m->nrows || addr > 0xffffffffull || addr < m->text_lo)
-		return NULL;
-	if (m->nbuckets) {
-		b = (addr - m->text_lo) >> (m->shift & 31);
-		if (b >= m->nbuckets)
-			b = m->nbuckets - 1;
-		first = bucket_row(m->index_start + (__u32)b);
-		next = b + 1 < m->nbuckets ? bucket_row(m->index_start + (__u32)b + 1)
-					   : m->nrows - 1;
-		if (first < 0 || next < first)
-			return NULL;
-		lo = m->row_start + (__u64)first;
-		hi = m->row_start + (__u64)next + 1;
-	}
-	chunk = (__u32)lo >> MT_UNWIND_CHUNK_LOG2;
-	inner = bpf_map_lookup_elem(&unwind_rows, &chunk);
-	_Static_assert(1u << MT_UNWIND_BUCKET_STEPS == MT_UNWIND_BUCKET_ROWS, "bucket steps");
-	for (int k = 0; k < MT_UNWIND_BUCKET_STEPS; k++)
-		if (!row_step(&lo, &hi, addr, inner, chunk))
-			return NULL;
-	_Static_assert(MT_UNWIND_OBJECT_ROWS_MAX == 1u << 21, "find_row's steps");
-	if (!m->nbuckets)
-		for (int k = MT_UNWIND_BUCKET_STEPS; k < 21; k++)
-			if (!row_step(&lo, &hi, addr, inner, chunk))
-				return NULL;
-	{
-		const struct mt_unwind_row *row = row_in(inner, chunk, (__u32)lo);
-
-		return row && row->pc <= addr ? row : NULL;
-	}
-}
-
-static __always_inline void add_frame(const struct mt_unwind *u, __u32 object, __u64 addr)
-{
-	struct mt_unwind_state *st = u->st;
-	struct mt_rec_stack *s = u->s;
-	__u32 i = st->n;
-
-	if (i >= MT_STACK_MAX)
-		return;
-	s->frames[i].object = object;
-	s->frames[i].pad = 0;
-	s->frames[i].addr = addr;
-	st->n = i + 1;
-	/* FNV-1a over 64-bit words */
-	st->hash = (st->hash ^ object) * 0x100000001b3ull;
-	st->hash = (st->hash ^ addr) * 0x100000001b3ull;
-}
-
-/* One frame: record where we are, then find the caller.  1 stops bpf_loop. */
+/* bpf_loop's callback: the frame step, out of line. */
 static long unwind_step(__u64 i, void *ctx)
 {
 	const struct mt_unwind *u = ctx;
-	struct mt_unwind_state *st = u->st;
-	const struct mt_unwind_row *row;
-	const struct mt_umap *m;
-	__u64 addr, cfa, ra;
 
-	if (!st->exact && st->n >= MT_STACK_MAX)
-		goto truncated; /* more frames than a stack may hold */
-	m = frame_umap(u->um, st);
-	addr = m ? st->pc - m->bias : st->pc;
-	if (!st->exact)
-		add_frame(u, m ? m->object : 0, addr);
-	if (!m)
-		goto truncated;
-	/* a return address may be the first byte after a noreturn call's function */
-	row = find_row(m, st->exact ? addr : addr - 1);
-	if (!row)
-		goto truncated;
-	switch (row->cfa) {
-	case MT_CFA_END: st->status = UNWIND_COMPLETE; return 1;
-	case MT_CFA_RSP: cfa = st->sp + row->cfa_off; break;
-	case MT_CFA_RBP: cfa = st->bp + row->cfa_off; break;
-	case MT_CFA_DEREF_RBP:
-		if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(st->bp + row->cfa_off)))
-			goto truncated;
-		break;
-	default: goto truncated;
-	}
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
-		goto truncated;
-	if (row->rbp == MT_RBP_AT_CFA) {
-		if (bpf_probe_read_user(&st->bp, sizeof(st->bp), (void *)(cfa + row->rbp_off)))
-			goto truncated;
-	} else if (row->rbp == MT_RBP_LOST) {
-		st->bp = 0;
-	}
-	if (!ra) { /* a zeroed return address ends some hand-written chains */
-		st->status = UNWIND_COMPLETE;
-		return 1;
-	}
-	st->sp = cfa;
-	st->pc = ra;
-	st->exact = 0;
-	return 0;
-truncated:
-	st->status = UNWIND_TRUNCATED;
-	return 1;
+	return mt_unwind_frame(u->st, u->s, u->um) ? 1 : 0;
 }
 
 /* The tgid whose executable mappings describe the current task's mm. */

@@ -107,31 +107,25 @@ static bool row_step(const struct fast_unwind_tables *t, uint64_t *lo, uint64_t 
 static const struct mt_unwind_row *find_row(const struct fast_unwind_tables *t,
 					    const struct mt_umap *m, uint64_t addr)
 {
-	uint64_t lo = m->row_start, hi = (uint64_t)m->row_start + m->nrows, b;
+	uint64_t lo, hi, b;
 	const struct mt_unwind_row *row;
 	int64_t first, next;
 
-	if (!m->nrows || addr > 0xffffffffull || addr < m->text_lo)
+	if (!m->nrows || !m->nbuckets || addr > 0xffffffffull || addr < m->text_lo)
 		return NULL;
-	if (m->nbuckets) {
-		b = (addr - m->text_lo) >> (m->shift & 31);
-		if (b >= m->nbuckets)
-			b = m->nbuckets - 1;
-		first = bucket_row(t, m->index_start + (uint32_t)b);
-		next = b + 1 < m->nbuckets ? bucket_row(t, m->index_start + (uint32_t)b + 1)
-					   : (int64_t)m->nrows - 1;
-		if (first < 0 || next < first)
-			return NULL;
-		lo = m->row_start + (uint64_t)first;
-		hi = m->row_start + (uint64_t)next + 1;
-	}
+	b = (addr - m->text_lo) >> (m->shift & 31);
+	if (b >= m->nbuckets)
+		b = m->nbuckets - 1;
+	first = bucket_row(t, m->index_start + (uint32_t)b);
+	next = b + 1 < m->nbuckets ? bucket_row(t, m->index_start + (uint32_t)b + 1)
+				   : (int64_t)m->nrows - 1;
+	if (first < 0 || next < first)
+		return NULL;
+	lo = m->row_start + (uint64_t)first;
+	hi = m->row_start + (uint64_t)next + 1;
 	for (int k = 0; k < MT_UNWIND_BUCKET_STEPS; k++)
 		if (!row_step(t, &lo, &hi, addr))
 			return NULL;
-	if (!m->nbuckets)
-		for (int k = MT_UNWIND_BUCKET_STEPS; k < 21; k++)
-			if (!row_step(t, &lo, &hi, addr))
-				return NULL;
 	row = row_at(t, (uint32_t)lo);
 	return row && row->pc <= addr ? row : NULL;
 }

@@ -178,7 +178,7 @@ static void set_physical_autoload(struct memtrack_bpf *skel, bool on)
 static int size_unwind_maps(struct memtrack_bpf *skel, uint32_t rows, int fds[2])
 {
 	struct bpf_map_create_opts opts = { .sz = sizeof(opts), .map_flags = BPF_F_MMAPABLE };
-	uint32_t index = rows / 4;
+	uint32_t index = MT_UNWIND_INDEX_CAP(rows);
 	uint32_t per_row = rows ? stacks_chunk_entries(rows, MT_UNWIND_CHUNK_ROWS) : 1;
 	uint32_t per_index = index ? stacks_chunk_entries(index, MT_UNWIND_CHUNK_INDEX) : 1;
 

@@ -979,11 +979,12 @@ static void print_stats(const struct session *s, const struct mt_trailer *t)
 		const struct stacks_stats *ss = &st->stacks;
 
 		notice(s,
-		       "stacks: %llu objects, %llu unwind rows of %llu (%llu KiB table), %llu without CFI, %llu without room, %.1f ms building tables, %llu syncs %.1f ms",
+		       "stacks: %llu objects, %llu unwind rows of %llu (%llu KiB table), %llu without CFI, %llu without room, %.1f ms building tables, %llu syncs %.1f ms, %llu index entries",
 		       (unsigned long long)ss->objects, (unsigned long long)ss->rows,
 		       (unsigned long long)ss->rows_cap, (unsigned long long)ss->table_bytes >> 10,
 		       (unsigned long long)ss->no_cfi, (unsigned long long)ss->no_room,
-		       ss->build_ns / 1e6, (unsigned long long)ss->syncs, ss->sync_ns / 1e6);
+		       ss->build_ns / 1e6, (unsigned long long)ss->syncs, ss->sync_ns / 1e6,
+		       (unsigned long long)ss->index_entries);
 	}
 }
 

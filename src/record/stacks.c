@@ -33,7 +33,7 @@ struct object {
 	ino_t ino;
 	uint32_t id; /* OBJECT id, > 0 */
 	uint32_t row_start, nrows;
-	uint32_t index_start, nbuckets; /* 0 buckets: the unwinder searches all rows */
+	uint32_t index_start, nbuckets; /* 0 buckets: no rows (the unwinders need the index) */
 	struct unwind_table *t;		/* build-id and PT_LOADs (its rows are freed once loaded) */
 	bool pending;			/* its slice is given, its rows not yet written */
 };
@@ -296,7 +296,8 @@ struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap)
 			   stacks_chunk_entries(rows_cap, MT_UNWIND_CHUNK_ROWS));
 	err = err
 		      ?: chunked_init(&s->index, skel->maps.unwind_index, sizeof(uint64_t),
-				      stacks_chunk_entries(rows_cap / 4, MT_UNWIND_CHUNK_INDEX));
+				      stacks_chunk_entries(MT_UNWIND_INDEX_CAP(rows_cap),
+							   MT_UNWIND_CHUNK_INDEX));
 	if (err) {
 		stacks__free(s);
 		errno = -err;
@@ -304,7 +305,7 @@ struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap)
 	}
 	/* the ceiling (--unwind-rows), exactly: the slots may hold a little more */
 	s->rows_cap = rows_cap;
-	s->index_cap = rows_cap / 4;
+	s->index_cap = MT_UNWIND_INDEX_CAP(rows_cap);
 	s->st.rows_cap = s->rows_cap;
 	s->st.table_bytes = s->rows.kbytes + s->index.kbytes;
 	/* issue 20: without it, processes on the in-process path take no stacks */
@@ -392,16 +393,14 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	if (unwind_table_build(full, &o->t) || !o->t->nrows) {
 		s->st.no_cfi++;
 	} else if (o->t->nrows > s->rows_cap - s->rows_used ||
-		   o->t->nrows > MT_UNWIND_OBJECT_ROWS_MAX) {
-		s->st.no_room++;
+		   o->t->nrows > MT_UNWIND_OBJECT_ROWS_MAX || !o->t->nindex ||
+		   o->t->nindex > s->index_cap - s->index_used) {
+		s->st.no_room++; /* the unwinders search an object's rows through its index only */
 	} else {
 		o->row_start = s->rows_used;
 		o->nrows = (uint32_t)o->t->nrows;
-		/* no room for the index: the unwinder searches the whole slice */
-		if (o->t->nindex <= s->index_cap - s->index_used) {
-			o->index_start = s->index_used;
-			o->nbuckets = (uint32_t)o->t->nindex;
-		}
+		o->index_start = s->index_used;
+		o->nbuckets = (uint32_t)o->t->nindex;
 		s->rows_used += o->nrows;
 		s->index_used += o->nbuckets;
 		s->st.rows += o->nrows;

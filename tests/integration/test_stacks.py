@@ -408,8 +408,8 @@ def table_bytes(rows, index, rows_cap):
     """stacks.c's kernel bytes for rows and index entries under a ceiling:
     the outer maps' slots (a pointer each), then every chunk created (a
     page of header, its entries' pages)."""
-    per_row, per_index = min(rows_cap, CHUNK_ROWS), min(rows_cap // 4, CHUNK_INDEX)
-    slots = -(-rows_cap // CHUNK_ROWS) + -(-(rows_cap // 4) // CHUNK_INDEX)
+    per_row, per_index = min(rows_cap, CHUNK_ROWS), min(rows_cap, CHUNK_INDEX)
+    slots = -(-rows_cap // CHUNK_ROWS) + -(-rows_cap // CHUNK_INDEX)
     rows_chunks, index_chunks = -(-rows // per_row), -(-index // per_index)
 
     def pages(n):
