@@ -155,11 +155,33 @@ static bool row_cfa(const struct walk *w, const struct mt_unwind_row *row, uint6
 	}
 }
 
-#define NO_ROW 0xffffffffu
+/*
+ * A row's rule in one word, for the frame cache: cfa_off, rbp_off, cfa,
+ * rbp; NO_RULE: no row (cfa MT_CFA_NONE ends the walk, truncated).
+ */
+#define NO_RULE ((uint64_t)MT_CFA_NONE << 48)
 
-static uint64_t cache_chk(uint64_t key, uint64_t val, uint64_t gen)
+static uint64_t rule_word(const struct mt_unwind_row *r)
 {
-	return (key ^ val ^ (gen * 0x9e3779b97f4a7c15ull)) + 0x5bd1e995ull;
+	return (uint64_t)(uint32_t)r->cfa_off | (uint64_t)(uint16_t)r->rbp_off << 32 |
+	       (uint64_t)r->cfa << 48 | (uint64_t)r->rbp << 56;
+}
+
+static struct mt_unwind_row rule_row(uint64_t w)
+{
+	return (struct mt_unwind_row){ .cfa_off = (int32_t)(uint32_t)w,
+				       .rbp_off = (int16_t)(uint16_t)(w >> 32),
+				       .cfa = (uint8_t)(w >> 48),
+				       .rbp = (uint8_t)(w >> 56) };
+}
+
+static uint64_t cache_chk(const struct fast_frame_cache *e, uint64_t gen)
+{
+	uint64_t h = (e->key ^ (gen * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+
+	h = (h ^ e->addr) * 0xc4ceb9fe1a85ec53ull;
+	h = (h ^ e->obj) * 0xff51afd7ed558ccdull;
+	return (h ^ e->rule) + 0x5bd1e995ull;
 }
 
 static struct fast_frame_cache *cache_slot(const struct walk *w)
@@ -167,84 +189,79 @@ static struct fast_frame_cache *cache_slot(const struct walk *w)
 	return &w->t->cache[(w->pc * 0x9e3779b97f4a7c15ull) >> 52 & (FAST_CACHE_SLOTS - 1)];
 }
 
-/*
- * w->pc's mapping (index in maps, MT_MAX_UMAPS: none) and row (index in
- * rows, NO_ROW: none) from the cache; false: a miss.  Every index is
- * checked against the tables as a search's would be.
- */
-static bool cache_get(struct walk *w, uint32_t *k, uint32_t *ri)
+/* What w->pc resolves to (struct fast_frame_cache), from the cache; false: a miss. */
+static bool cache_get(const struct walk *w, struct fast_frame_cache *out)
 {
 	const struct fast_frame_cache *c = cache_slot(w);
-	uint64_t key = __atomic_load_n(&c->key, __ATOMIC_RELAXED);
-	uint64_t val = __atomic_load_n(&c->val, __ATOMIC_RELAXED);
-	uint64_t chk = __atomic_load_n(&c->chk, __ATOMIC_RELAXED);
 
-	if (key != w->pc || chk != cache_chk(key, val, w->t->gen))
-		return false;
-	*k = (uint32_t)(val >> 32);
-	*ri = (uint32_t)val;
-	if (*k > MT_MAX_UMAPS || (*k < MT_MAX_UMAPS && *k >= w->t->maps->n) ||
-	    (*ri != NO_ROW && *ri >= w->t->nrows))
-		return false;
-	return true;
+	out->key = __atomic_load_n(&c->key, __ATOMIC_RELAXED);
+	out->addr = __atomic_load_n(&c->addr, __ATOMIC_RELAXED);
+	out->obj = __atomic_load_n(&c->obj, __ATOMIC_RELAXED);
+	out->rule = __atomic_load_n(&c->rule, __ATOMIC_RELAXED);
+	out->chk = __atomic_load_n(&c->chk, __ATOMIC_RELAXED);
+	return out->key == w->pc && out->chk == cache_chk(out, w->t->gen);
 }
 
-static void cache_put(struct walk *w, uint32_t k, uint32_t ri)
+static void cache_put(const struct walk *w, const struct fast_frame_cache *e)
 {
 	struct fast_frame_cache *c = cache_slot(w);
-	uint64_t val = (uint64_t)k << 32 | ri;
 
-	__atomic_store_n(&c->key, w->pc, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->val, val, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->chk, cache_chk(w->pc, val, w->t->gen), __ATOMIC_RELAXED);
+	__atomic_store_n(&c->key, e->key, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->addr, e->addr, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->obj, e->obj, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->rule, e->rule, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->chk, cache_chk(e, w->t->gen), __ATOMIC_RELAXED);
 }
 
-/* The mapping and row of w->pc: the cache's, or frame_umap's and find_row's. */
-static const struct mt_umap *resolve(struct walk *w, const struct mt_unwind_row **row)
+/*
+ * What w->pc resolves to: the cache's entry, or frame_umap's and find_row's
+ * (then cached).  No index into the tables is kept in an entry: a wrong
+ * entry gives a wrong frame or rule, whose reads stay inside the stack.
+ */
+static void resolve(struct walk *w, struct fast_frame_cache *e)
 {
+	const struct mt_unwind_row *row;
 	const struct mt_umap *m;
-	uint32_t k, ri;
 
-	if (w->t->cache && w->t->maps && cache_get(w, &k, &ri)) {
-		w->last = k;
-		*row = ri == NO_ROW ? NULL : &w->t->rows[ri];
-		return k < MT_MAX_UMAPS ? &w->t->maps->m[k] : NULL;
+	if (w->t->cache && w->t->maps && cache_get(w, e)) {
+		w->last = (uint32_t)e->obj & 0xffff;
+		return;
 	}
 	m = frame_umap(w);
-	*row = m ? find_row(w->t, m, w->pc - m->bias - 1) : NULL;
+	row = m ? find_row(w->t, m, w->pc - m->bias - 1) : NULL;
+	e->key = w->pc;
+	e->addr = m ? w->pc - m->bias : w->pc;
+	e->obj = m ? (uint64_t)m->object << 32 | (uint32_t)(m - w->t->maps->m) : MT_MAX_UMAPS;
+	e->rule = row ? rule_word(row) : NO_RULE;
 	if (w->t->cache && w->t->maps)
-		cache_put(w, m ? (uint32_t)(m - w->t->maps->m) : MT_MAX_UMAPS,
-			  *row ? (uint32_t)(*row - w->t->rows) : NO_ROW);
-	return m;
+		cache_put(w, e);
 }
 
 /* unwind_step: one frame; returns false once the walk has ended. */
 static bool step(struct walk *w)
 {
-	const struct mt_unwind_row *row;
-	const struct mt_umap *m;
-	uint64_t addr, cfa, ra;
+	struct fast_frame_cache e;
+	struct mt_unwind_row row;
+	uint64_t cfa, ra;
 
 	if (w->out->n >= MT_STACK_MAX)
 		goto truncated;
-	m = resolve(w, &row);
-	addr = m ? w->pc - m->bias : w->pc;
+	resolve(w, &e);
 	if (w->skip && !w->out->n && w->skipped < SKIP_MAX && w->skip(w->pc))
 		w->skipped++;
 	else
-		add_frame(w, m ? m->object : 0, addr);
-	if (!m || !row)
-		goto truncated;
-	if (row->cfa == MT_CFA_END) {
+		add_frame(w, (uint32_t)(e.obj >> 32), e.addr);
+	row = rule_row(e.rule);
+	if (row.cfa == MT_CFA_END) {
 		w->status = COMPLETE;
 		return false;
 	}
-	if (!row_cfa(w, row, &cfa) || !read_word(w, cfa - 8, &ra))
+	if (!row_cfa(w, &row, &cfa) || !read_word(w, cfa - 8, &ra))
 		goto truncated;
-	if (row->rbp == MT_RBP_AT_CFA) {
-		if (!read_word(w, cfa + row->rbp_off, &w->bp))
+	if (row.rbp == MT_RBP_AT_CFA) {
+		if (!read_word(w, cfa + row.rbp_off, &w->bp))
 			goto truncated;
-	} else if (row->rbp == MT_RBP_LOST) {
+	} else if (row.rbp == MT_RBP_LOST) {
 		w->bp = 0;
 	}
 	if (!ra) {

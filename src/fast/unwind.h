@@ -39,14 +39,20 @@
 #include "fast/fast_lib.h"
 
 /*
- * A process-wide cache of what a return address resolves to (its mapping
- * and row), FAST_CACHE_SLOTS entries shared by the threads without a lock:
- * chk is key ^ val mixed with the mappings' generation, so a torn entry
- * (two threads writing it at once) or one from older mappings is a miss.
+ * A process-wide cache of what a return address resolves to: the frame it
+ * records and the row's rule, so that a hit reads one entry and neither the
+ * mappings nor the rows (cc1's 10 MB of rows miss the CPU's caches).
+ * FAST_CACHE_SLOTS entries shared by the threads without a lock: chk mixes
+ * every field with the mappings' generation, so a torn entry (two threads
+ * writing it at once) or one from older mappings is a miss.
  */
 #define FAST_CACHE_SLOTS 4096u
 struct fast_frame_cache {
-	uint64_t key, val, chk;
+	uint64_t key;  /* the pc */
+	uint64_t addr; /* the frame's ELF address (the pc when no mapping holds it) */
+	uint64_t obj;  /* OBJECT id << 32 | index of the mapping, MT_MAX_UMAPS: none */
+	uint64_t rule; /* the row's cfa_off, rbp_off, cfa and rbp (fast_unwind's rule_word) */
+	uint64_t chk;
 };
 
 /* The shared tables, as the library sees them (all read-only). */
