@@ -38,14 +38,15 @@
 
 struct session {
 	struct session_opts o;
-	struct reaper *reaper;		 /* NULL: memtrack makes its slow closes itself */
-	struct retire *retire;		 /* every slow close goes through it (retire.h) */
-	const struct attach_ops *attach; /* how uprobes are attached (attach.h) */
-	struct probes *probes;		 /* NULL with --no-allocators */
-	struct heap_stub stub;		 /* stand-ins for the heap programs until loaded */
-	pthread_t preattach_thread;	 /* attaches the root's libc during the load */
-	bool preattaching;		 /* preattach_thread runs (joined by finish_early) */
-	int preattach_err;		 /* its probes_preattach() result, if < 0 */
+	struct reaper *reaper;		  /* NULL: memtrack makes its slow closes itself */
+	struct retire *retire;		  /* every slow close goes through it (retire.h) */
+	const struct attach_ops *attach;  /* how uprobes are attached (attach.h) */
+	struct probes *probes;		  /* NULL with --no-allocators */
+	struct heap_stub stub;		  /* stand-ins for the heap programs until loaded */
+	pthread_t preattach_thread;	  /* attaches the root's libc during the load */
+	bool preattaching;		  /* preattach_thread runs (joined by finish_early) */
+	int preattach_err;		  /* its probes_preattach() result, if < 0 */
+	struct stacks_prebuild *prebuild; /* the command's rows, building (until stacks__new) */
 	struct memtrack_bpf *skel;
 	struct stacks *stacks;	   /* NULL without --stacks */
 	struct recorder *recorder; /* NULL with --no-allocators */
@@ -445,6 +446,15 @@ static int start_probes(struct session *s)
 	return 0;
 }
 
+/* --stacks: the executable's rows build on the other CPU while the BPF side loads. */
+static void start_prebuild(struct session *s)
+{
+	char path[4096];
+
+	if (!spawn_resolve(s->o.argv[0], path, sizeof(path)))
+		s->prebuild = stacks_prebuild_start(path);
+}
+
 /*
  * Before the BPF side loads (~20 ms of CPU): forks the reaper (before any
  * thread), opens the control and --fast sockets (their paths go into the
@@ -477,6 +487,8 @@ static int start_early(struct session *s, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot start the command: %s", strerror(-ret));
 		return ret;
 	}
+	if (s->o.stacks && !s->o.shell)
+		start_prebuild(s);
 probes:
 	ret = s->o.allocators ? start_probes(s) : 0;
 	if (ret)
@@ -697,6 +709,8 @@ static int start_recorder(struct session *s, struct pipeline_observer *obs, char
 				 strerror(-ret));
 			return ret;
 		}
+		stacks__take_prebuild(s->stacks, s->prebuild);
+		s->prebuild = NULL;
 	}
 	if (!s->probes) /* --no-allocators: nothing is ever parked */
 		return 0;
@@ -1069,6 +1083,7 @@ void session__free(struct session *s)
 	if (s->out_fd >= 0)
 		close(s->out_fd);
 	spawn_env_free(&s->env);
+	stacks_prebuild_free(s->prebuild);
 	adopt_tree_free(&s->tree);
 	if (s->adopt_kick >= 0)
 		close(s->adopt_kick);

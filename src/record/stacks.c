@@ -11,11 +11,13 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,7 +72,17 @@ struct stacks {
 	struct proc_maps **procs;
 	unsigned nprocs, procs_cap;
 	struct stacks_stats st;
-	struct stacks_share *share; /* the tables for in-process unwinders, NULL: none */
+	struct stacks_share *share;	  /* the tables for in-process unwinders, NULL: none */
+	struct stacks_prebuild *prebuild; /* the command's executable, until first seen */
+};
+
+struct stacks_prebuild {
+	pthread_t thread;
+	char *path;
+	struct stat st;		/* of @path when the build began */
+	struct unwind_table *t; /* the build's (NULL: it failed) */
+	int err;		/* the build's */
+	bool joined;
 };
 
 static uint64_t now_ns(void)
@@ -360,6 +372,83 @@ static int emit_object(struct stacks *s, const struct object *o, const char *pat
 	return rec_out_put(s->out, &r, sizeof(r));
 }
 
+static void *prebuild_main(void *arg)
+{
+	struct stacks_prebuild *pb = arg;
+
+	pb->err = unwind_table_build(pb->path, &pb->t);
+	return NULL;
+}
+
+struct stacks_prebuild *stacks_prebuild_start(const char *path)
+{
+	struct stacks_prebuild *pb = calloc(1, sizeof(*pb));
+	sigset_t all, old;
+	int err;
+
+	if (!pb || !(pb->path = strdup(path)) || stat(path, &pb->st) || !S_ISREG(pb->st.st_mode))
+		goto fail;
+	sigfillset(&all); /* signals are main's */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&pb->thread, NULL, prebuild_main, pb);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!err)
+		return pb;
+fail:
+	if (pb)
+		free(pb->path);
+	free(pb);
+	return NULL;
+}
+
+void stacks_prebuild_free(struct stacks_prebuild *pb)
+{
+	if (!pb)
+		return;
+	if (!pb->joined)
+		pthread_join(pb->thread, NULL);
+	unwind_table_free(pb->t);
+	free(pb->path);
+	free(pb);
+}
+
+void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb)
+{
+	stacks_prebuild_free(s->prebuild);
+	s->prebuild = pb;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/*
+ * The prebuilt table when @full is the file it was built from, else NULL.
+ * The first object seen with a prebuild pending waits for it (the
+ * command's executable nearly always is that object).
+ */
+static struct unwind_table *take_prebuilt(struct stacks *s, const char *full)
+{
+	struct stacks_prebuild *pb = s->prebuild;
+	struct unwind_table *t = NULL;
+	struct stat st;
+
+	if (!pb || stat(full, &st) || !same_file(&st, &pb->st))
+		return NULL;
+	pthread_join(pb->thread, NULL);
+	pb->joined = true;
+	if (!pb->err) {
+		t = pb->t;
+		pb->t = NULL;
+	}
+	s->prebuild = NULL;
+	stacks_prebuild_free(pb);
+	return t;
+}
+
 /*
  * The object of file (@dev, @ino) at @path (as the process names it), built
  * and announced on first sight.  NULL only when memory ran out.
@@ -390,7 +479,10 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	o->id = s->nobjs + 1;
 	/* through the process's root, so chroots and deleted files still work */
 	snprintf(full, sizeof(full), "/proc/%d/root%s", pid, path);
-	if (unwind_table_build(full, &o->t) || !o->t->nrows) {
+	o->t = take_prebuilt(s, full);
+	if (o->t) /* the build's own time, not the wait for its end */
+		t0 = now_ns() - o->t->build_ns;
+	if ((!o->t && unwind_table_build(full, &o->t)) || !o->t->nrows) {
 		s->st.no_cfi++;
 	} else if (o->t->nrows > s->rows_cap - s->rows_used ||
 		   o->t->nrows > MT_UNWIND_OBJECT_ROWS_MAX || !o->t->nindex ||
@@ -663,6 +755,7 @@ void stacks__free(struct stacks *s)
 	chunked_free(&s->rows);
 	chunked_free(&s->index);
 	stacks_share__free(s->share);
+	stacks_prebuild_free(s->prebuild);
 	free(s);
 }
 

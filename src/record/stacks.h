@@ -48,6 +48,21 @@ struct stacks_stats {
 struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap);
 
 /*
+ * The command's executable, its rows built in a thread of their own while
+ * the BPF side loads (cc1's 478K rows take ~50 ms: the command would wait
+ * parked at its exec for them).  stacks_prebuild_start() is called on main
+ * before stacks__new(); stacks__take_prebuild() hands the build to the
+ * registry, which joins the thread when the executable is first seen and
+ * uses the rows if the file is still the one built (same device, inode,
+ * size, mtime and ctime), else builds it again.  NULL: no thread (the
+ * build happens at the exec, as for every other object).
+ */
+struct stacks_prebuild;
+struct stacks_prebuild *stacks_prebuild_start(const char *path);
+void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb);
+void stacks_prebuild_free(struct stacks_prebuild *pb);
+
+/*
  * Poller thread, for a parked process @pid: builds the rows of each object
  * it maps that is new to the run, puts OBJECT records for them and
  * MAPPING records for the process's new executable mappings (timestamped
