@@ -73,16 +73,23 @@ struct stacks {
 	unsigned nprocs, procs_cap;
 	struct stacks_stats st;
 	struct stacks_share *share;	  /* the tables for in-process unwinders, NULL: none */
-	struct stacks_prebuild *prebuild; /* the command's executable, until first seen */
+	struct stacks_prebuild *prebuild; /* files built during the load (stacks.h) */
+};
+
+/* One file of a prebuild (stacks.h). */
+struct prebuilt {
+	char *path;
+	struct stat st;		/* of @path when the build began */
+	struct unwind_table *t; /* the build's (NULL: it failed, or taken) */
+	bool done;		/* under the prebuild's lock */
 };
 
 struct stacks_prebuild {
 	pthread_t thread;
-	char *path;
-	struct stat st;		/* of @path when the build began */
-	struct unwind_table *t; /* the build's (NULL: it failed) */
-	int err;		/* the build's */
-	bool joined;
+	pthread_mutex_t lock;
+	pthread_cond_t built; /* another file's build is done */
+	struct prebuilt *files;
+	unsigned n;
 };
 
 static uint64_t now_ns(void)
@@ -376,17 +383,53 @@ static void *prebuild_main(void *arg)
 {
 	struct stacks_prebuild *pb = arg;
 
-	pb->err = unwind_table_build(pb->path, &pb->t);
+	for (unsigned i = 0; i < pb->n; i++) {
+		struct unwind_table *t = NULL;
+
+		if (unwind_table_build(pb->files[i].path, &t))
+			t = NULL;
+		pthread_mutex_lock(&pb->lock);
+		pb->files[i].t = t;
+		pb->files[i].done = true;
+		pthread_cond_broadcast(&pb->built);
+		pthread_mutex_unlock(&pb->lock);
+	}
 	return NULL;
 }
 
-struct stacks_prebuild *stacks_prebuild_start(const char *path)
+static void prebuild_release(struct stacks_prebuild *pb)
+{
+	for (unsigned i = 0; i < pb->n; i++) {
+		unwind_table_free(pb->files[i].t);
+		free(pb->files[i].path);
+	}
+	pthread_mutex_destroy(&pb->lock);
+	pthread_cond_destroy(&pb->built);
+	free(pb->files);
+	free(pb);
+}
+
+struct stacks_prebuild *stacks_prebuild_start(const char *const *paths, unsigned n)
 {
 	struct stacks_prebuild *pb = calloc(1, sizeof(*pb));
 	sigset_t all, old;
 	int err;
 
-	if (!pb || !(pb->path = strdup(path)) || stat(path, &pb->st) || !S_ISREG(pb->st.st_mode))
+	if (!pb)
+		return NULL;
+	pthread_mutex_init(&pb->lock, NULL);
+	pthread_cond_init(&pb->built, NULL);
+	pb->files = calloc(n ? n : 1, sizeof(*pb->files));
+	for (unsigned i = 0; pb->files && i < n; i++) {
+		struct prebuilt *f = &pb->files[pb->n];
+
+		if (stat(paths[i], &f->st) || !S_ISREG(f->st.st_mode))
+			continue;
+		if (!(f->path = strdup(paths[i])))
+			break;
+		pb->n++;
+	}
+	if (!pb->n)
 		goto fail;
 	sigfillset(&all); /* signals are main's */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -395,9 +438,7 @@ struct stacks_prebuild *stacks_prebuild_start(const char *path)
 	if (!err)
 		return pb;
 fail:
-	if (pb)
-		free(pb->path);
-	free(pb);
+	prebuild_release(pb);
 	return NULL;
 }
 
@@ -405,11 +446,8 @@ void stacks_prebuild_free(struct stacks_prebuild *pb)
 {
 	if (!pb)
 		return;
-	if (!pb->joined)
-		pthread_join(pb->thread, NULL);
-	unwind_table_free(pb->t);
-	free(pb->path);
-	free(pb);
+	pthread_join(pb->thread, NULL);
+	prebuild_release(pb);
 }
 
 void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb)
@@ -426,9 +464,8 @@ static bool same_file(const struct stat *a, const struct stat *b)
 }
 
 /*
- * The prebuilt table when @full is the file it was built from, else NULL.
- * The first object seen with a prebuild pending waits for it (the
- * command's executable nearly always is that object).
+ * The prebuilt table of @full when it is one of the files built (still the
+ * same file: stacks.h), waiting for its build to end; else NULL.
  */
 static struct unwind_table *take_prebuilt(struct stacks *s, const char *full)
 {
@@ -436,16 +473,21 @@ static struct unwind_table *take_prebuilt(struct stacks *s, const char *full)
 	struct unwind_table *t = NULL;
 	struct stat st;
 
-	if (!pb || stat(full, &st) || !same_file(&st, &pb->st))
+	if (!pb || stat(full, &st))
 		return NULL;
-	pthread_join(pb->thread, NULL);
-	pb->joined = true;
-	if (!pb->err) {
-		t = pb->t;
-		pb->t = NULL;
+	for (unsigned i = 0; i < pb->n; i++) {
+		struct prebuilt *f = &pb->files[i];
+
+		if (!same_file(&st, &f->st))
+			continue;
+		pthread_mutex_lock(&pb->lock);
+		while (!f->done)
+			pthread_cond_wait(&pb->built, &pb->lock);
+		t = f->t;
+		f->t = NULL;
+		pthread_mutex_unlock(&pb->lock);
+		break;
 	}
-	s->prebuild = NULL;
-	stacks_prebuild_free(pb);
 	return t;
 }
 

@@ -48,17 +48,19 @@ struct stacks_stats {
 struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap);
 
 /*
- * The command's executable, its rows built in a thread of their own while
- * the BPF side loads (cc1's 478K rows take ~50 ms: the command would wait
- * parked at its exec for them).  stacks_prebuild_start() is called on main
- * before stacks__new(); stacks__take_prebuild() hands the build to the
- * registry, which joins the thread when the executable is first seen and
- * uses the rows if the file is still the one built (same device, inode,
- * size, mtime and ctime), else builds it again.  NULL: no thread (the
- * build happens at the exec, as for every other object).
+ * Files the command will map (its executable, the C library and dynamic
+ * loader memtrack runs on, libmemtrack-fast.so), their rows built in a
+ * thread of their own while the BPF side loads: cc1's 478K rows take
+ * ~50 ms, libc's ~3 ms, and the command would wait parked at its exec
+ * for them.  stacks_prebuild_start() is called on main before
+ * stacks__new(); stacks__take_prebuild() hands the builds to the registry.
+ * An object first seen that is one of the files (still the same: device,
+ * inode, size, mtime and ctime) waits for its build and takes its rows;
+ * any other is built as always.  The rows not taken are freed with the
+ * registry.  NULL: no thread (every object is built at its sync).
  */
 struct stacks_prebuild;
-struct stacks_prebuild *stacks_prebuild_start(const char *path);
+struct stacks_prebuild *stacks_prebuild_start(const char *const *paths, unsigned n);
 void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb);
 void stacks_prebuild_free(struct stacks_prebuild *pb);
 
