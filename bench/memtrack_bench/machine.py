@@ -98,7 +98,10 @@ def loadavg():
 # Every command the suite runs has this in its environment: a reaper is the
 # suite's own when its /proc/PID/environ (memtrack's, which it forked from)
 # carries it.
-RUN_TOKEN = f"MEMTRACK_BENCH_RUN={os.getpid()}.{time.time_ns()}"
+# A round's --prepare (wait_reapers_argv) runs in a child: it finds the
+# token its suite exported.
+RUN_TOKEN = "MEMTRACK_BENCH_RUN=" + (os.environ.get("MEMTRACK_BENCH_RUN")
+                                     or f"{os.getpid()}.{time.time_ns()}")
 
 
 def mark_children():
@@ -133,6 +136,15 @@ def wait_for_reapers(limit_s=10.0):
         if not busy:
             return
         time.sleep(0.05)
+
+
+def wait_reapers_argv():
+    """A command that runs wait_for_reapers: hyperfine's --prepare before
+    every round, so that no round pays for the teardown of the round before
+    it (a --stacks round's ends in more closes than a default round's)."""
+    bench = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return ["python3", "-c", "import sys; sys.path.insert(0, %r); "
+            "from memtrack_bench.machine import wait_for_reapers; wait_for_reapers()" % bench]
 
 
 @dataclass

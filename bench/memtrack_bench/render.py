@@ -106,7 +106,9 @@ def walltime_section(result):
                    "whose rounds take half a second or more has no warm-up (the untracked row warmed the "
                    "workload's files); a peer (heaptrack, massif) whose spread was small in the last full "
                    f"run runs once.  Each peer round is limited to {result['peer_timeout_s']} s (a round that "
-                   "runs out fails the row instead of being timed).")
+                   "runs out fails the row instead of being timed).  Every round starts once the memtrack-reaper "
+                   "of the round before has closed what that memtrack left it (the kernel's grace periods, "
+                   "after memtrack has exited), so that no round pays for another's teardown.")
     out.append("")
     out.append("Like for like: heaptrack and massif record a call stack for every heap call; memtrack's "
                "default does not (heap calls without stacks), so compare them with **memtrack --stacks**, "

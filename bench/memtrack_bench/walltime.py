@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import time
 
-from .machine import last_line
+from .machine import last_line, wait_reapers_argv
 from .render import fmt_time
 from .run import build_command, describe_rc, failure_note, row_base, run_once, unavailable, why_line
 from .shards import cost_key
@@ -71,8 +71,10 @@ def hyperfine_batch(run, argv, fresh, warmup, runs, per_round):
     export = os.path.join(run.artifacts, "hf.json")
     hf = ["hyperfine", "-N", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
           "--export-json", export]
+    prepare = shlex.join(wait_reapers_argv())
     if fresh:
-        hf += ["--prepare", "sh -c " + shlex.quote(f"rm -rf {shlex.quote(fresh)} && mkdir -p {shlex.quote(fresh)}")]
+        prepare = f"rm -rf {shlex.quote(fresh)} && mkdir -p {shlex.quote(fresh)} && {prepare}"
+    hf += ["--prepare", "sh -c " + shlex.quote(prepare)]
     hf.append(shlex.join(argv))
     try:
         r = subprocess.run(hf, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
