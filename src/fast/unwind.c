@@ -156,32 +156,42 @@ static bool row_cfa(const struct walk *w, const struct mt_unwind_row *row, uint6
 }
 
 /*
- * A row's rule in one word, for the frame cache: cfa_off, rbp_off, cfa,
- * rbp; NO_RULE: no row (cfa MT_CFA_NONE ends the walk, truncated).
+ * What a pc resolves to, as the frame cache keeps it: the frame it records,
+ * the row's rule, and the index of its mapping in the mappings (the next
+ * search's hint).
  */
-#define NO_RULE ((uint64_t)MT_CFA_NONE << 48)
+struct resolved {
+	uint32_t object;
+	uint64_t addr;
+	struct mt_unwind_row row; /* cfa MT_CFA_NONE: no row (the walk ends, truncated) */
+	uint32_t k;		  /* the mapping's index, MT_MAX_UMAPS: none */
+};
 
-static uint64_t rule_word(const struct mt_unwind_row *r)
+/* cfa_off, rbp_off, then cfa, rbp (3 bits each) and k (9 bits) in the top 16. */
+static uint64_t pack_rule(const struct resolved *r)
 {
-	return (uint64_t)(uint32_t)r->cfa_off | (uint64_t)(uint16_t)r->rbp_off << 32 |
-	       (uint64_t)r->cfa << 48 | (uint64_t)r->rbp << 56;
+	uint64_t cfa = r->row.cfa <= 7 ? r->row.cfa : MT_CFA_NONE;
+	uint64_t rbp = r->row.rbp <= 7 ? r->row.rbp : 7; /* 7: no rule (as any unknown one) */
+
+	_Static_assert(MT_MAX_UMAPS < 512, "k fits 9 bits");
+	return (uint64_t)(uint32_t)r->row.cfa_off | (uint64_t)(uint16_t)r->row.rbp_off << 32 |
+	       cfa << 48 | rbp << 51 | (uint64_t)r->k << 54;
 }
 
-static struct mt_unwind_row rule_row(uint64_t w)
+static void unpack_rule(uint64_t w, struct resolved *r)
 {
-	return (struct mt_unwind_row){ .cfa_off = (int32_t)(uint32_t)w,
-				       .rbp_off = (int16_t)(uint16_t)(w >> 32),
-				       .cfa = (uint8_t)(w >> 48),
-				       .rbp = (uint8_t)(w >> 56) };
+	r->row = (struct mt_unwind_row){ .cfa_off = (int32_t)(uint32_t)w,
+					 .rbp_off = (int16_t)(uint16_t)(w >> 32),
+					 .cfa = (uint8_t)(w >> 48 & 7),
+					 .rbp = (uint8_t)(w >> 51 & 7) };
+	r->k = (uint32_t)(w >> 54);
 }
 
-static uint64_t cache_chk(const struct fast_frame_cache *e, uint64_t gen)
+/* Three independent products: a torn entry (two writers) fails it, at one multiply's latency. */
+static uint64_t cache_chk(uint64_t key, uint64_t frame, uint64_t rule, uint64_t gen)
 {
-	uint64_t h = (e->key ^ (gen * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
-
-	h = (h ^ e->addr) * 0xc4ceb9fe1a85ec53ull;
-	h = (h ^ e->obj) * 0xff51afd7ed558ccdull;
-	return (h ^ e->rule) + 0x5bd1e995ull;
+	return (key * 0xff51afd7ed558ccdull) ^ (frame * 0xc4ceb9fe1a85ec53ull) ^
+	       (rule * 0x9e3779b97f4a7c15ull) ^ (gen * 0xd6e8feb86659fd93ull) ^ 0x5bd1e995ull;
 }
 
 static struct fast_frame_cache *cache_slot(const struct walk *w)
@@ -189,79 +199,84 @@ static struct fast_frame_cache *cache_slot(const struct walk *w)
 	return &w->t->cache[(w->pc * 0x9e3779b97f4a7c15ull) >> 52 & (FAST_CACHE_SLOTS - 1)];
 }
 
-/* What w->pc resolves to (struct fast_frame_cache), from the cache; false: a miss. */
-static bool cache_get(const struct walk *w, struct fast_frame_cache *out)
+/* What w->pc resolves to, from the cache; false: a miss. */
+static bool cache_get(const struct walk *w, struct resolved *r)
 {
 	const struct fast_frame_cache *c = cache_slot(w);
+	uint64_t key = __atomic_load_n(&c->key, __ATOMIC_RELAXED);
+	uint64_t frame = __atomic_load_n(&c->frame, __ATOMIC_RELAXED);
+	uint64_t rule = __atomic_load_n(&c->rule, __ATOMIC_RELAXED);
+	uint64_t chk = __atomic_load_n(&c->chk, __ATOMIC_RELAXED);
 
-	out->key = __atomic_load_n(&c->key, __ATOMIC_RELAXED);
-	out->addr = __atomic_load_n(&c->addr, __ATOMIC_RELAXED);
-	out->obj = __atomic_load_n(&c->obj, __ATOMIC_RELAXED);
-	out->rule = __atomic_load_n(&c->rule, __ATOMIC_RELAXED);
-	out->chk = __atomic_load_n(&c->chk, __ATOMIC_RELAXED);
-	return out->key == w->pc && out->chk == cache_chk(out, w->t->gen);
+	if (key != w->pc || chk != cache_chk(key, frame, rule, w->t->gen))
+		return false;
+	r->object = (uint32_t)(frame >> 32);
+	r->addr = (uint32_t)frame;
+	unpack_rule(rule, r);
+	return true;
 }
 
-static void cache_put(const struct walk *w, const struct fast_frame_cache *e)
+static void cache_put(const struct walk *w, const struct resolved *r)
 {
 	struct fast_frame_cache *c = cache_slot(w);
+	uint64_t frame = (uint64_t)r->object << 32 | r->addr, rule = pack_rule(r);
 
-	__atomic_store_n(&c->key, e->key, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->addr, e->addr, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->obj, e->obj, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->rule, e->rule, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->chk, cache_chk(e, w->t->gen), __ATOMIC_RELAXED);
+	__atomic_store_n(&c->key, w->pc, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->frame, frame, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->rule, rule, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->chk, cache_chk(w->pc, frame, rule, w->t->gen), __ATOMIC_RELAXED);
 }
 
 /*
  * What w->pc resolves to: the cache's entry, or frame_umap's and find_row's
- * (then cached).  No index into the tables is kept in an entry: a wrong
- * entry gives a wrong frame or rule, whose reads stay inside the stack.
+ * (then cached, unless no mapping holds the pc or its ELF address needs more
+ * than 32 bits: such a frame ends the walk anyway).  An entry holds no index
+ * the walk trusts (k is only a hint frame_umap checks): a wrong entry gives
+ * a wrong frame or rule, whose reads stay inside the stack.
  */
-static void resolve(struct walk *w, struct fast_frame_cache *e)
+static void resolve(struct walk *w, struct resolved *r)
 {
 	const struct mt_unwind_row *row;
 	const struct mt_umap *m;
+	bool cache = w->t->cache && w->t->maps;
 
-	if (w->t->cache && w->t->maps && cache_get(w, e)) {
-		w->last = (uint32_t)e->obj & 0xffff;
+	if (cache && cache_get(w, r)) {
+		w->last = r->k;
 		return;
 	}
 	m = frame_umap(w);
 	row = m ? find_row(w->t, m, w->pc - m->bias - 1) : NULL;
-	e->key = w->pc;
-	e->addr = m ? w->pc - m->bias : w->pc;
-	e->obj = m ? (uint64_t)m->object << 32 | (uint32_t)(m - w->t->maps->m) : MT_MAX_UMAPS;
-	e->rule = row ? rule_word(row) : NO_RULE;
-	if (w->t->cache && w->t->maps)
-		cache_put(w, e);
+	r->object = m ? m->object : 0;
+	r->addr = m ? w->pc - m->bias : w->pc;
+	r->row = row ? *row : (struct mt_unwind_row){ .cfa = MT_CFA_NONE };
+	r->k = m ? (uint32_t)(m - w->t->maps->m) : MT_MAX_UMAPS;
+	if (cache && m && r->addr <= 0xffffffffull)
+		cache_put(w, r);
 }
 
 /* unwind_step: one frame; returns false once the walk has ended. */
 static bool step(struct walk *w)
 {
-	struct fast_frame_cache e;
-	struct mt_unwind_row row;
+	struct resolved r;
 	uint64_t cfa, ra;
 
 	if (w->out->n >= MT_STACK_MAX)
 		goto truncated;
-	resolve(w, &e);
+	resolve(w, &r);
 	if (w->skip && !w->out->n && w->skipped < SKIP_MAX && w->skip(w->pc))
 		w->skipped++;
 	else
-		add_frame(w, (uint32_t)(e.obj >> 32), e.addr);
-	row = rule_row(e.rule);
-	if (row.cfa == MT_CFA_END) {
+		add_frame(w, r.object, r.addr);
+	if (r.row.cfa == MT_CFA_END) {
 		w->status = COMPLETE;
 		return false;
 	}
-	if (!row_cfa(w, &row, &cfa) || !read_word(w, cfa - 8, &ra))
+	if (!row_cfa(w, &r.row, &cfa) || !read_word(w, cfa - 8, &ra))
 		goto truncated;
-	if (row.rbp == MT_RBP_AT_CFA) {
-		if (!read_word(w, cfa + row.rbp_off, &w->bp))
+	if (r.row.rbp == MT_RBP_AT_CFA) {
+		if (!read_word(w, cfa + r.row.rbp_off, &w->bp))
 			goto truncated;
-	} else if (row.rbp == MT_RBP_LOST) {
+	} else if (r.row.rbp == MT_RBP_LOST) {
 		w->bp = 0;
 	}
 	if (!ra) {

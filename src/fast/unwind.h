@@ -48,12 +48,11 @@
  */
 #define FAST_CACHE_SLOTS 4096u
 struct fast_frame_cache {
-	uint64_t key;  /* the pc */
-	uint64_t addr; /* the frame's ELF address (the pc when no mapping holds it) */
-	uint64_t obj;  /* OBJECT id << 32 | index of the mapping, MT_MAX_UMAPS: none */
-	uint64_t rule; /* the row's cfa_off, rbp_off, cfa and rbp (fast_unwind's rule_word) */
+	uint64_t key;	/* the pc */
+	uint64_t frame; /* OBJECT id << 32 | the frame's ELF address (< 2^32: unwind.c) */
+	uint64_t rule;	/* the row's rule and the mapping's index (unwind.c's pack_rule) */
 	uint64_t chk;
-};
+} __attribute__((aligned(32))); /* one cache line holds whole entries */
 
 /* The shared tables, as the library sees them (all read-only). */
 struct fast_unwind_tables {
