@@ -44,18 +44,30 @@ static __always_inline __u32 find_umap(const struct mt_umaps *um, __u64 pc)
 	return (__u32)lo;
 }
 
-/* The mapping holding st->pc: the previous frame's (callers are often in it), or a search's. */
+/*
+ * The index in @um->m of the mapping holding @pc: @hint's (the previous
+ * frame's: callers are often in it) or a search's; MT_MAX_UMAPS: none.  A
+ * global function (@um may be NULL), so that the verifier checks the rest
+ * of a frame once, not once for the hint and once for the search (12K
+ * instructions a program instead of 5.8K).
+ */
+__noinline __u32 mt_unwind_umap(const struct mt_umaps *um, __u64 pc, __u32 hint)
+{
+	if (!um)
+		return MT_MAX_UMAPS;
+	if (hint < MT_MAX_UMAPS && pc >= um->m[hint].start && pc < um->m[hint].end)
+		return hint;
+	return find_umap(um, pc);
+}
+
+/* The mapping holding st->pc, or NULL. */
 static __always_inline const struct mt_umap *frame_umap(const struct mt_umaps *um,
 							struct mt_unwind_state *st)
 {
-	__u32 k = st->last;
+	__u32 k = mt_unwind_umap(um, st->pc, st->last);
 
-	if (!um)
-		return NULL;
-	if (k >= MT_MAX_UMAPS || st->pc < um->m[k].start || st->pc >= um->m[k].end)
-		k = find_umap(um, st->pc);
 	st->last = k;
-	return k < MT_MAX_UMAPS ? &um->m[k] : NULL;
+	return um && k < MT_MAX_UMAPS ? &um->m[k] : NULL;
 }
 
 /* unwind_index[idx] (a row of the object), or -1: its chunk, then the entry in it. */

@@ -115,8 +115,12 @@ static long unwind_step(__u64 i, void *ctx)
 /* The tgid whose executable mappings describe the current task's mm. */
 static __always_inline __u32 mm_owner_tgid(void)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	__u64 mm = (__u64)t->mm;
+	/*
+	 * A probe read, not the BTF pointer (bpf_get_current_task_btf): the
+	 * verifier checks each BTF pointer walk with a search of vmlinux's
+	 * types by name, ~1 ms of every stack-taking program's load.
+	 */
+	__u64 mm = (__u64)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm);
 	struct mm_owner *o = bpf_map_lookup_elem(&mm_owners, &mm);
 
 	return o ? o->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32);
