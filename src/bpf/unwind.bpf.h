@@ -11,7 +11,8 @@
  * rsp+N, rbp+N or *(rbp+N), the return address is at CFA-8 (x86-64), rbp
  * is restored from CFA+N where the row says so.  A stack is hashed over its
  * (object, address) frames, so the id does not depend on ASLR; an LRU set
- * remembers which ids were written.  Maps are defined in ring.bpf.c.
+ * remembers which ids were written.  Maps are defined in ring.bpf.c; a
+ * frame's step is unwind.bpf.c's (global functions, verified once).
  */
 #ifndef MEMTRACK_UNWIND_BPF_H
 #define MEMTRACK_UNWIND_BPF_H

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * unwind.c - the in-process unwinder; see unwind.h.  Each function mirrors
- * one of src/bpf/unwind.bpf.h (same searches, same arithmetic), so a
+ * one of src/bpf/unwind.bpf.c (same searches, same arithmetic), so a
  * change to the kernel's rules is a change here too: the integration test
  * test_stacks.py::test_inprocess_unwind_matches_kernel compares the two.
  */
@@ -29,7 +29,7 @@ struct walk {
 /* Leading frames fast_unwind_skip() may leave out (an operator's own, cc1's) */
 #define SKIP_MAX 4u
 
-/* All ones when a <= b (user addresses, < 2^63), else 0: unwind.bpf.h's le_mask. */
+/* All ones when a <= b (user addresses, < 2^63), else 0: unwind.bpf.c's le_mask. */
 static inline uint64_t le_mask(uint64_t a, uint64_t b)
 {
 	return ((b - a) >> 63) - 1;

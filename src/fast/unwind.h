@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * unwind.h - the in-process call-stack unwinder of libmemtrack-fast.so
- * (issue 20): the kernel unwinder's rules (src/bpf/unwind.bpf.h) run in the
+ * (issue 20): the kernel unwinder's rules (src/bpf/unwind.bpf.c) run in the
  * process itself, over the same tables (struct mt_unwind_row, the address
  * index, struct mt_umaps: bpf_abi.h), so both paths give the same (object,
  * ELF address) frames, the same stack ids and the same truncation marks.
