@@ -17,6 +17,7 @@
 #ifndef MEMTRACK_UNWIND_BPF_H
 #define MEMTRACK_UNWIND_BPF_H
 
+#include <bpf/bpf_core_read.h>
 #include "bpf/common.bpf.h"
 
 extern const volatile __u32 stacks_on; /* --stacks */
