@@ -273,7 +273,10 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	if (ret)
 		goto out;
 	bpf_map__set_max_entries(skel->maps.proc_maps, o->stacks ? MT_MAX_MMS : 1);
-	bpf_map__set_max_entries(skel->maps.stacks_seen, o->stacks ? MT_STACKS_SEEN : 1);
+	bpf_map__set_max_entries(skel->maps.stacks_seen, !o->stacks ? 1
+							 : o->fast && o->allocators
+								 ? MT_STACKS_SEEN_FAST
+								 : MT_STACKS_SEEN);
 	set_alloc_autoload(skel, o->allocators, o->uprobe_attach_type);
 	set_physical_autoload(skel, o->physical);
 	set_mechanism_autoload(skel, o->kf);
