@@ -28,6 +28,7 @@
 #include "pipeline/pipeline.h"
 #include "record/stacks.h"
 #include "record/stacks_share.h"
+#include "inspect/elf_needed.h"
 #include "inspect/unwind_table.h"
 
 struct object {
@@ -84,12 +85,24 @@ struct prebuilt {
 	bool done;		/* under the prebuild's lock */
 };
 
+#define PREBUILD_MAX 48 /* files: the command's own, then the libraries they need */
+
+/*
+ * Two threads build: one takes cc1 (55 ms), the other its libraries
+ * (30 ms), which ld.so maps right after the exec, one park each.
+ */
+#define PREBUILD_THREADS 2
+
 struct stacks_prebuild {
-	pthread_t thread;
+	pthread_t threads[PREBUILD_THREADS];
+	unsigned nthreads;
+	unsigned started; /* threads that ran, under the lock */
 	pthread_mutex_t lock;
 	pthread_cond_t built; /* another file's build is done */
-	struct prebuilt *files;
-	unsigned n;
+	struct prebuilt files[PREBUILD_MAX];
+	unsigned n;    /* under the lock once the threads run */
+	unsigned next; /* the next file to build, under the lock */
+	bool listed;   /* the needed libraries are listed, under the lock */
 };
 
 static uint64_t now_ns(void)
@@ -379,11 +392,75 @@ static int emit_object(struct stacks *s, const struct object *o, const char *pat
 	return rec_out_put(s->out, &r, sizeof(r));
 }
 
+/* Appends @path unless it is a file already listed; under the lock once the thread runs. */
+static void prebuild_add(struct stacks_prebuild *pb, const char *path)
+{
+	struct prebuilt *f;
+	struct stat st;
+
+	if (pb->n == PREBUILD_MAX || stat(path, &st) || !S_ISREG(st.st_mode))
+		return;
+	for (unsigned i = 0; i < pb->n; i++)
+		if (pb->files[i].st.st_dev == st.st_dev && pb->files[i].st.st_ino == st.st_ino)
+			return;
+	f = &pb->files[pb->n];
+	f->path = strdup(path);
+	if (!f->path)
+		return;
+	f->st = st;
+	pthread_mutex_lock(&pb->lock);
+	pb->n++;
+	pthread_mutex_unlock(&pb->lock);
+}
+
+/*
+ * The libraries the listed files need, breadth first (elf_needed.h's
+ * guess): read before any build, since ld.so maps them a millisecond after
+ * the exec.
+ */
+static void prebuild_needed(struct stacks_prebuild *pb)
+{
+	static char found[PREBUILD_MAX][ELF_NEEDED_PATH_MAX]; /* this thread's only */
+
+	for (unsigned i = 0; i < pb->n && pb->n < PREBUILD_MAX; i++) {
+		unsigned k = elf_needed(pb->files[i].path, found, PREBUILD_MAX);
+
+		for (unsigned j = 0; j < k; j++)
+			prebuild_add(pb, found[j]);
+	}
+}
+
+/* The index of the next file to build, or -1 once every file is taken. */
+static int prebuild_next(struct stacks_prebuild *pb)
+{
+	int i = -1;
+
+	pthread_mutex_lock(&pb->lock);
+	while (pb->next == pb->n && !pb->listed) /* more may come */
+		pthread_cond_wait(&pb->built, &pb->lock);
+	if (pb->next < pb->n)
+		i = (int)pb->next++;
+	pthread_mutex_unlock(&pb->lock);
+	return i;
+}
+
 static void *prebuild_main(void *arg)
 {
 	struct stacks_prebuild *pb = arg;
+	bool lister;
+	int i;
 
-	for (unsigned i = 0; i < pb->n; i++) {
+	pthread_mutex_lock(&pb->lock);
+	lister = !pb->started++; /* the first thread to run lists the libraries */
+	pthread_mutex_unlock(&pb->lock);
+	if (lister) {
+		prebuild_needed(pb);
+		pthread_mutex_lock(&pb->lock);
+		pb->listed = true;
+		pthread_cond_broadcast(&pb->built);
+		pthread_mutex_unlock(&pb->lock);
+	}
+	while ((i = prebuild_next(pb)) >= 0) {
 		struct unwind_table *t = NULL;
 
 		if (unwind_table_build(pb->files[i].path, &t))
@@ -405,7 +482,6 @@ static void prebuild_release(struct stacks_prebuild *pb)
 	}
 	pthread_mutex_destroy(&pb->lock);
 	pthread_cond_destroy(&pb->built);
-	free(pb->files);
 	free(pb);
 }
 
@@ -419,23 +495,23 @@ struct stacks_prebuild *stacks_prebuild_start(const char *const *paths, unsigned
 		return NULL;
 	pthread_mutex_init(&pb->lock, NULL);
 	pthread_cond_init(&pb->built, NULL);
-	pb->files = calloc(n ? n : 1, sizeof(*pb->files));
-	for (unsigned i = 0; pb->files && i < n; i++) {
-		struct prebuilt *f = &pb->files[pb->n];
-
-		if (stat(paths[i], &f->st) || !S_ISREG(f->st.st_mode))
-			continue;
-		if (!(f->path = strdup(paths[i])))
-			break;
-		pb->n++;
-	}
+	for (unsigned i = 0; i < n; i++)
+		prebuild_add(pb, paths[i]);
 	if (!pb->n)
 		goto fail;
 	sigfillset(&all); /* signals are main's */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&pb->thread, NULL, prebuild_main, pb);
+	pthread_mutex_lock(&pb->lock); /* nthreads is whole before a thread can read listed */
+	for (unsigned i = 0; i < PREBUILD_THREADS; i++) {
+		err = pthread_create(&pb->threads[pb->nthreads], NULL, prebuild_main, pb);
+		if (err)
+			break;
+		pb->nthreads++;
+	}
+	pb->listed = pb->listed || !pb->nthreads; /* no lister: nobody may wait for it */
+	pthread_mutex_unlock(&pb->lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!err)
+	if (pb->nthreads)
 		return pb;
 fail:
 	prebuild_release(pb);
@@ -446,7 +522,8 @@ void stacks_prebuild_free(struct stacks_prebuild *pb)
 {
 	if (!pb)
 		return;
-	pthread_join(pb->thread, NULL);
+	for (unsigned i = 0; i < pb->nthreads; i++)
+		pthread_join(pb->threads[i], NULL);
 	prebuild_release(pb);
 }
 
@@ -475,19 +552,19 @@ static struct unwind_table *take_prebuilt(struct stacks *s, const char *full)
 
 	if (!pb || stat(full, &st))
 		return NULL;
+	pthread_mutex_lock(&pb->lock);
 	for (unsigned i = 0; i < pb->n; i++) {
 		struct prebuilt *f = &pb->files[i];
 
 		if (!same_file(&st, &f->st))
 			continue;
-		pthread_mutex_lock(&pb->lock);
 		while (!f->done)
 			pthread_cond_wait(&pb->built, &pb->lock);
 		t = f->t;
 		f->t = NULL;
-		pthread_mutex_unlock(&pb->lock);
 		break;
 	}
+	pthread_mutex_unlock(&pb->lock);
 	return t;
 }
 

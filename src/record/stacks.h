@@ -49,10 +49,11 @@ struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap);
 
 /*
  * Files the command will map (its executable, the C library and dynamic
- * loader memtrack runs on, libmemtrack-fast.so), their rows built in a
- * thread of their own while the BPF side loads: cc1's 478K rows take
- * ~50 ms, libc's ~3 ms, and the command would wait parked at its exec
- * for them.  stacks_prebuild_start() is called on main before
+ * loader memtrack runs on, libmemtrack-fast.so, and the libraries these
+ * need: inspect/elf_needed.h), their rows built by two threads of their
+ * own while the BPF side loads: cc1's 478K rows take ~50 ms, its
+ * libraries' ~30 ms, and the command would wait parked for them at its
+ * exec and at each library ld.so maps.  stacks_prebuild_start() is called on main before
  * stacks__new(); stacks__take_prebuild() hands the builds to the registry.
  * An object first seen that is one of the files (still the same: device,
  * inode, size, mtime and ctime) waits for its build and takes its rows;
