@@ -391,8 +391,8 @@ $(OUT)/fuzz/fuzz_symcache: $(FUZZ_SYMCACHE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 		$(FUZZ_SYMCACHE_SRCS) -o $@
 
 # The recorder's readers of the files tracked processes map (symbols.c,
-# unwind_table.c through mapped_file.c: a program chooses what they hold).
-FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/inspect/mapped_file.c \
+# unwind_table.c, elf_needed.c through mapped_file.c: a program chooses what they hold).
+FUZZ_MAPPED_FILE_SRCS := tests/fuzz/fuzz_mapped_file.c src/inspect/mapped_file.c src/inspect/elf_needed.c \
 	src/format/open_regular.c src/inspect/symbols.c src/inspect/unwind_table.c
 $(OUT)/fuzz/fuzz_mapped_file: $(FUZZ_MAPPED_FILE_SRCS) $(SRC_HDRS) | $(OUT)/.deps
 	$(call msg,FUZZ-CC,$@)

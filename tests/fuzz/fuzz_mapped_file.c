@@ -2,8 +2,9 @@
 /*
  * fuzz_mapped_file.c - libFuzzer target for the recorder's readers of the
  * files tracked processes map: alloc_syms_read() (symbols.c, the allocator
- * symbols probes.c attaches to) and unwind_table_build() (unwind_table.c,
- * the --stacks rows), both reached through mapped_file_open().  A tracked
+ * symbols probes.c attaches to), unwind_table_build() (unwind_table.c,
+ * the --stacks rows) and elf_needed() (elf_needed.c, the libraries the
+ * stacks prebuild reads ahead), all reached through mapped_file_open().  A tracked
  * program chooses what those files hold (it can map a file it wrote), and
  * root memtrack parses them while the program is parked, so every input is
  * such a file.  The readers must neither crash, overrun (ASan) nor invoke
@@ -23,10 +24,13 @@
 #include <unistd.h>
 #include <linux/types.h>
 #include "event.h"
+#include "inspect/elf_needed.h"
 #include "inspect/symbols.h"
 #include "inspect/unwind_table.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char needed[8][ELF_NEEDED_PATH_MAX];
 
 static char dir[64];
 
@@ -80,6 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!unwind_table_build(path, &t) && t)
 		check_table(t);
 	unwind_table_free(t);
+	if (elf_needed(path, needed, 8) > 8)
+		abort(); /* more than asked for */
 	unlink(path);
 	return 0;
 }
