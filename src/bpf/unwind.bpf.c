@@ -10,39 +10,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "bpf/unwind.bpf.h"
-
-/*
- * Binary searches are branch-free and run a fixed number of steps: with a
- * branch on the data per step (or an early exit) the verifier walks every
- * path, 2^steps states.  @a <= @b for user addresses (< 2^63) is the sign
- * of b - a.
- */
-static __always_inline __u64 le_mask(__u64 a, __u64 b)
-{
-	return ((b - a) >> 63) - 1; /* all ones when a <= b, else 0 */
-}
-
-/* The index in @um->m of the mapping holding @pc, or MT_MAX_UMAPS: none. */
-static __always_inline __u32 find_umap(const struct mt_umaps *um, __u64 pc)
-{
-	__u64 lo = 0, hi = um->n, mid, take;
-
-	if (hi > MT_MAX_UMAPS)
-		hi = MT_MAX_UMAPS;
-	if (!hi)
-		return MT_MAX_UMAPS;
-	/* the last mapping starting at or below pc: a[lo] <= pc < a[hi] */
-	for (int k = 0; k <= MT_UMAPS_LOG2; k++) {
-		mid = ((lo + hi) / 2) & (MT_MAX_UMAPS - 1);
-		take = le_mask(um->m[mid].start, pc);
-		lo = (mid & take) | (lo & ~take);
-		hi = (hi & take) | (mid & ~take);
-	}
-	lo &= MT_MAX_UMAPS - 1;
-	if (pc < um->m[lo].start || pc >= um->m[lo].end)
-		return MT_MAX_UMAPS;
-	return (__u32)lo;
-}
+#include "unwind_search.h"
 
 /*
  * The index in @um->m of the mapping holding @pc: @hint's (the previous
@@ -57,7 +25,7 @@ __noinline __u32 mt_unwind_umap(const struct mt_umaps *um, __u64 pc, __u32 hint)
 		return MT_MAX_UMAPS;
 	if (hint < MT_MAX_UMAPS && pc >= um->m[hint].start && pc < um->m[hint].end)
 		return hint;
-	return find_umap(um, pc);
+	return mt_find_umap(um, pc);
 }
 
 /* The mapping holding st->pc, or NULL. */
@@ -101,7 +69,7 @@ static __always_inline bool row_step(__u64 *lo, __u64 *hi, __u64 addr)
 
 	if (!row)
 		return false;
-	take = le_mask(row->pc, addr);
+	take = mt_le_mask(row->pc, addr);
 	*lo = (idx & take) | (*lo & ~take);
 	*hi = (*hi & take) | (idx & ~take);
 	return true;

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "fast/unwind.h"
+#include "unwind_search.h"
 
 enum { RUNNING = 0, COMPLETE = 1, TRUNCATED = 2 };
 
@@ -29,12 +30,6 @@ struct walk {
 /* Leading frames fast_unwind_skip() may leave out (an operator's own, cc1's) */
 #define SKIP_MAX 4u
 
-/* All ones when a <= b (user addresses, < 2^63), else 0: unwind.bpf.c's le_mask. */
-static inline uint64_t le_mask(uint64_t a, uint64_t b)
-{
-	return ((b - a) >> 63) - 1;
-}
-
 /* The 8 bytes at @addr when they lie inside the stack [lo, hi). */
 static bool read_word(const struct walk *w, uint64_t addr, uint64_t *v)
 {
@@ -42,27 +37,6 @@ static bool read_word(const struct walk *w, uint64_t addr, uint64_t *v)
 		return false;
 	memcpy(v, (const void *)(uintptr_t)addr, sizeof(*v));
 	return true;
-}
-
-/* find_umap: the mapping holding @pc, or MT_MAX_UMAPS. */
-static uint32_t find_umap(const struct mt_umaps *um, uint64_t pc)
-{
-	uint64_t lo = 0, hi = um->n, mid, take;
-
-	if (hi > MT_MAX_UMAPS)
-		hi = MT_MAX_UMAPS;
-	if (!hi)
-		return MT_MAX_UMAPS;
-	for (int k = 0; k <= MT_UMAPS_LOG2; k++) {
-		mid = ((lo + hi) / 2) & (MT_MAX_UMAPS - 1);
-		take = le_mask(um->m[mid].start, pc);
-		lo = (mid & take) | (lo & ~take);
-		hi = (hi & take) | (mid & ~take);
-	}
-	lo &= MT_MAX_UMAPS - 1;
-	if (pc < um->m[lo].start || pc >= um->m[lo].end)
-		return MT_MAX_UMAPS;
-	return (uint32_t)lo;
 }
 
 /* frame_umap: the previous frame's mapping when it holds pc, else a search's. */
@@ -74,7 +48,7 @@ static const struct mt_umap *frame_umap(struct walk *w)
 	if (!um)
 		return NULL;
 	if (k >= MT_MAX_UMAPS || w->pc < um->m[k].start || w->pc >= um->m[k].end)
-		k = find_umap(um, w->pc);
+		k = mt_find_umap(um, w->pc);
 	w->last = k;
 	return k < MT_MAX_UMAPS ? &um->m[k] : NULL;
 }
@@ -97,7 +71,7 @@ static bool row_step(const struct fast_unwind_tables *t, uint64_t *lo, uint64_t 
 
 	if (!row)
 		return false;
-	take = le_mask(row->pc, addr);
+	take = mt_le_mask(row->pc, addr);
 	*lo = (idx & take) | (*lo & ~take);
 	*hi = (*hi & take) | (idx & ~take);
 	return true;
