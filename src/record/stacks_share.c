@@ -78,20 +78,44 @@ struct stacks_share *stacks_share__new(uint32_t rows_cap, uint32_t index_cap)
 	return sh;
 }
 
+/*
+ * Copies @len bytes to the tables at @off a MiB at a time, each MiB's whole
+ * pages then dropped from memtrack's mapping (MADV_DONTNEED on a shared
+ * mapping keeps the memfd's contents: a later write faults them back): the
+ * tables are the processes' to read, not memtrack's RSS to hold (cc1's
+ * 13 MB of rows and index).  The mapping has to stay: F_SEAL_FUTURE_WRITE
+ * refuses a new writable one.
+ */
+static void share_write(struct stacks_share *sh, size_t off, const void *src, size_t len)
+{
+	const size_t piece = 1u << 20, page = 4096;
+
+	for (size_t done = 0; done < len; done += piece) {
+		size_t n = len - done < piece ? len - done : piece;
+		uintptr_t lo = (uintptr_t)sh->map + off + done, hi = lo + n;
+
+		memcpy((void *)lo, (const char *)src + done, n);
+		lo = (lo + page - 1) & ~(uintptr_t)(page - 1);
+		hi &= ~(uintptr_t)(page - 1);
+		if (lo < hi)
+			(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	}
+}
+
 void stacks_share_rows(struct stacks_share *sh, uint32_t start, const struct mt_unwind_row *rows,
 		       uint32_t n)
 {
 	if (!sh || start > sh->info.rows_cap || n > sh->info.rows_cap - start)
 		return;
-	memcpy(sh->map + (size_t)start * sizeof(*rows), rows, (size_t)n * sizeof(*rows));
+	share_write(sh, (size_t)start * sizeof(*rows), rows, (size_t)n * sizeof(*rows));
 }
 
 void stacks_share_index(struct stacks_share *sh, uint32_t start, const uint64_t *index, uint32_t n)
 {
 	if (!sh || start > sh->info.index_cap || n > sh->info.index_cap - start)
 		return;
-	memcpy(sh->map + sh->info.index_off + (size_t)start * sizeof(*index), index,
-	       (size_t)n * sizeof(*index));
+	share_write(sh, sh->info.index_off + (size_t)start * sizeof(*index), index,
+		    (size_t)n * sizeof(*index));
 }
 
 static struct share_proc *proc_find(struct stacks_share *sh, pid_t pid)
