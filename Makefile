@@ -49,7 +49,7 @@ CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,$(CORE_DIRS))))
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c,$(wildcard $(addsuffix /*.c,$(addprefix src/,$(SKEL_DIRS)))))
 SKEL_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(SKEL_SRCS))
-SRC_HDRS  := src/event.h src/bpf_abi.h src/compiler.h src/unwind_search.h $(wildcard src/*/*.h)
+SRC_HDRS  := src/event.h src/bpf_abi.h src/compiler.h src/unwind_search.h src/stack_id.h $(wildcard src/*/*.h)
 # libmemtrack-ctl.a: the control socket's client, linked by measured programs
 # (include/memtrack-ctl.h) and by `memtrack ctl`.
 CTL_SRCS  := $(wildcard src/ctl/*.c)

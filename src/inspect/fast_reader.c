@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include "inspect/fast_reader.h"
 #include "pipeline/pipeline.h"
+#include "stack_id.h"
 
 /*
  * What a process may write in its ring, by record type: only heap calls,
@@ -235,18 +236,6 @@ static int feed_record(struct fast_reader *r, struct pipeline *p, struct mt_rec 
 	return 1;
 }
 
-/* unwind.bpf.h's id of @n frames (FNV-1a over object and address, then the mark). */
-static uint64_t stack_id(const struct mt_rec_frame *fr, uint32_t n, bool truncated)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (uint32_t i = 0; i < n; i++) {
-		h = (h ^ fr[i].object) * 0x100000001b3ull;
-		h = (h ^ fr[i].addr) * 0x100000001b3ull;
-	}
-	return (h ^ (truncated ? 0x9e3779b97f4a7c15ull : 0)) | 1;
-}
-
 /*
  * Whether the head @h, @f and the frames of a stack are one the library
  * can have unwound: 1 to MT_STACK_MAX frames, each in an object memtrack
@@ -264,7 +253,7 @@ static bool stack_valid(const struct fast_reader *r, const struct mt_rec_hdr *h,
 	for (uint32_t i = 0; i < n; i++)
 		if (fr[i].pad || fr[i].object > r->objects)
 			return false;
-	return f[STACK_ID] == stack_id(fr, n, f[STACK_TRUNCATED]);
+	return f[STACK_ID] == mt_stack_id(fr, n, f[STACK_TRUNCATED]);
 }
 
 /*
