@@ -34,6 +34,7 @@
 #include "record/retire.h"
 #include "record/session.h"
 #include "record/spawn.h"
+#include "record/stacks_prebuild.h"
 #include "memtrack.skel.h"
 
 struct session {
@@ -446,48 +447,14 @@ static int start_probes(struct session *s)
 	return 0;
 }
 
-/*
- * The C library and dynamic loader memtrack runs on, as /proc/self/maps
- * names them: nearly every command maps the same files.  Appends them to
- * @paths (@n so far, of @cap), each in its own slot of @bufs.
- */
-static unsigned own_runtime(char (*bufs)[4096], const char **paths, unsigned n, unsigned cap)
-{
-	char line[4096 + 128], *path;
-	FILE *f = fopen("/proc/self/maps", "re");
-
-	while (f && n < cap && fgets(line, sizeof(line), f)) {
-		path = strchr(line, '/');
-		if (!path || !strstr(line, " r-xp ") ||
-		    (!strstr(path, "/libc.so") && !strstr(path, "/ld-linux")))
-			continue;
-		path[strcspn(path, "\n")] = 0;
-		snprintf(bufs[n], sizeof(bufs[n]), "%s", path);
-		paths[n] = bufs[n];
-		n++;
-	}
-	if (f)
-		fclose(f);
-	return n;
-}
-
 /* --stacks: the rows of the files the command will map build while the BPF side loads. */
 static void start_prebuild(struct session *s)
 {
-	static char bufs[4][4096]; /* main only, before the poller */
-	const char *paths[4];
-	unsigned n = 0;
+	char exe[4096], lib[4096];
+	bool have_exe = !spawn_resolve(s->o.argv[0], exe, sizeof(exe));
+	bool have_lib = s->o.fast && !fast_lib_path(lib, sizeof(lib));
 
-	if (!spawn_resolve(s->o.argv[0], bufs[n], sizeof(bufs[n]))) {
-		paths[n] = bufs[n];
-		n++;
-	}
-	if (s->o.fast && !fast_lib_path(bufs[n], sizeof(bufs[n]))) {
-		paths[n] = bufs[n];
-		n++;
-	}
-	n = own_runtime(bufs, paths, n, 4);
-	s->prebuild = stacks_prebuild_start(paths, n);
+	s->prebuild = stacks_prebuild_start(have_exe ? exe : NULL, have_lib ? lib : NULL);
 }
 
 /*

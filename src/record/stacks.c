@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +26,8 @@
 #include "memtrack.skel.h"
 #include "pipeline/pipeline.h"
 #include "record/stacks.h"
+#include "record/stacks_prebuild.h"
 #include "record/stacks_share.h"
-#include "inspect/elf_needed.h"
 #include "inspect/unwind_table.h"
 
 struct object {
@@ -74,35 +73,7 @@ struct stacks {
 	unsigned nprocs, procs_cap;
 	struct stacks_stats st;
 	struct stacks_share *share;	  /* the tables for in-process unwinders, NULL: none */
-	struct stacks_prebuild *prebuild; /* files built during the load (stacks.h) */
-};
-
-/* One file of a prebuild (stacks.h). */
-struct prebuilt {
-	char *path;
-	struct stat st;		/* of @path when the build began */
-	struct unwind_table *t; /* the build's (NULL: it failed, or taken) */
-	bool done;		/* under the prebuild's lock */
-};
-
-#define PREBUILD_MAX 48 /* files: the command's own, then the libraries they need */
-
-/*
- * Two threads build: one takes cc1 (55 ms), the other its libraries
- * (30 ms), which ld.so maps right after the exec, one park each.
- */
-#define PREBUILD_THREADS 2
-
-struct stacks_prebuild {
-	pthread_t threads[PREBUILD_THREADS];
-	unsigned nthreads;
-	unsigned started; /* threads that ran, under the lock */
-	pthread_mutex_t lock;
-	pthread_cond_t built; /* another file's build is done */
-	struct prebuilt files[PREBUILD_MAX];
-	unsigned n;    /* under the lock once the threads run */
-	unsigned next; /* the next file to build, under the lock */
-	bool listed;   /* the needed libraries are listed, under the lock */
+	struct stacks_prebuild *prebuild; /* files built during the load (stacks_prebuild.h) */
 };
 
 static uint64_t now_ns(void)
@@ -392,180 +363,10 @@ static int emit_object(struct stacks *s, const struct object *o, const char *pat
 	return rec_out_put(s->out, &r, sizeof(r));
 }
 
-/* Appends @path unless it is a file already listed; under the lock once the thread runs. */
-static void prebuild_add(struct stacks_prebuild *pb, const char *path)
-{
-	struct prebuilt *f;
-	struct stat st;
-
-	if (pb->n == PREBUILD_MAX || stat(path, &st) || !S_ISREG(st.st_mode))
-		return;
-	for (unsigned i = 0; i < pb->n; i++)
-		if (pb->files[i].st.st_dev == st.st_dev && pb->files[i].st.st_ino == st.st_ino)
-			return;
-	f = &pb->files[pb->n];
-	f->path = strdup(path);
-	if (!f->path)
-		return;
-	f->st = st;
-	pthread_mutex_lock(&pb->lock);
-	pb->n++;
-	pthread_mutex_unlock(&pb->lock);
-}
-
-/*
- * The libraries the listed files need, breadth first (elf_needed.h's
- * guess): read before any build, since ld.so maps them a millisecond after
- * the exec.
- */
-static void prebuild_needed(struct stacks_prebuild *pb)
-{
-	static char found[PREBUILD_MAX][ELF_NEEDED_PATH_MAX]; /* this thread's only */
-
-	for (unsigned i = 0; i < pb->n && pb->n < PREBUILD_MAX; i++) {
-		unsigned k = elf_needed(pb->files[i].path, found, PREBUILD_MAX);
-
-		for (unsigned j = 0; j < k; j++)
-			prebuild_add(pb, found[j]);
-	}
-}
-
-/* The index of the next file to build, or -1 once every file is taken. */
-static int prebuild_next(struct stacks_prebuild *pb)
-{
-	int i = -1;
-
-	pthread_mutex_lock(&pb->lock);
-	while (pb->next == pb->n && !pb->listed) /* more may come */
-		pthread_cond_wait(&pb->built, &pb->lock);
-	if (pb->next < pb->n)
-		i = (int)pb->next++;
-	pthread_mutex_unlock(&pb->lock);
-	return i;
-}
-
-static void *prebuild_main(void *arg)
-{
-	struct stacks_prebuild *pb = arg;
-	bool lister;
-	int i;
-
-	pthread_mutex_lock(&pb->lock);
-	lister = !pb->started++; /* the first thread to run lists the libraries */
-	pthread_mutex_unlock(&pb->lock);
-	if (lister) {
-		prebuild_needed(pb);
-		pthread_mutex_lock(&pb->lock);
-		pb->listed = true;
-		pthread_cond_broadcast(&pb->built);
-		pthread_mutex_unlock(&pb->lock);
-	}
-	while ((i = prebuild_next(pb)) >= 0) {
-		struct unwind_table *t = NULL;
-
-		if (unwind_table_build(pb->files[i].path, &t))
-			t = NULL;
-		pthread_mutex_lock(&pb->lock);
-		pb->files[i].t = t;
-		pb->files[i].done = true;
-		pthread_cond_broadcast(&pb->built);
-		pthread_mutex_unlock(&pb->lock);
-	}
-	return NULL;
-}
-
-static void prebuild_release(struct stacks_prebuild *pb)
-{
-	for (unsigned i = 0; i < pb->n; i++) {
-		unwind_table_free(pb->files[i].t);
-		free(pb->files[i].path);
-	}
-	pthread_mutex_destroy(&pb->lock);
-	pthread_cond_destroy(&pb->built);
-	free(pb);
-}
-
-struct stacks_prebuild *stacks_prebuild_start(const char *const *paths, unsigned n)
-{
-	struct stacks_prebuild *pb = calloc(1, sizeof(*pb));
-	sigset_t all, old;
-	int err;
-
-	if (!pb)
-		return NULL;
-	pthread_mutex_init(&pb->lock, NULL);
-	pthread_cond_init(&pb->built, NULL);
-	for (unsigned i = 0; i < n; i++)
-		prebuild_add(pb, paths[i]);
-	if (!pb->n)
-		goto fail;
-	sigfillset(&all); /* signals are main's */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_mutex_lock(&pb->lock); /* nthreads is whole before a thread can read listed */
-	for (unsigned i = 0; i < PREBUILD_THREADS; i++) {
-		err = pthread_create(&pb->threads[pb->nthreads], NULL, prebuild_main, pb);
-		if (err)
-			break;
-		pb->nthreads++;
-	}
-	pb->listed = pb->listed || !pb->nthreads; /* no lister: nobody may wait for it */
-	pthread_mutex_unlock(&pb->lock);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (pb->nthreads)
-		return pb;
-fail:
-	prebuild_release(pb);
-	return NULL;
-}
-
-void stacks_prebuild_free(struct stacks_prebuild *pb)
-{
-	if (!pb)
-		return;
-	for (unsigned i = 0; i < pb->nthreads; i++)
-		pthread_join(pb->threads[i], NULL);
-	prebuild_release(pb);
-}
-
 void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb)
 {
 	stacks_prebuild_free(s->prebuild);
 	s->prebuild = pb;
-}
-
-static bool same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
-/*
- * The prebuilt table of @full when it is one of the files built (still the
- * same file: stacks.h), waiting for its build to end; else NULL.
- */
-static struct unwind_table *take_prebuilt(struct stacks *s, const char *full)
-{
-	struct stacks_prebuild *pb = s->prebuild;
-	struct unwind_table *t = NULL;
-	struct stat st;
-
-	if (!pb || stat(full, &st))
-		return NULL;
-	pthread_mutex_lock(&pb->lock);
-	for (unsigned i = 0; i < pb->n; i++) {
-		struct prebuilt *f = &pb->files[i];
-
-		if (!same_file(&st, &f->st))
-			continue;
-		while (!f->done)
-			pthread_cond_wait(&pb->built, &pb->lock);
-		t = f->t;
-		f->t = NULL;
-		break;
-	}
-	pthread_mutex_unlock(&pb->lock);
-	return t;
 }
 
 /*
@@ -598,7 +399,7 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	o->id = s->nobjs + 1;
 	/* through the process's root, so chroots and deleted files still work */
 	snprintf(full, sizeof(full), "/proc/%d/root%s", pid, path);
-	o->t = take_prebuilt(s, full);
+	o->t = stacks_prebuild_take(s->prebuild, full);
 	if (o->t) /* the build's own time, not the wait for its end */
 		t0 = now_ns() - o->t->build_ns;
 	if ((!o->t && unwind_table_build(full, &o->t)) || !o->t->nrows) {

@@ -48,22 +48,12 @@ struct stacks_stats {
 struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap);
 
 /*
- * Files the command will map (its executable, the C library and dynamic
- * loader memtrack runs on, libmemtrack-fast.so, and the libraries these
- * need: inspect/elf_needed.h), their rows built by two threads of their
- * own while the BPF side loads: cc1's 478K rows take ~50 ms, its
- * libraries' ~30 ms, and the command would wait parked for them at its
- * exec and at each library ld.so maps.  stacks_prebuild_start() is called on main before
- * stacks__new(); stacks__take_prebuild() hands the builds to the registry.
- * An object first seen that is one of the files (still the same: device,
- * inode, size, mtime and ctime) waits for its build and takes its rows;
- * any other is built as always.  The rows not taken are freed with the
- * registry.  NULL: no thread (every object is built at its sync).
+ * Hands the tables built during the load (stacks_prebuild.h) to the
+ * registry, which takes each when its file is first seen and frees the rest
+ * with itself.  Called once, after stacks__new(), on main.
  */
 struct stacks_prebuild;
-struct stacks_prebuild *stacks_prebuild_start(const char *const *paths, unsigned n);
 void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb);
-void stacks_prebuild_free(struct stacks_prebuild *pb);
 
 /*
  * Poller thread, for a parked process @pid: builds the rows of each object
