@@ -27,12 +27,30 @@
 
 static bool verbose_libbpf;
 
+/*
+ * Whether libbpf reported running out of fds since the load began: its
+ * feature probes (global data, BTF) take fds too, and one that fails for
+ * want of an fd makes libbpf take a feature for missing, so the load
+ * fails later with EINVAL ("the kernel rejected memtrack's BPF programs")
+ * instead of EMFILE.  Main only, during open_and_load().
+ */
+static bool libbpf_out_of_fds;
+
 /* libbpf's messages (the verifier's log among them) are shown under -v only. */
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
+	char msg[512];
+	va_list cp;
+
+	va_copy(cp, ap);
+	vsnprintf(msg, sizeof(msg), fmt, cp);
+	va_end(cp);
+	/* the probes' messages are short; ENFILE's text holds EMFILE's */
+	if (strstr(msg, strerror(EMFILE)))
+		libbpf_out_of_fds = true;
 	if (!verbose_libbpf)
 		return 0;
-	return vfprintf(stderr, fmt, ap);
+	return vfprintf(stderr, fmt, ap); /* whole: a verifier log is longer than msg */
 }
 
 static void set_alloc_autoload(struct memtrack_bpf *skel, bool on, unsigned attach_type)
@@ -290,7 +308,10 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 		skel->rodata->phys_bitmap_bits = words * 64;
 	}
 	*step = LOADER_LOAD;
+	libbpf_out_of_fds = false;
 	ret = memtrack_bpf__load(skel);
+	if (ret && libbpf_out_of_fds)
+		ret = -EMFILE; /* the cause, whatever the step that failed of it */
 	if (!ret) {
 		*step = LOADER_ATTACH;
 		ret = attach_tracepoints(skel);
