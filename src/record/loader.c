@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -13,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -51,6 +52,38 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	if (!verbose_libbpf)
 		return 0;
 	return vfprintf(stderr, fmt, ap); /* whole: a verifier log is longer than msg */
+}
+
+/*
+ * Whether the fd limit leaves room for the load: every map and program
+ * takes an fd, and libbpf's feature probes a few more.  Checked before
+ * libbpf runs because a probe that fails for want of an fd does not always
+ * say so: libbpf takes the feature for missing and the load fails later
+ * with EINVAL, not EMFILE.  A limit that passes may still run out at the
+ * attach step, which reports EMFILE itself.
+ */
+static bool fds_left_for_load(struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+	const struct bpf_map *map;
+	unsigned long need = 8, open_fds = 0; /* 8: BTF, libbpf's probes */
+	struct rlimit rl;
+	struct dirent *d;
+	DIR *dir;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return true;
+	bpf_object__for_each_map (map, obj)
+		need++;
+	bpf_object__for_each_program (prog, obj)
+		need += bpf_program__autoload(prog);
+	dir = opendir("/proc/self/fd");
+	if (!dir)
+		return true; /* no /proc: the load finds out itself */
+	while ((d = readdir(dir)))
+		open_fds += d->d_name[0] != '.';
+	closedir(dir);
+	return open_fds + need <= rl.rlim_cur;
 }
 
 static void set_alloc_autoload(struct memtrack_bpf *skel, bool on, unsigned attach_type)
@@ -308,6 +341,10 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 		skel->rodata->phys_bitmap_bits = words * 64;
 	}
 	*step = LOADER_LOAD;
+	if (!fds_left_for_load(skel->obj)) {
+		ret = -EMFILE;
+		goto out;
+	}
 	libbpf_out_of_fds = false;
 	ret = memtrack_bpf__load(skel);
 	if (ret && libbpf_out_of_fds)
