@@ -27,6 +27,7 @@
 #include "cli/help.h"
 #include "cli/track_output.h"
 #include "format/artifact.h"
+#include "inspect/unwind_cache.h"
 #include "kernel/kernel_features.h"
 #include "record/adopt.h"
 #include "record/session.h"
@@ -47,6 +48,8 @@ enum {
 	OPT_STACKS,
 	OPT_NO_STACKS,
 	OPT_DURATION,
+	OPT_UNWIND_CACHE,
+	OPT_NO_UNWIND_CACHE,
 };
 
 static const struct option attach_options[] = {
@@ -58,6 +61,8 @@ static const struct option attach_options[] = {
 	{ "stacks", no_argument, NULL, OPT_STACKS },
 	{ "no-stacks", no_argument, NULL, OPT_NO_STACKS },
 	{ "duration", required_argument, NULL, OPT_DURATION },
+	{ "unwind-cache", required_argument, NULL, OPT_UNWIND_CACHE },
+	{ "no-unwind-cache", no_argument, NULL, OPT_NO_UNWIND_CACHE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -126,6 +131,8 @@ static int parse_option(int c, char **argv, struct attach_opts *o)
 	case OPT_NO_STACKS: s->stacks = false; return 0; /* the last of the two wins */
 	case OPT_RING: return parse_ring(optarg, &s->ring_bytes);
 	case OPT_DURATION: return parse_duration(optarg, &s->duration_ns);
+	case OPT_UNWIND_CACHE: return track_unwind_cache_opt(optarg, s);
+	case OPT_NO_UNWIND_CACHE: return track_unwind_cache_opt(NULL, s);
 	case OPT_CONTROL:
 		if (!*optarg) {
 			die_msg("empty --control path; give the path of a socket to create, e.g. --control /tmp/memtrack.sock");
@@ -151,6 +158,7 @@ static int parse_attach_opts(int argc, char **argv, struct attach_opts *o)
 	*o = (struct attach_opts){ .s = {
 					   .allocators = true,
 					   .ring_bytes = MT_RING_DEFAULT,
+					   .unwind_cache_dir = UNWIND_CACHE_DEFAULT_DIR,
 					   .pipe = { PIPELINE_DEFAULT_BATCH_BYTES,
 						     PIPELINE_DEFAULT_BATCHES,
 						     PIPELINE_DEFAULT_FLUSH_MS },

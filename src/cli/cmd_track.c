@@ -27,6 +27,7 @@
 #include "cli/track_output.h"
 #include "fast/fast_ring.h"
 #include "format/artifact.h"
+#include "inspect/unwind_cache.h"
 #include "kernel/kernel_features.h"
 #include "util/as_user.h"
 #include "record/attach.h"
@@ -55,6 +56,8 @@ enum {
 	OPT_STACKS,
 	OPT_NO_STACKS,
 	OPT_UNWIND_ROWS,
+	OPT_UNWIND_CACHE,
+	OPT_NO_UNWIND_CACHE,
 	OPT_FAST,
 	OPT_NO_FAST,
 };
@@ -73,6 +76,8 @@ static const struct option track_options[] = {
 	{ "stacks", no_argument, NULL, OPT_STACKS },
 	{ "no-stacks", no_argument, NULL, OPT_NO_STACKS },
 	{ "unwind-rows", required_argument, NULL, OPT_UNWIND_ROWS },
+	{ "unwind-cache", required_argument, NULL, OPT_UNWIND_CACHE },
+	{ "no-unwind-cache", no_argument, NULL, OPT_NO_UNWIND_CACHE },
 	{ "fast", no_argument, NULL, OPT_FAST },
 	{ "no-fast", no_argument, NULL, OPT_NO_FAST },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -154,6 +159,7 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	*o = (struct track_opts){ .s = {
 					  .allocators = true,
 					  .ring_bytes = MT_RING_DEFAULT,
+					  .unwind_cache_dir = UNWIND_CACHE_DEFAULT_DIR,
 					  .pipe = { PIPELINE_DEFAULT_BATCH_BYTES,
 						    PIPELINE_DEFAULT_BATCHES,
 						    PIPELINE_DEFAULT_FLUSH_MS },
@@ -179,6 +185,10 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case OPT_START_DISABLED: s->start_disabled = true; break;
 		case OPT_STACKS: s->stacks = true; break;
 		case OPT_NO_STACKS: s->stacks = false; break; /* the last of the two wins */
+		case OPT_UNWIND_CACHE:
+		case OPT_NO_UNWIND_CACHE:
+			err = track_unwind_cache_opt(c == OPT_UNWIND_CACHE ? optarg : NULL, s);
+			break;
 		case OPT_FAST: o->fast_choice = 1; break;
 		case OPT_NO_FAST: o->fast_choice = -1; break;
 		case OPT_UNWIND_ROWS:

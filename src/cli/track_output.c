@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "cli/cli.h"
 #include "cli/track_output.h"
+#include "inspect/unwind_cache.h"
 #include "record/session.h"
 #include "util/as_user.h"
 
@@ -106,15 +107,55 @@ void track_discard_output(struct track_out *run)
 	run->tmp_path[0] = 0;
 }
 
+int track_unwind_cache_opt(const char *dir, struct session_opts *so)
+{
+	if (dir && !*dir) {
+		die_msg("empty --unwind-cache directory; give a directory only root can write, e.g. --unwind-cache %s, or --no-unwind-cache",
+			UNWIND_CACHE_DEFAULT_DIR);
+		return 2;
+	}
+	so->unwind_cache_dir = dir;
+	so->unwind_cache_given = dir != NULL;
+	return 0;
+}
+
+/*
+ * --stacks: the unwind cache, if it can be used.  The default directory
+ * that cannot is no error (a read-only /var, say: tables are built as
+ * without a cache); one given with --unwind-cache is.  Returns 0 or 2.
+ */
+static int open_unwind_cache(struct session_opts *so, struct unwind_cache **out)
+{
+	char why[512];
+	int err;
+
+	*out = NULL;
+	if (!so->stacks || !so->unwind_cache_dir)
+		return 0;
+	err = unwind_cache_open(so->unwind_cache_dir, out, why, sizeof(why));
+	if (err && so->unwind_cache_given) {
+		die_msg("%s", why);
+		return 2;
+	}
+	if (err && so->verbose && so->notice)
+		so->notice(so->notice_ctx, why);
+	return 0;
+}
+
 int track_run_session(struct session_opts *so, const char *output,
 		      int (*record)(struct session *s, void *ctx, struct track_out *out), void *ctx,
 		      const char *fail_suffix)
 {
 	struct track_out out = { .fd = -1, .dir = -1 };
+	struct unwind_cache *cache;
 	struct session *s = NULL;
 	char err[512] = "";
 	int ret;
 
+	ret = open_unwind_cache(so, &cache);
+	if (ret)
+		return ret;
+	so->unwind_cache = cache;
 	ret = track_open_output(&out, output);
 	if (ret)
 		goto out;
@@ -138,6 +179,8 @@ fail_setup:
 	ret = 1;
 out:
 	session__free(s);
+	unwind_cache_close(cache);
+	so->unwind_cache = NULL;
 	if (out.fd >= 0)
 		close(out.fd);
 	if (out.dir >= 0)

@@ -47,6 +47,12 @@ struct session_opts;
 struct session_stats;
 
 /*
+ * --unwind-cache DIR (@dir) or --no-unwind-cache (@dir NULL) into @so.
+ * Returns 0 or 2 (an empty DIR, reported).
+ */
+int track_unwind_cache_opt(const char *dir, struct session_opts *so);
+
+/*
  * Moves the artifact to the -o path once the session runs; if that fails
  * it stays at the temporary name, said in one line, and *@output names it.
  */

@@ -1027,6 +1027,18 @@ int unwind_table_build(const char *path, struct unwind_table **out)
 
 int unwind_table_build_mode(const char *path, enum unwind_cfi_mode mode, struct unwind_table **out)
 {
+	int err, fd = mapped_file_open(path);
+
+	*out = NULL;
+	if (fd < 0)
+		return fd;
+	err = unwind_table_build_fd(fd, mode, out);
+	close(fd);
+	return err;
+}
+
+int unwind_table_build_fd(int fd, enum unwind_cfi_mode mode, struct unwind_table **out)
+{
 	uint64_t t0 = mono_now();
 	struct row_vec rv = { 0 };
 	struct unwind_table *t;
@@ -1037,13 +1049,10 @@ int unwind_table_build_mode(const char *path, enum unwind_cfi_mode mode, struct 
 	GElf_Shdr sh;
 	Elf *elf = NULL;
 	ssize_t bl;
-	int fd, err = 0;
+	int err = 0;
 
 	*out = NULL;
 	elf_version(EV_CURRENT);
-	fd = mapped_file_open(path);
-	if (fd < 0)
-		return fd;
 	t = calloc(1, sizeof(*t));
 	elf = elf_begin(fd, ELF_C_READ, NULL); /* read, never mapped: mapped_file.h */
 	if (!t || !elf || elf_kind(elf) != ELF_K_ELF) {
@@ -1082,7 +1091,6 @@ out:
 	free(rv.v);
 	if (elf)
 		elf_end(elf);
-	close(fd);
 	unwind_table_free(t);
 	return err;
 }

@@ -45,6 +45,7 @@ struct unwind_table {
 	uint32_t text_lo;
 	unsigned shift;
 	bool libdw_fallback; /* the native CFI path gave this object to libdw */
+	bool from_cache;     /* read from the unwind cache (unwind_cache.h), not built */
 };
 
 /*
@@ -63,6 +64,9 @@ int unwind_table_build(const char *path, struct unwind_table **out);
  */
 enum unwind_cfi_mode { UNWIND_CFI_NATIVE, UNWIND_CFI_LIBDW };
 int unwind_table_build_mode(const char *path, enum unwind_cfi_mode mode, struct unwind_table **out);
+
+/* As unwind_table_build_mode(), of the file open at @fd (mapped_file_open(); not closed). */
+int unwind_table_build_fd(int fd, enum unwind_cfi_mode mode, struct unwind_table **out);
 
 /*
  * Load bias of a mapping of file offset @offset at @start: ELF vaddr =

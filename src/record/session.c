@@ -454,7 +454,8 @@ static void start_prebuild(struct session *s)
 	bool have_exe = !spawn_resolve(s->o.argv[0], exe, sizeof(exe));
 	bool have_lib = s->o.fast && !fast_lib_path(lib, sizeof(lib));
 
-	s->prebuild = stacks_prebuild_start(have_exe ? exe : NULL, have_lib ? lib : NULL);
+	s->prebuild = stacks_prebuild_start(have_exe ? exe : NULL, have_lib ? lib : NULL,
+					    s->o.unwind_cache);
 }
 
 /*
@@ -703,8 +704,9 @@ static int start_recorder(struct session *s, struct pipeline_observer *obs, char
 	int ret;
 
 	if (s->o.stacks) {
-		s->stacks = stacks__new(s->skel, s->o.unwind_rows ? s->o.unwind_rows
-								  : MT_UNWIND_ROWS_DEFAULT);
+		s->stacks = stacks__new(
+			s->skel, s->o.unwind_rows ? s->o.unwind_rows : MT_UNWIND_ROWS_DEFAULT,
+			s->o.unwind_cache);
 		if (!s->stacks) {
 			ret = -errno;
 			snprintf(err, errlen, "cannot set up the kernel's unwind tables: %s",
@@ -995,12 +997,12 @@ static void print_stats(const struct session *s, const struct mt_trailer *t)
 		const struct stacks_stats *ss = &st->stacks;
 
 		notice(s,
-		       "stacks: %llu objects, %llu unwind rows of %llu (%llu KiB table), %llu without CFI, %llu without room, %.1f ms building tables, %llu syncs %.1f ms, %llu index entries",
+		       "stacks: %llu objects, %llu unwind rows of %llu (%llu KiB table), %llu without CFI, %llu without room, %.1f ms building tables, %llu syncs %.1f ms, %llu index entries, %llu tables from the cache",
 		       (unsigned long long)ss->objects, (unsigned long long)ss->rows,
 		       (unsigned long long)ss->rows_cap, (unsigned long long)ss->table_bytes >> 10,
 		       (unsigned long long)ss->no_cfi, (unsigned long long)ss->no_room,
 		       ss->build_ns / 1e6, (unsigned long long)ss->syncs, ss->sync_ns / 1e6,
-		       (unsigned long long)ss->index_entries);
+		       (unsigned long long)ss->index_entries, (unsigned long long)ss->cached);
 	}
 }
 

@@ -54,6 +54,12 @@ struct session_opts {
 	/* what the kernel offers and the mechanism per facility (borrowed) */
 	const struct kernel_features *kf;
 	uint32_t unwind_rows; /* --stacks: rows of the unwind table */
+	/* --stacks: tables kept across runs (inspect/unwind_cache.h; borrowed, NULL: none),
+	 * opened by track_run_session() from the directory (NULL: --no-unwind-cache);
+	 * given (--unwind-cache), a directory it cannot use is an error */
+	struct unwind_cache *unwind_cache;
+	const char *unwind_cache_dir;
+	bool unwind_cache_given;
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;

@@ -28,6 +28,7 @@
 #include "record/stacks.h"
 #include "record/stacks_prebuild.h"
 #include "record/stacks_share.h"
+#include "inspect/unwind_cache.h"
 #include "inspect/unwind_table.h"
 
 struct object {
@@ -74,6 +75,7 @@ struct stacks {
 	struct stacks_stats st;
 	struct stacks_share *share;	  /* the tables for in-process unwinders, NULL: none */
 	struct stacks_prebuild *prebuild; /* files built during the load (stacks_prebuild.h) */
+	struct unwind_cache *cache;	  /* borrowed, may be NULL */
 };
 
 static uint64_t now_ns(void)
@@ -287,7 +289,7 @@ static int chunked_write(struct chunked *c, uint32_t at, const void *src, uint32
 	return 0;
 }
 
-struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap)
+struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap, struct unwind_cache *cache)
 {
 	struct stacks *s = calloc(1, sizeof(*s));
 	int err;
@@ -295,6 +297,7 @@ struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap)
 	if (!s)
 		return NULL;
 	s->skel = skel;
+	s->cache = cache;
 	err = chunked_init(&s->rows, skel->maps.unwind_rows, sizeof(struct mt_unwind_row),
 			   stacks_chunk_entries(rows_cap, MT_UNWIND_CHUNK_ROWS));
 	err = err
@@ -402,7 +405,11 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	o->t = stacks_prebuild_take(s->prebuild, full);
 	if (o->t) /* the build's own time, not the wait for its end */
 		t0 = now_ns() - o->t->build_ns;
-	if ((!o->t && unwind_table_build(full, &o->t)) || !o->t->nrows) {
+	if (!o->t && unwind_cache_build(s->cache, full, &o->t))
+		o->t = NULL;
+	if (o->t && o->t->from_cache)
+		s->st.cached++;
+	if (!o->t || !o->t->nrows) {
 		s->st.no_cfi++;
 	} else if (o->t->nrows > s->rows_cap - s->rows_used ||
 		   o->t->nrows > MT_UNWIND_OBJECT_ROWS_MAX || !o->t->nindex ||

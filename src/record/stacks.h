@@ -39,13 +39,19 @@ struct stacks_stats {
 	uint64_t too_many;	/* processes with more than MT_MAX_UMAPS mappings */
 	uint64_t table_bytes;	/* kernel bytes of the tables: chunks created, outer maps */
 	uint64_t index_entries; /* entries of the address index loaded */
+	uint64_t cached;	/* objects whose table came from the unwind cache */
 };
+
+struct unwind_cache;
 
 /*
  * Returns a registry that loads at most @rows_cap rows (--unwind-rows: an
  * object that does not fit is counted in no_room), or NULL with errno set.
+ * Tables come from @cache (borrowed, may be NULL: inspect/unwind_cache.h)
+ * when it holds them.
  */
-struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap);
+struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap,
+			   struct unwind_cache *cache);
 
 /*
  * Hands the tables built during the load (stacks_prebuild.h) to the

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "inspect/elf_needed.h"
+#include "inspect/unwind_cache.h"
 #include "inspect/unwind_table.h"
 #include "record/stacks_prebuild.h"
 
@@ -37,9 +38,10 @@ struct stacks_prebuild {
 	pthread_mutex_t lock;
 	pthread_cond_t built; /* another file's build is done */
 	struct prebuilt files[PREBUILD_MAX];
-	unsigned n;    /* under the lock once the threads run */
-	unsigned next; /* the next file to build, under the lock */
-	bool listed;   /* the needed libraries are listed, under the lock */
+	unsigned n;		    /* under the lock once the threads run */
+	unsigned next;		    /* the next file to build, under the lock */
+	bool listed;		    /* the needed libraries are listed, under the lock */
+	struct unwind_cache *cache; /* borrowed, may be NULL */
 };
 
 /* Appends @path unless it is a file already listed; under the lock once the thread runs. */
@@ -113,7 +115,7 @@ static void *prebuild_main(void *arg)
 	while ((i = prebuild_next(pb)) >= 0) {
 		struct unwind_table *t = NULL;
 
-		if (unwind_table_build(pb->files[i].path, &t))
+		if (unwind_cache_build(pb->cache, pb->files[i].path, &t))
 			t = NULL;
 		pthread_mutex_lock(&pb->lock);
 		pb->files[i].t = t;
@@ -156,7 +158,8 @@ static void add_own_runtime(struct stacks_prebuild *pb)
 		fclose(f);
 }
 
-struct stacks_prebuild *stacks_prebuild_start(const char *exe, const char *fast_lib)
+struct stacks_prebuild *stacks_prebuild_start(const char *exe, const char *fast_lib,
+					      struct unwind_cache *cache)
 {
 	struct stacks_prebuild *pb = calloc(1, sizeof(*pb));
 	sigset_t all, old;
@@ -164,6 +167,7 @@ struct stacks_prebuild *stacks_prebuild_start(const char *exe, const char *fast_
 
 	if (!pb)
 		return NULL;
+	pb->cache = cache;
 	pthread_mutex_init(&pb->lock, NULL);
 	pthread_cond_init(&pb->built, NULL);
 	if (exe)

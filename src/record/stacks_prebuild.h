@@ -26,8 +26,15 @@
 struct stacks_prebuild;
 struct unwind_table;
 
-/* @exe (the command's path, resolved) and @fast_lib may be NULL. */
-struct stacks_prebuild *stacks_prebuild_start(const char *exe, const char *fast_lib);
+struct unwind_cache;
+
+/*
+ * @exe (the command's path, resolved) and @fast_lib may be NULL; @cache
+ * (borrowed, may be NULL: inspect/unwind_cache.h) gives the tables it
+ * holds and keeps those built.
+ */
+struct stacks_prebuild *stacks_prebuild_start(const char *exe, const char *fast_lib,
+					      struct unwind_cache *cache);
 struct unwind_table *stacks_prebuild_take(struct stacks_prebuild *pb, const char *full);
 void stacks_prebuild_free(struct stacks_prebuild *pb);
 
