@@ -24,6 +24,12 @@
 #define ENTRY_VERSION 1
 #define ENTRY_MAX_ROWS (64u << 20) /* --unwind-rows' own ceiling */
 #define ENTRY_NAME_LEN 16	   /* hex digits of the key's hash */
+#define SUM_SEED 0xcbf29ce484222325ull
+/* An entry larger than this stays in its file, read a piece at a time as it
+ * is stored (cc1's 9 MB, libc's 0.5 MB), so memtrack's RSS never holds it
+ * whole: cc1's run peaks at 15.5 MiB instead of 26.6. */
+#define UNWIND_CACHE_IN_MEMORY_BYTES (256u << 10)
+#define CHECK_PIECE_BYTES (64u << 10) /* a multiple of a row's and of 8 bytes */
 
 struct unwind_cache {
 	int dirfd;
@@ -73,7 +79,7 @@ static uint64_t sum_words(uint64_t h, const void *p, size_t bytes)
 
 static uint64_t table_sum(const struct unwind_table *t)
 {
-	uint64_t h = sum_words(0xcbf29ce484222325ull, t->rows, t->nrows * sizeof(*t->rows));
+	uint64_t h = sum_words(SUM_SEED, t->rows, t->nrows * sizeof(*t->rows));
 
 	return sum_words(h, t->index, t->nindex * sizeof(*t->index));
 }
@@ -101,7 +107,8 @@ static int builder_note(struct dl_phdr_info *info, size_t size, void *arg)
 			if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
 			    !memcmp(name, "GNU", 4) && n->n_descsz) {
 				memcpy(out, desc,
-				       n->n_descsz < MT_BUILD_ID_MAX ? n->n_descsz : MT_BUILD_ID_MAX);
+				       n->n_descsz < MT_BUILD_ID_MAX ? n->n_descsz
+								     : MT_BUILD_ID_MAX);
 				return 1;
 			}
 			p = desc + ((n->n_descsz + 3) & ~3u);
@@ -114,8 +121,8 @@ static int builder_note(struct dl_phdr_info *info, size_t size, void *arg)
 static int dir_safe(const struct stat *st, bool last, const char *dir, char *why, size_t len)
 {
 	if (!S_ISDIR(st->st_mode)) {
-		snprintf(why, len, "unwind cache %s: a component is not a directory; give a directory",
-			 dir);
+		snprintf(why, len,
+			 "unwind cache %s: a component is not a directory; give a directory", dir);
 		return -ENOTDIR;
 	}
 	if ((st->st_uid != 0 && st->st_uid != geteuid()) ||
@@ -148,7 +155,8 @@ static int open_component(int at, const char *name, bool last, const char *dir, 
 	}
 	if (S_ISLNK(st.st_mode)) {
 		snprintf(why, len,
-			 "unwind cache %s: it goes through a symbolic link; give the real path", dir);
+			 "unwind cache %s: it goes through a symbolic link; give the real path",
+			 dir);
 		return -ELOOP;
 	}
 	err = dir_safe(&st, last, dir, why, len);
@@ -214,9 +222,10 @@ int unwind_cache_open(const char *dir, struct unwind_cache **out, char *why, siz
 		return -ENOMEM;
 	dl_iterate_phdr(builder_note, c->builder);
 	if (!memcmp(c->builder, none, sizeof(none))) {
-		snprintf(why, whylen,
-			 "unwind cache %s: this memtrack has no build-id (link it with --build-id), so its entries could not be told from another build's",
-			 dir);
+		snprintf(
+			why, whylen,
+			"unwind cache %s: this memtrack has no build-id (link it with --build-id), so its entries could not be told from another build's",
+			dir);
 		free(c);
 		return -ENOTSUP;
 	}
@@ -254,7 +263,7 @@ static void entry_key_of(const struct unwind_cache *c, const struct stat *st, st
 static void entry_name(const struct entry_key *k, char name[ENTRY_NAME_LEN + 1])
 {
 	snprintf(name, ENTRY_NAME_LEN + 1, "%016llx",
-		 (unsigned long long)sum_words(0xcbf29ce484222325ull, k, sizeof(*k)));
+		 (unsigned long long)sum_words(SUM_SEED, k, sizeof(*k)));
 }
 
 static int read_all(int fd, void *buf, size_t n, off_t off)
@@ -285,39 +294,65 @@ static int write_all(int fd, const void *buf, size_t n)
 static bool head_sane(const struct entry_head *h, const struct entry_key *key)
 {
 	return !memcmp(h->magic, ENTRY_MAGIC, 8) && h->version == ENTRY_VERSION &&
-	       h->row_bytes == sizeof(struct mt_unwind_row) && !memcmp(&h->key, key, sizeof(*key)) &&
-	       h->nrows <= ENTRY_MAX_ROWS && (h->nrows ? h->nindex >= 1 : !h->nindex) &&
-	       h->nindex <= (1ull << 32) && h->shift <= 8 && h->nloads <= UNWIND_MAX_LOADS &&
+	       h->row_bytes == sizeof(struct mt_unwind_row) &&
+	       !memcmp(&h->key, key, sizeof(*key)) && h->nrows <= ENTRY_MAX_ROWS &&
+	       (h->nrows ? h->nindex >= 1 : !h->nindex) && h->nindex <= (1ull << 32) &&
+	       h->shift <= 8 && h->nloads <= UNWIND_MAX_LOADS &&
 	       h->build_id_len <= MT_BUILD_ID_MAX && h->libdw_fallback <= 1;
 }
 
 /*
- * Whether @t's rows and index are what unwind_table.c builds: ascending
- * pcs, known rules, and an index whose buckets each hold at most
- * MT_UNWIND_BUCKET_ROWS rows (the unwinders' searches count on it).
+ * The checks of an entry's rows and index, fed a piece at a time (a large
+ * entry is never whole in memory): the checksum, and that they are what
+ * unwind_table.c builds: ascending pcs, known rules, and an index whose
+ * buckets each hold at most MT_UNWIND_BUCKET_ROWS rows (the unwinders'
+ * searches count on it).  Pieces of rows come first, all of them.
  */
-static bool table_sane(const struct unwind_table *t)
-{
-	const struct mt_unwind_row *r = t->rows;
+struct entry_check {
+	uint64_t sum;
+	size_t rows, entries; /* fed so far */
+	uint32_t first_pc, last_pc, last_entry;
+	bool bad;
+};
 
-	if (!t->nrows)
-		return true;
-	if (t->text_lo != r[0].pc || t->nindex != ((size_t)(r[t->nrows - 1].pc - r[0].pc) >> t->shift) + 1)
-		return false;
-	for (size_t i = 0; i < t->nrows; i++)
-		if ((i && r[i].pc <= r[i - 1].pc) || r[i].cfa > MT_CFA_END || r[i].rbp > MT_RBP_LOST ||
-		    r[i].pad)
-			return false;
-	if (t->index[0] != 0)
-		return false;
-	for (size_t b = 1; b < t->nindex; b++)
-		if (t->index[b] < t->index[b - 1] || t->index[b] >= t->nrows ||
-		    t->index[b] - t->index[b - 1] + 1 > MT_UNWIND_BUCKET_ROWS)
-			return false;
-	return t->nrows - t->index[t->nindex - 1] <= MT_UNWIND_BUCKET_ROWS;
+static void check_rows(struct entry_check *k, const struct mt_unwind_row *r, size_t n)
+{
+	k->sum = sum_words(k->sum, r, n * sizeof(*r));
+	for (size_t i = 0; i < n; i++, k->rows++) {
+		if (!k->rows)
+			k->first_pc = r[i].pc;
+		else if (r[i].pc <= k->last_pc)
+			k->bad = true;
+		k->bad |= r[i].cfa > MT_CFA_END || r[i].rbp > MT_RBP_LOST || r[i].pad;
+		k->last_pc = r[i].pc;
+	}
 }
 
-static struct unwind_table *table_of_head(const struct entry_head *h)
+static void check_index(struct entry_check *k, const uint32_t *x, size_t n, size_t nrows)
+{
+	k->sum = sum_words(k->sum, x, n * sizeof(*x));
+	for (size_t i = 0; i < n; i++, k->entries++) {
+		if (!k->entries)
+			k->bad |= x[i] != 0;
+		else
+			k->bad |= x[i] < k->last_entry ||
+				  x[i] - k->last_entry + 1 > MT_UNWIND_BUCKET_ROWS;
+		k->bad |= x[i] >= nrows;
+		k->last_entry = x[i];
+	}
+}
+
+static bool check_done(const struct entry_check *k, const struct entry_head *h)
+{
+	if (k->bad || k->sum != h->sum)
+		return false;
+	return !h->nrows || (h->text_lo == k->first_pc &&
+			     h->nindex == ((uint64_t)(k->last_pc - k->first_pc) >> h->shift) + 1 &&
+			     h->nrows - k->last_entry <= MT_UNWIND_BUCKET_ROWS);
+}
+
+/* @h's table, its rows and index allocated (@arrays) or left in the entry. */
+static struct unwind_table *table_of_head(const struct entry_head *h, bool arrays)
 {
 	struct unwind_table *t = calloc(1, sizeof(*t));
 
@@ -332,17 +367,55 @@ static struct unwind_table *table_of_head(const struct entry_head *h)
 	t->build_id_len = h->build_id_len;
 	memcpy(t->build_id, h->build_id, sizeof(t->build_id));
 	t->libdw_fallback = h->libdw_fallback;
-	t->rows = malloc(t->nrows ? t->nrows * sizeof(*t->rows) : 1);
-	t->index = t->nindex ? malloc(t->nindex * sizeof(*t->index)) : NULL;
-	if (!t->rows || (t->nindex && !t->index)) {
+	if (!arrays || !t->nrows) /* as unwind_table_build(): no rows, no arrays */
+		return t;
+	t->rows = malloc(t->nrows * sizeof(*t->rows));
+	t->index = malloc(t->nindex * sizeof(*t->index));
+	if (!t->rows || !t->index) {
 		unwind_table_free(t);
 		return NULL;
 	}
-	if (!t->nrows) { /* as unwind_table_build(): no rows, no array */
-		free(t->rows);
-		t->rows = NULL;
-	}
 	return t;
+}
+
+/* Reads and checks entry @fd's rows and index into @t's arrays. */
+static bool read_whole(int fd, const struct entry_head *h, struct unwind_table *t)
+{
+	struct entry_check k = { .sum = SUM_SEED };
+	size_t rows_bytes = t->nrows * sizeof(*t->rows);
+
+	if (read_all(fd, t->rows, rows_bytes, sizeof(*h)) ||
+	    read_all(fd, t->index, t->nindex * sizeof(*t->index), (off_t)(sizeof(*h) + rows_bytes)))
+		return false;
+	check_rows(&k, t->rows, t->nrows);
+	check_index(&k, t->index, t->nindex, t->nrows);
+	return check_done(&k, h);
+}
+
+/* Checks entry @fd's rows and index a piece at a time, leaving them there. */
+static bool check_in_file(int fd, const struct entry_head *h)
+{
+	struct entry_check k = { .sum = SUM_SEED };
+	const size_t piece = CHECK_PIECE_BYTES;
+	uint64_t rows_end = sizeof(*h) + h->nrows * sizeof(struct mt_unwind_row);
+	uint64_t end = rows_end + h->nindex * sizeof(uint32_t);
+	void *buf = malloc(piece);
+	bool ok = buf != NULL;
+
+	for (uint64_t at = sizeof(*h), n; ok && at < rows_end; at += n) { /* whole rows */
+		n = rows_end - at < piece ? rows_end - at : piece;
+		ok = !read_all(fd, buf, n, (off_t)at);
+		if (ok)
+			check_rows(&k, buf, n / sizeof(struct mt_unwind_row));
+	}
+	for (uint64_t at = rows_end, n; ok && at < end; at += n) { /* whole entries */
+		n = end - at < piece ? end - at : piece;
+		ok = !read_all(fd, buf, n, (off_t)at);
+		if (ok)
+			check_index(&k, buf, n / sizeof(uint32_t), h->nrows);
+	}
+	free(buf);
+	return ok && check_done(&k, h);
 }
 
 /* The entry @name if it is a good one for @key: 0 and @out set, else -errno. */
@@ -352,7 +425,8 @@ static int entry_read(const struct unwind_cache *c, const char *name, const stru
 	struct unwind_table *t = NULL;
 	struct entry_head h;
 	struct stat st;
-	size_t rows_bytes;
+	uint64_t bytes;
+	bool in_file;
 	int fd, err;
 
 	fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -363,25 +437,32 @@ static int entry_read(const struct unwind_cache *c, const char *name, const stru
 	    (st.st_mode & (S_IWGRP | S_IWOTH)) || (size_t)st.st_size < sizeof(h) ||
 	    read_all(fd, &h, sizeof(h), 0) || !head_sane(&h, key))
 		goto out;
-	rows_bytes = h.nrows * sizeof(*t->rows);
-	if ((uint64_t)st.st_size != sizeof(h) + rows_bytes + h.nindex * sizeof(*t->index))
+	bytes = h.nrows * sizeof(struct mt_unwind_row) + h.nindex * sizeof(uint32_t);
+	if ((uint64_t)st.st_size != sizeof(h) + bytes)
 		goto out;
-	t = table_of_head(&h);
+	in_file = bytes > UNWIND_CACHE_IN_MEMORY_BYTES;
+	t = table_of_head(&h, !in_file);
 	if (!t) {
 		err = -ENOMEM;
 		goto out;
 	}
-	if (read_all(fd, t->rows, rows_bytes, sizeof(h)) ||
-	    read_all(fd, t->index, t->nindex * sizeof(*t->index), (off_t)(sizeof(h) + rows_bytes)) ||
-	    table_sum(t) != h.sum || !table_sane(t))
+	if (in_file ? !check_in_file(fd, &h) : !read_whole(fd, &h, t))
 		goto out;
 	(void)futimens(fd, NULL); /* used now: the last to be evicted */
+	if (in_file) {		  /* the table's now */
+		t->in_file = true;
+		t->file_fd = fd;
+		t->file_rows_off = sizeof(h);
+		t->file_index_off = sizeof(h) + h.nrows * sizeof(struct mt_unwind_row);
+		fd = -1;
+	}
 	*out = t;
 	t = NULL;
 	err = 0;
 out:
 	unwind_table_free(t);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return err;
 }
 
@@ -390,8 +471,7 @@ static bool ours(const char *name)
 {
 	if (!strncmp(name, ".tmp-", 5))
 		return true;
-	return strlen(name) == ENTRY_NAME_LEN &&
-	       strspn(name, "0123456789abcdef") == ENTRY_NAME_LEN;
+	return strlen(name) == ENTRY_NAME_LEN && strspn(name, "0123456789abcdef") == ENTRY_NAME_LEN;
 }
 
 struct aged {
@@ -455,8 +535,8 @@ out:
 }
 
 /* Stores @t as entry @name: written whole under a temporary name, then renamed. */
-static void entry_write(const struct unwind_cache *c, const char *name,
-			const struct entry_key *key, const struct unwind_table *t)
+static void entry_write(const struct unwind_cache *c, const char *name, const struct entry_key *key,
+			const struct unwind_table *t)
 {
 	static unsigned long seq; /* names of one process's concurrent stores apart */
 	struct entry_head h;

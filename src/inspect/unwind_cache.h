@@ -13,6 +13,9 @@
  * owned by memtrack's user and writable by nobody else, and its contents
  * check out (a checksum, the rows' order, the index within the rows);
  * anything else is a miss, and the table is built and the entry replaced.
+ * An entry over 256 KiB is checked a piece at a time and left in its file
+ * (the table's file_fd, unwind_table.h), read again a piece at a time as
+ * it is stored: memtrack's memory never holds cc1's 9 MB of rows.
  * Entries are written whole under a temporary name and renamed into place,
  * so a reader (another memtrack at the same time) sees all of one or none.
  * The directory keeps at most UNWIND_CACHE_MAX_BYTES: a store beyond that

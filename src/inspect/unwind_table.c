@@ -1109,11 +1109,58 @@ int unwind_table_bias(const struct unwind_table *t, uint64_t start, uint64_t off
 	return -ENOENT;
 }
 
+/* @n bytes at @off of the cache entry @t stayed in, into @buf; false if short. */
+static bool read_in_file(const struct unwind_table *t, uint64_t off, void *buf, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t r = pread(t->file_fd, (char *)buf + done, n - done, (off_t)(off + done));
+
+		if (r <= 0)
+			return false;
+		done += (size_t)r;
+	}
+	return true;
+}
+
+const struct mt_unwind_row *unwind_table_rows_at(const struct unwind_table *t, size_t first,
+						 size_t n, struct mt_unwind_row *buf)
+{
+	if (first > t->nrows || n > t->nrows - first)
+		return NULL;
+	if (!t->in_file)
+		return t->rows ? t->rows + first : NULL;
+	return read_in_file(t, t->file_rows_off + first * sizeof(*buf), buf, n * sizeof(*buf))
+		       ? buf
+		       : NULL;
+}
+
+const uint32_t *unwind_table_index_at(const struct unwind_table *t, size_t first, size_t n,
+				      uint32_t *buf)
+{
+	if (first > t->nindex || n > t->nindex - first)
+		return NULL;
+	if (!t->in_file)
+		return t->index ? t->index + first : NULL;
+	return read_in_file(t, t->file_index_off + first * sizeof(*buf), buf, n * sizeof(*buf))
+		       ? buf
+		       : NULL;
+}
+
+void unwind_table_drop_rows(struct unwind_table *t)
+{
+	free(t->rows);
+	free(t->index);
+	t->rows = NULL;
+	t->index = NULL;
+	if (t->in_file)
+		close(t->file_fd);
+	t->in_file = false;
+}
+
 void unwind_table_free(struct unwind_table *t)
 {
 	if (!t)
 		return;
-	free(t->rows);
-	free(t->index);
+	unwind_table_drop_rows(t);
 	free(t);
 }

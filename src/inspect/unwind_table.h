@@ -46,6 +46,11 @@ struct unwind_table {
 	unsigned shift;
 	bool libdw_fallback; /* the native CFI path gave this object to libdw */
 	bool from_cache;     /* read from the unwind cache (unwind_cache.h), not built */
+	/* a large table from the cache leaves its rows and index there (rows and
+	 * index NULL): unwind_table_rows_at() and _index_at() read them */
+	bool in_file;
+	int file_fd; /* the cache entry, open while in_file */
+	uint64_t file_rows_off, file_index_off;
 };
 
 /*
@@ -74,6 +79,20 @@ int unwind_table_build_fd(int fd, enum unwind_cfi_mode mode, struct unwind_table
  * offset.
  */
 int unwind_table_bias(const struct unwind_table *t, uint64_t start, uint64_t offset, __u64 *bias);
+
+/*
+ * Rows [@first, @first + @n) of @t (within nrows): in place, or read into
+ * @buf (@n rows) when the table is in_file.  NULL when that read fails.
+ */
+const struct mt_unwind_row *unwind_table_rows_at(const struct unwind_table *t, size_t first,
+						 size_t n, struct mt_unwind_row *buf);
+
+/* As unwind_table_rows_at(), for index entries [@first, @first + @n). */
+const uint32_t *unwind_table_index_at(const struct unwind_table *t, size_t first, size_t n,
+				      uint32_t *buf);
+
+/* Lets go of @t's rows and index (stored elsewhere); its scalars stay. */
+void unwind_table_drop_rows(struct unwind_table *t);
 
 void unwind_table_free(struct unwind_table *t);
 

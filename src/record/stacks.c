@@ -319,32 +319,50 @@ struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap, struct 
 	return s;
 }
 
+/* Entries an object's rows and index are copied in: a large table is never whole in memtrack. */
+#define STORE_PIECE 16384
+
 /*
  * The one place an object's rows and index reach the kernel and the shared
  * copy: @o's slice (rows_start, nrows, index_start, nbuckets set) from its
- * table @t.
+ * table @t (in memory, or in the unwind cache's entry: unwind_table.h),
+ * STORE_PIECE entries at a time (the index widened to the kernel's 64 bits).
  * Returns 0 or -errno (the slice is then not used).
  */
 static int object_store(struct stacks *s, const struct object *o, const struct unwind_table *t)
 {
-	uint64_t *idx = NULL;
-	int err;
+	struct mt_unwind_row *rbuf = malloc(STORE_PIECE * sizeof(*rbuf));
+	uint32_t *ibuf = malloc(STORE_PIECE * sizeof(*ibuf));
+	uint64_t *wide = malloc(STORE_PIECE * sizeof(*wide));
+	int err = rbuf && ibuf && wide ? 0 : -ENOMEM;
 
-	err = chunked_write(&s->rows, o->row_start, t->rows, o->nrows);
-	if (!err && o->nbuckets) {
-		idx = malloc((size_t)o->nbuckets * sizeof(*idx));
-		if (!idx)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < o->nbuckets; i++)
-			idx[i] = t->index[i];
-		err = chunked_write(&s->index, o->index_start, idx, o->nbuckets);
+	for (uint32_t at = 0, n; !err && at < o->nrows; at += n) {
+		const struct mt_unwind_row *r;
+
+		n = o->nrows - at < STORE_PIECE ? o->nrows - at : STORE_PIECE;
+		r = unwind_table_rows_at(t, at, n, rbuf);
+		err = r ? chunked_write(&s->rows, o->row_start + at, r, n) : -EIO;
+		if (!err) /* the same slice for the libraries' unwinders (stacks_share.h) */
+			stacks_share_rows(s->share, o->row_start + at, r, n);
 	}
-	if (!err) { /* the same slice for the libraries' unwinders (stacks_share.h) */
-		stacks_share_rows(s->share, o->row_start, t->rows, o->nrows);
-		if (o->nbuckets)
-			stacks_share_index(s->share, o->index_start, idx, o->nbuckets);
+	for (uint32_t at = 0, n; !err && at < o->nbuckets; at += n) {
+		const uint32_t *idx;
+
+		n = o->nbuckets - at < STORE_PIECE ? o->nbuckets - at : STORE_PIECE;
+		idx = unwind_table_index_at(t, at, n, ibuf);
+		if (!idx) {
+			err = -EIO;
+			break;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			wide[i] = idx[i];
+		err = chunked_write(&s->index, o->index_start + at, wide, n);
+		if (!err)
+			stacks_share_index(s->share, o->index_start + at, wide, n);
 	}
-	free(idx);
+	free(rbuf);
+	free(ibuf);
+	free(wide);
 	return err;
 }
 
@@ -426,12 +444,8 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 		s->st.index_entries += o->nbuckets;
 		o->pending = true; /* stores_flush() writes it, with the sync's others */
 	}
-	if (o->t && !o->pending) {
-		free(o->t->rows);
-		free(o->t->index);
-		o->t->rows = NULL;
-		o->t->index = NULL;
-	}
+	if (o->t && !o->pending)
+		unwind_table_drop_rows(o->t);
 	s->st.build_ns += now_ns() - t0;
 	s->nobjs++;
 	s->st.objects++;
@@ -463,10 +477,7 @@ static void stores_flush(struct stacks *s)
 			s->st.no_room++;
 			o->row_start = o->nrows = o->index_start = o->nbuckets = 0;
 		}
-		free(o->t->rows);
-		free(o->t->index);
-		o->t->rows = NULL;
-		o->t->index = NULL;
+		unwind_table_drop_rows(o->t);
 	}
 	s->st.table_bytes = s->rows.kbytes + s->index.kbytes;
 }
