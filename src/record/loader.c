@@ -234,11 +234,9 @@ static int size_unwind_maps(struct memtrack_bpf *skel, uint32_t rows, int fds[2]
 	uint32_t per_index = index ? stacks_chunk_entries(index, MT_UNWIND_CHUNK_INDEX) : 1;
 
 	bpf_map__set_max_entries(skel->maps.unwind_rows,
-				 rows ? (rows + MT_UNWIND_CHUNK_ROWS - 1) / MT_UNWIND_CHUNK_ROWS
-				      : 1);
+				 stacks_chunk_slots(rows, MT_UNWIND_CHUNK_ROWS));
 	bpf_map__set_max_entries(skel->maps.unwind_index,
-				 index ? (index + MT_UNWIND_CHUNK_INDEX - 1) / MT_UNWIND_CHUNK_INDEX
-				       : 1);
+				 stacks_chunk_slots(index, MT_UNWIND_CHUNK_INDEX));
 	fds[0] = bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_chunk", sizeof(__u32),
 				sizeof(struct mt_unwind_row), per_row, &opts);
 	if (fds[0] < 0)

@@ -39,15 +39,14 @@
 
 struct session {
 	struct session_opts o;
-	struct reaper *reaper;		  /* NULL: memtrack makes its slow closes itself */
-	struct retire *retire;		  /* every slow close goes through it (retire.h) */
-	const struct attach_ops *attach;  /* how uprobes are attached (attach.h) */
-	struct probes *probes;		  /* NULL with --no-allocators */
-	struct heap_stub stub;		  /* stand-ins for the heap programs until loaded */
-	pthread_t preattach_thread;	  /* attaches the root's libc during the load */
-	bool preattaching;		  /* preattach_thread runs (joined by finish_early) */
-	int preattach_err;		  /* its probes_preattach() result, if < 0 */
-	struct stacks_prebuild *prebuild; /* the command's rows, building (until stacks__new) */
+	struct reaper *reaper;		 /* NULL: memtrack makes its slow closes itself */
+	struct retire *retire;		 /* every slow close goes through it (retire.h) */
+	const struct attach_ops *attach; /* how uprobes are attached (attach.h) */
+	struct probes *probes;		 /* NULL with --no-allocators */
+	struct heap_stub stub;		 /* stand-ins for the heap programs until loaded */
+	pthread_t preattach_thread;	 /* attaches the root's libc during the load */
+	bool preattaching;		 /* preattach_thread runs (joined by finish_early) */
+	int preattach_err;		 /* its probes_preattach() result, if < 0 */
 	struct memtrack_bpf *skel;
 	struct stacks *stacks;	   /* NULL without --stacks */
 	struct recorder *recorder; /* NULL with --no-allocators */
@@ -447,15 +446,27 @@ static int start_probes(struct session *s)
 	return 0;
 }
 
-/* --stacks: the rows of the files the command will map build while the BPF side loads. */
+static uint32_t unwind_rows(const struct session *s)
+{
+	return s->o.unwind_rows ? s->o.unwind_rows : MT_UNWIND_ROWS_DEFAULT;
+}
+
+/*
+ * --stacks: the rows of the files the command will map are built, and
+ * stored into the registry's chunks, while the BPF side loads.
+ */
 static void start_prebuild(struct session *s)
 {
 	char exe[4096], lib[4096];
 	bool have_exe = !spawn_resolve(s->o.argv[0], exe, sizeof(exe));
 	bool have_lib = s->o.fast && !fast_lib_path(lib, sizeof(lib));
 
-	s->prebuild = stacks_prebuild_start(have_exe ? exe : NULL, have_lib ? lib : NULL,
-					    s->o.unwind_cache);
+	s->stacks = stacks__new(unwind_rows(s), s->o.unwind_cache);
+	if (!s->stacks)
+		return; /* start_recorder() tries again, and says why */
+	stacks__take_prebuild(s->stacks,
+			      stacks_prebuild_start(have_exe ? exe : NULL, have_lib ? lib : NULL,
+						    s->o.unwind_cache, s->stacks));
 }
 
 /*
@@ -704,17 +715,14 @@ static int start_recorder(struct session *s, struct pipeline_observer *obs, char
 	int ret;
 
 	if (s->o.stacks) {
-		s->stacks = stacks__new(
-			s->skel, s->o.unwind_rows ? s->o.unwind_rows : MT_UNWIND_ROWS_DEFAULT,
-			s->o.unwind_cache);
-		if (!s->stacks) {
-			ret = -errno;
+		if (!s->stacks)
+			s->stacks = stacks__new(unwind_rows(s), s->o.unwind_cache);
+		ret = s->stacks ? stacks__attach(s->stacks, s->skel) : -errno;
+		if (ret) {
 			snprintf(err, errlen, "cannot set up the kernel's unwind tables: %s",
 				 strerror(-ret));
 			return ret;
 		}
-		stacks__take_prebuild(s->stacks, s->prebuild);
-		s->prebuild = NULL;
 	}
 	if (!s->probes) /* --no-allocators: nothing is ever parked */
 		return 0;
@@ -1087,7 +1095,6 @@ void session__free(struct session *s)
 	if (s->out_fd >= 0)
 		close(s->out_fd);
 	spawn_env_free(&s->env);
-	stacks_prebuild_free(s->prebuild);
 	adopt_tree_free(&s->tree);
 	if (s->adopt_kick >= 0)
 		close(s->adopt_kick);

@@ -34,11 +34,10 @@
 struct object {
 	dev_t dev;
 	ino_t ino;
-	uint32_t id; /* OBJECT id, > 0 */
-	uint32_t row_start, nrows;
-	uint32_t index_start, nbuckets; /* 0 buckets: no rows (the unwinders need the index) */
-	struct unwind_table *t;		/* build-id and PT_LOADs (its rows are freed once loaded) */
-	bool pending;			/* its slice is given, its rows not yet written */
+	uint32_t id;		/* OBJECT id, > 0 */
+	struct stacks_slice sl; /* 0 buckets: no rows (the unwinders need the index) */
+	struct unwind_table *t; /* build-id and PT_LOADs (its rows are freed once loaded) */
+	bool pending;		/* its slice is given, its rows not yet written */
 };
 
 struct proc_maps {
@@ -52,19 +51,23 @@ struct proc_maps {
  * the chunks created so far, each a BPF_F_MMAPABLE array of @per entries.
  */
 struct chunked {
-	int outer_fd;	  /* borrowed from the skeleton */
-	uint32_t elem;	  /* bytes an entry */
-	uint32_t per;	  /* entries a chunk (the outer map's inner template) */
-	uint32_t nslots;  /* the outer map's slots */
-	uint32_t nchunks; /* chunks created: slots [0, nchunks) */
-	int *fds;	  /* [nslots], the chunks' fds */
-	uint64_t kbytes;  /* kernel bytes of the chunks created */
-	int inflight;	  /* atomic: publish() threads not yet returned from the kernel */
+	int outer_fd;	     /* borrowed from the skeleton; -1 until stacks__attach() */
+	uint32_t elem;	     /* bytes an entry */
+	uint32_t per;	     /* entries a chunk (the outer map's inner template) */
+	uint32_t nslots;     /* the outer map's slots */
+	uint32_t nchunks;    /* chunks created: slots [0, nchunks) */
+	uint32_t npublished; /* chunks in the outer map: [0, npublished) */
+	int *fds;	     /* [nslots], the chunks' fds */
+	uint64_t kbytes;     /* kernel bytes of the chunks created */
+	int inflight;	     /* atomic: publish() threads not yet returned from the kernel */
 };
 
 struct stacks {
-	struct memtrack_bpf *skel; /* borrowed */
-	struct rec_out *out;	   /* stacks_sync()'s records go here (borrowed, during the call) */
+	struct memtrack_bpf *skel; /* borrowed, from stacks__attach() on */
+	/* rows_used, index_used, the chunks, st's rows, index_entries and
+	 * table_bytes: the poller's stores and the prebuild's (stacks_prestore) */
+	pthread_mutex_t store_lock;
+	struct rec_out *out; /* stacks_sync()'s records go here (borrowed, during the call) */
 	struct chunked rows, index;
 	uint32_t rows_used, rows_cap;
 	uint32_t index_used, index_cap;
@@ -95,12 +98,13 @@ static size_t page_up(size_t n)
 	return (n + pg - 1) / pg * pg;
 }
 
-static int chunked_init(struct chunked *c, struct bpf_map *outer, uint32_t elem, uint32_t per)
+/* A table of at most @cap entries of @elem bytes in chunks of @chunk (the loader's sizes). */
+static int chunked_init(struct chunked *c, uint32_t elem, uint32_t cap, uint32_t chunk)
 {
-	c->outer_fd = bpf_map__fd(outer);
+	c->outer_fd = -1;
 	c->elem = elem;
-	c->per = per ? per : 1;
-	c->nslots = bpf_map__max_entries(outer);
+	c->per = stacks_chunk_entries(cap, chunk) ?: 1;
+	c->nslots = stacks_chunk_slots(cap, chunk);
 	c->fds = calloc(c->nslots, sizeof(*c->fds));
 	/* the outer map: one pointer a slot */
 	c->kbytes = (uint64_t)c->nslots * sizeof(void *);
@@ -241,17 +245,36 @@ static int chunk_reach(struct chunked *c, uint32_t k)
 		}
 		c->fds[first + i] = fd;
 	}
-	put = n ? publish(c, first, &c->fds[first], n) : 0;
+	/* before stacks__attach() there is no outer map yet: chunks_publish() puts them */
+	put = n && c->outer_fd >= 0 ? publish(c, first, &c->fds[first], n) : n;
 	for (uint32_t i = put; i < n; i++)
 		close(c->fds[first + i]);
 	if (put < n && !err)
 		err = -EIO;
 	c->nchunks += put;
+	if (c->outer_fd >= 0)
+		c->npublished = c->nchunks;
 	/* an mmapable array: a page of header, then its entries' pages */
 	c->kbytes += put * (page_up(1) + page_up((size_t)c->elem * c->per));
 	if (!err && c->nchunks <= k)
 		return chunk_reach(c, k);
 	return err;
+}
+
+/* Puts the chunks created before the outer map @outer existed into it; 0 or -errno. */
+static int chunks_publish(struct chunked *c, struct bpf_map *outer)
+{
+	if (bpf_map__max_entries(outer) != c->nslots)
+		return -EINVAL; /* the loader sized it for another ceiling: an invariant */
+	c->outer_fd = bpf_map__fd(outer);
+	while (c->npublished < c->nchunks) {
+		uint32_t n = c->nchunks - c->npublished < 64 ? c->nchunks - c->npublished : 64;
+
+		if (publish(c, c->npublished, &c->fds[c->npublished], n) < n)
+			return -EIO;
+		c->npublished += n;
+	}
+	return 0;
 }
 
 /*
@@ -289,21 +312,19 @@ static int chunked_write(struct chunked *c, uint32_t at, const void *src, uint32
 	return 0;
 }
 
-struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap, struct unwind_cache *cache)
+struct stacks *stacks__new(uint32_t rows_cap, struct unwind_cache *cache)
 {
 	struct stacks *s = calloc(1, sizeof(*s));
 	int err;
 
 	if (!s)
 		return NULL;
-	s->skel = skel;
+	pthread_mutex_init(&s->store_lock, NULL);
 	s->cache = cache;
-	err = chunked_init(&s->rows, skel->maps.unwind_rows, sizeof(struct mt_unwind_row),
-			   stacks_chunk_entries(rows_cap, MT_UNWIND_CHUNK_ROWS));
+	err = chunked_init(&s->rows, sizeof(struct mt_unwind_row), rows_cap, MT_UNWIND_CHUNK_ROWS);
 	err = err
-		      ?: chunked_init(&s->index, skel->maps.unwind_index, sizeof(uint64_t),
-				      stacks_chunk_entries(MT_UNWIND_INDEX_CAP(rows_cap),
-							   MT_UNWIND_CHUNK_INDEX));
+		      ?: chunked_init(&s->index, sizeof(uint64_t), MT_UNWIND_INDEX_CAP(rows_cap),
+				      MT_UNWIND_CHUNK_INDEX);
 	if (err) {
 		stacks__free(s);
 		errno = -err;
@@ -319,17 +340,29 @@ struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap, struct 
 	return s;
 }
 
+int stacks__attach(struct stacks *s, struct memtrack_bpf *skel)
+{
+	int err;
+
+	pthread_mutex_lock(&s->store_lock);
+	s->skel = skel;
+	err = chunks_publish(&s->rows, skel->maps.unwind_rows);
+	err = err ?: chunks_publish(&s->index, skel->maps.unwind_index);
+	pthread_mutex_unlock(&s->store_lock);
+	return err;
+}
+
 /* Entries an object's rows and index are copied in: a large table is never whole in memtrack. */
 #define STORE_PIECE 16384
 
 /*
  * The one place an object's rows and index reach the kernel and the shared
- * copy: @o's slice (rows_start, nrows, index_start, nbuckets set) from its
- * table @t (in memory, or in the unwind cache's entry: unwind_table.h),
+ * copy: slice @o from its table @t (in memory, or in the unwind cache's entry: unwind_table.h),
  * STORE_PIECE entries at a time (the index widened to the kernel's 64 bits).
- * Returns 0 or -errno (the slice is then not used).
+ * Returns 0 or -errno (the slice is then not used).  Under the store lock.
  */
-static int object_store(struct stacks *s, const struct object *o, const struct unwind_table *t)
+static int object_store(struct stacks *s, const struct stacks_slice *o,
+			const struct unwind_table *t)
 {
 	struct mt_unwind_row *rbuf = malloc(STORE_PIECE * sizeof(*rbuf));
 	uint32_t *ibuf = malloc(STORE_PIECE * sizeof(*ibuf));
@@ -391,6 +424,52 @@ void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb)
 }
 
 /*
+ * Gives table @t a slice of the numbering; false, nothing given, when it
+ * does not fit (the unwinders search an object's rows through its index
+ * only, so no index is no room either).  Under the store lock.
+ */
+static bool slice_give(struct stacks *s, const struct unwind_table *t, struct stacks_slice *sl)
+{
+	if (t->nrows > s->rows_cap - s->rows_used || t->nrows > MT_UNWIND_OBJECT_ROWS_MAX ||
+	    !t->nindex || t->nindex > s->index_cap - s->index_used)
+		return false;
+	*sl = (struct stacks_slice){ .row_start = s->rows_used,
+				     .nrows = (uint32_t)t->nrows,
+				     .index_start = s->index_used,
+				     .nbuckets = (uint32_t)t->nindex };
+	s->rows_used += sl->nrows;
+	s->index_used += sl->nbuckets;
+	s->st.rows += sl->nrows;
+	s->st.index_entries += sl->nbuckets;
+	return true;
+}
+
+/* A slice whose rows could not be written: out of the counts, its numbers not reused. */
+static void slice_lost(struct stacks *s, struct stacks_slice *sl)
+{
+	s->st.rows -= sl->nrows;
+	s->st.index_entries -= sl->nbuckets;
+	*sl = (struct stacks_slice){ 0 };
+}
+
+int stacks_prestore(struct stacks *s, const struct unwind_table *t, struct stacks_slice *slice)
+{
+	int err = -ENOSPC;
+
+	if (!t->nrows)
+		return err;
+	pthread_mutex_lock(&s->store_lock);
+	if (slice_give(s, t, slice)) {
+		err = object_store(s, slice, t);
+		if (err)
+			slice_lost(s, slice);
+	}
+	s->st.table_bytes = s->rows.kbytes + s->index.kbytes;
+	pthread_mutex_unlock(&s->store_lock);
+	return err;
+}
+
+/*
  * The object of file (@dev, @ino) at @path (as the process names it), built
  * and announced on first sight.  NULL only when memory ran out.
  */
@@ -420,29 +499,22 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	o->id = s->nobjs + 1;
 	/* through the process's root, so chroots and deleted files still work */
 	snprintf(full, sizeof(full), "/proc/%d/root%s", pid, path);
-	o->t = stacks_prebuild_take(s->prebuild, full);
+	o->t = stacks_prebuild_take(s->prebuild, full, &o->sl); /* stored: sl.nbuckets */
 	if (o->t) /* the build's own time, not the wait for its end */
 		t0 = now_ns() - o->t->build_ns;
 	if (!o->t && unwind_cache_build(s->cache, full, &o->t))
 		o->t = NULL;
 	if (o->t && o->t->from_cache)
 		s->st.cached++;
-	if (!o->t || !o->t->nrows) {
+	if (o->sl.nbuckets) {
+		/* its rows went in while the BPF side loaded (stacks_prestore) */
+	} else if (!o->t || !o->t->nrows) {
 		s->st.no_cfi++;
-	} else if (o->t->nrows > s->rows_cap - s->rows_used ||
-		   o->t->nrows > MT_UNWIND_OBJECT_ROWS_MAX || !o->t->nindex ||
-		   o->t->nindex > s->index_cap - s->index_used) {
-		s->st.no_room++; /* the unwinders search an object's rows through its index only */
 	} else {
-		o->row_start = s->rows_used;
-		o->nrows = (uint32_t)o->t->nrows;
-		o->index_start = s->index_used;
-		o->nbuckets = (uint32_t)o->t->nindex;
-		s->rows_used += o->nrows;
-		s->index_used += o->nbuckets;
-		s->st.rows += o->nrows;
-		s->st.index_entries += o->nbuckets;
-		o->pending = true; /* stores_flush() writes it, with the sync's others */
+		pthread_mutex_lock(&s->store_lock);
+		o->pending = slice_give(s, o->t, &o->sl); /* stores_flush() writes it */
+		pthread_mutex_unlock(&s->store_lock);
+		s->st.no_room += !o->pending;
 	}
 	if (o->t && !o->pending)
 		unwind_table_drop_rows(o->t);
@@ -461,6 +533,7 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
  */
 static void stores_flush(struct stacks *s)
 {
+	pthread_mutex_lock(&s->store_lock);
 	if (s->rows_used)
 		(void)chunk_reach(&s->rows, (s->rows_used - 1) / s->rows.per);
 	if (s->index_used)
@@ -471,15 +544,14 @@ static void stores_flush(struct stacks *s)
 		if (!o->pending)
 			continue;
 		o->pending = false;
-		if (object_store(s, o, o->t)) {
-			s->st.rows -= o->nrows;
-			s->st.index_entries -= o->nbuckets;
+		if (object_store(s, &o->sl, o->t)) {
+			slice_lost(s, &o->sl);
 			s->st.no_room++;
-			o->row_start = o->nrows = o->index_start = o->nbuckets = 0;
 		}
 		unwind_table_drop_rows(o->t);
 	}
 	s->st.table_bytes = s->rows.kbytes + s->index.kbytes;
+	pthread_mutex_unlock(&s->store_lock);
 }
 
 static struct proc_maps *proc_get(struct stacks *s, pid_t pid, bool create)
@@ -597,11 +669,11 @@ static int read_maps(struct stacks *s, pid_t pid, uint64_t ts, struct proc_maps 
 			break;
 		}
 		m.object = o->id;
-		m.row_start = o->row_start;
-		m.nrows = o->nrows;
-		if (o->nbuckets) {
-			m.index_start = o->index_start;
-			m.nbuckets = o->nbuckets;
+		m.row_start = o->sl.row_start;
+		m.nrows = o->sl.nrows;
+		if (o->sl.nbuckets) {
+			m.index_start = o->sl.index_start;
+			m.nbuckets = o->sl.nbuckets;
 			m.text_lo = o->t->text_lo;
 			m.shift = o->t->shift;
 		}
@@ -675,15 +747,18 @@ void stacks_forget(struct stacks *s, pid_t pid)
 	stacks_share_forget(s->share, pid);
 }
 
-void stacks__stats(const struct stacks *s, struct stacks_stats *st)
+void stacks__stats(struct stacks *s, struct stacks_stats *st)
 {
+	pthread_mutex_lock(&s->store_lock); /* a prebuild thread may still store */
 	*st = s->st;
+	pthread_mutex_unlock(&s->store_lock);
 }
 
 void stacks__free(struct stacks *s)
 {
 	if (!s)
 		return;
+	stacks_prebuild_free(s->prebuild); /* first: its threads store here */
 	for (unsigned i = 0; i < s->nobjs; i++)
 		unwind_table_free(s->objs[i].t);
 	for (unsigned i = 0; i < s->nprocs; i++)
@@ -693,7 +768,7 @@ void stacks__free(struct stacks *s)
 	chunked_free(&s->rows);
 	chunked_free(&s->index);
 	stacks_share__free(s->share);
-	stacks_prebuild_free(s->prebuild);
+	pthread_mutex_destroy(&s->store_lock);
 	free(s);
 }
 

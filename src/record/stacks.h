@@ -11,9 +11,17 @@
  * stack misses an object.  An object's rows are built once per run (cache
  * by device and inode) and live in the kernel's chunks until memtrack ends.
  *
- * THREAD NOTES: the poller thread only (after stacks__new() on main).
+ * The tables of the files the command will map are stored while the BPF
+ * side loads (stacks_prebuild.h, stacks_prestore()): the registry exists
+ * before the skeleton, its chunks are created then, and stacks__attach()
+ * puts them into the skeleton's outer maps once it is loaded.
+ *
+ * THREAD NOTES: the poller thread (after stacks__attach() on main), and
+ * the prebuild's threads in stacks_prestore(); the slices, the chunks and
+ * the statistics they move are under the registry's store lock.
  * Ownership: stacks__new() returns a registry freed by stacks__free(); it
- * borrows @skel.
+ * borrows the skeleton from stacks__attach() on, and owns the prebuild it
+ * is handed (freed first: its threads store into the registry).
  */
 #ifndef MEMTRACK_STACKS_H
 #define MEMTRACK_STACKS_H
@@ -43,15 +51,35 @@ struct stacks_stats {
 };
 
 struct unwind_cache;
+struct unwind_table;
 
 /*
  * Returns a registry that loads at most @rows_cap rows (--unwind-rows: an
  * object that does not fit is counted in no_room), or NULL with errno set.
  * Tables come from @cache (borrowed, may be NULL: inspect/unwind_cache.h)
- * when it holds them.
+ * when it holds them.  Before or after the BPF side loads.
  */
-struct stacks *stacks__new(struct memtrack_bpf *skel, uint32_t rows_cap,
-			   struct unwind_cache *cache);
+struct stacks *stacks__new(uint32_t rows_cap, struct unwind_cache *cache);
+
+/*
+ * Main, once the skeleton @skel is loaded (sized for the same ceiling):
+ * puts the chunks created so far into its outer maps.  Returns 0 or -errno.
+ */
+int stacks__attach(struct stacks *s, struct memtrack_bpf *skel);
+
+/* Where an object's rows and index are in the kernel's (and the share's) numbering. */
+struct stacks_slice {
+	uint32_t row_start, nrows;
+	uint32_t index_start, nbuckets;
+};
+
+/*
+ * Any thread: gives table @t (with rows) a slice and writes its rows and
+ * index there, in the kernel and the share, before any process maps it.
+ * Returns 0 with @slice set, or -errno (-ENOSPC: no room; the table is
+ * then handled at its sync as any other).  Its rows stay @t's to drop.
+ */
+int stacks_prestore(struct stacks *s, const struct unwind_table *t, struct stacks_slice *slice);
 
 /*
  * Hands the tables built during the load (stacks_prebuild.h) to the
@@ -74,7 +102,7 @@ MT_MUST_CHECK int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts, struct r
 /* Forgets @pid's mappings (it exec'd or exited). */
 void stacks_forget(struct stacks *s, pid_t pid);
 
-void stacks__stats(const struct stacks *s, struct stacks_stats *st);
+void stacks__stats(struct stacks *s, struct stacks_stats *st);
 
 struct stacks_share_info;
 
@@ -96,6 +124,12 @@ uint32_t stacks_objects(const struct stacks *s);
 static inline uint32_t stacks_chunk_entries(uint32_t total, uint32_t chunk)
 {
 	return total < chunk ? total : chunk;
+}
+
+/* Slots of the outer map for a table of at most @total entries in chunks of @chunk. */
+static inline uint32_t stacks_chunk_slots(uint32_t total, uint32_t chunk)
+{
+	return total ? (total + chunk - 1) / chunk : 1;
 }
 
 /* Frees the registry (NULL is fine). */

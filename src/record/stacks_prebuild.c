@@ -13,6 +13,7 @@
 #include "inspect/elf_needed.h"
 #include "inspect/unwind_cache.h"
 #include "inspect/unwind_table.h"
+#include "record/stacks.h"
 #include "record/stacks_prebuild.h"
 
 /* One file of a prebuild (stacks_prebuild.h). */
@@ -20,6 +21,7 @@ struct prebuilt {
 	char *path;
 	struct stat st;		/* of @path when the build began */
 	struct unwind_table *t; /* the build's (NULL: it failed, or taken) */
+	struct stacks_slice sl; /* where it was stored (nbuckets 0: not) */
 	bool done;		/* under the prebuild's lock */
 };
 
@@ -42,6 +44,7 @@ struct stacks_prebuild {
 	unsigned next;		    /* the next file to build, under the lock */
 	bool listed;		    /* the needed libraries are listed, under the lock */
 	struct unwind_cache *cache; /* borrowed, may be NULL */
+	struct stacks *stacks;	    /* borrowed: stacks_prestore() */
 };
 
 /* Appends @path unless it is a file already listed; under the lock once the thread runs. */
@@ -115,10 +118,15 @@ static void *prebuild_main(void *arg)
 	while ((i = prebuild_next(pb)) >= 0) {
 		struct unwind_table *t = NULL;
 
+		struct stacks_slice sl = { 0 };
+
 		if (unwind_cache_build(pb->cache, pb->files[i].path, &t))
 			t = NULL;
+		if (t && pb->stacks && !stacks_prestore(pb->stacks, t, &sl))
+			unwind_table_drop_rows(t);
 		pthread_mutex_lock(&pb->lock);
 		pb->files[i].t = t;
+		pb->files[i].sl = sl;
 		pb->files[i].done = true;
 		pthread_cond_broadcast(&pb->built);
 		pthread_mutex_unlock(&pb->lock);
@@ -159,7 +167,7 @@ static void add_own_runtime(struct stacks_prebuild *pb)
 }
 
 struct stacks_prebuild *stacks_prebuild_start(const char *exe, const char *fast_lib,
-					      struct unwind_cache *cache)
+					      struct unwind_cache *cache, struct stacks *stacks)
 {
 	struct stacks_prebuild *pb = calloc(1, sizeof(*pb));
 	sigset_t all, old;
@@ -168,6 +176,7 @@ struct stacks_prebuild *stacks_prebuild_start(const char *exe, const char *fast_
 	if (!pb)
 		return NULL;
 	pb->cache = cache;
+	pb->stacks = stacks;
 	pthread_mutex_init(&pb->lock, NULL);
 	pthread_cond_init(&pb->built, NULL);
 	if (exe)
@@ -212,11 +221,13 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-struct unwind_table *stacks_prebuild_take(struct stacks_prebuild *pb, const char *full)
+struct unwind_table *stacks_prebuild_take(struct stacks_prebuild *pb, const char *full,
+					  struct stacks_slice *slice)
 {
 	struct unwind_table *t = NULL;
 	struct stat st;
 
+	*slice = (struct stacks_slice){ 0 };
 	if (!pb || stat(full, &st))
 		return NULL;
 	pthread_mutex_lock(&pb->lock);
@@ -228,6 +239,7 @@ struct unwind_table *stacks_prebuild_take(struct stacks_prebuild *pb, const char
 		while (!f->done)
 			pthread_cond_wait(&pb->built, &pb->lock);
 		t = f->t;
+		*slice = f->sl;
 		f->t = NULL;
 		break;
 	}
