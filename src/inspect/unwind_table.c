@@ -1122,28 +1122,27 @@ static bool read_in_file(const struct unwind_table *t, uint64_t off, void *buf, 
 	return true;
 }
 
+/* Entries [@first, @first + @n) of @t's array @mem (@total of @elem bytes, at @off in its file). */
+static const void *entries_at(const struct unwind_table *t, const void *mem, uint64_t off,
+			      size_t total, size_t elem, size_t first, size_t n, void *buf)
+{
+	if (first > total || n > total - first)
+		return NULL;
+	if (!t->in_file)
+		return mem ? (const char *)mem + first * elem : NULL;
+	return read_in_file(t, off + first * elem, buf, n * elem) ? buf : NULL;
+}
+
 const struct mt_unwind_row *unwind_table_rows_at(const struct unwind_table *t, size_t first,
 						 size_t n, struct mt_unwind_row *buf)
 {
-	if (first > t->nrows || n > t->nrows - first)
-		return NULL;
-	if (!t->in_file)
-		return t->rows ? t->rows + first : NULL;
-	return read_in_file(t, t->file_rows_off + first * sizeof(*buf), buf, n * sizeof(*buf))
-		       ? buf
-		       : NULL;
+	return entries_at(t, t->rows, t->file_rows_off, t->nrows, sizeof(*buf), first, n, buf);
 }
 
 const uint32_t *unwind_table_index_at(const struct unwind_table *t, size_t first, size_t n,
 				      uint32_t *buf)
 {
-	if (first > t->nindex || n > t->nindex - first)
-		return NULL;
-	if (!t->in_file)
-		return t->index ? t->index + first : NULL;
-	return read_in_file(t, t->file_index_off + first * sizeof(*buf), buf, n * sizeof(*buf))
-		       ? buf
-		       : NULL;
+	return entries_at(t, t->index, t->file_index_off, t->nindex, sizeof(*buf), first, n, buf);
 }
 
 void unwind_table_drop_rows(struct unwind_table *t)
