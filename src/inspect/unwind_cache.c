@@ -41,6 +41,7 @@ struct entry_key {
 	uint64_t dev, ino, size;
 	int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
 	uint8_t builder[MT_BUILD_ID_MAX];
+	uint32_t pad; /* zero: no padding byte is compared unset */
 };
 
 struct entry_head {
@@ -184,13 +185,14 @@ static int open_dir(const char *dir, char *why, size_t len)
 		return -EINVAL;
 	}
 	fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) || (err = dir_safe(&st, false, dir, why, len))) {
-		err = fd < 0 ? -errno : err ? err : -errno;
-		if (fd >= 0)
-			close(fd);
+	if (fd < 0)
+		return -errno;
+	err = fstat(fd, &st) ? -errno : dir_safe(&st, false, dir, why, len);
+	if (err) {
+		close(fd);
 		return err;
 	}
-	strcpy(path, dir);
+	snprintf(path, sizeof(path), "%s", dir);
 	for (comp = strtok_r(path, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
 		const char *next_comp = save + strspn(save, "/");
 		int next;
@@ -578,6 +580,7 @@ static void entry_write(const struct unwind_cache *c, const char *name, const st
 int unwind_cache_build(struct unwind_cache *c, const char *path, struct unwind_table **out)
 {
 	char name[ENTRY_NAME_LEN + 1];
+	struct unwind_table *t = NULL;
 	uint64_t t0 = mono_now();
 	struct entry_key key;
 	struct stat st;
@@ -595,9 +598,10 @@ int unwind_cache_build(struct unwind_cache *c, const char *path, struct unwind_t
 	}
 	entry_key_of(c, &st, &key);
 	entry_name(&key, name);
-	if (!entry_read(c, name, &key, out)) {
-		(*out)->from_cache = true;
-		(*out)->build_ns = mono_now() - t0;
+	if (!entry_read(c, name, &key, &t) && t) {
+		t->from_cache = true;
+		t->build_ns = mono_now() - t0;
+		*out = t;
 		err = 0;
 		goto out;
 	}
