@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "inspect/mapped_file.h"
 #include "inspect/unwind_cache.h"
+#include "util/pread_all.h"
 
 #define ENTRY_MAGIC "MTUWTAB1"
 #define ENTRY_VERSION 1
@@ -268,18 +269,6 @@ static void entry_name(const struct entry_key *k, char name[ENTRY_NAME_LEN + 1])
 		 (unsigned long long)sum_words(SUM_SEED, k, sizeof(*k)));
 }
 
-static int read_all(int fd, void *buf, size_t n, off_t off)
-{
-	for (size_t done = 0; done < n;) {
-		ssize_t r = pread(fd, (char *)buf + done, n - done, off + (off_t)done);
-
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		done += (size_t)r;
-	}
-	return 0;
-}
-
 static int write_all(int fd, const void *buf, size_t n)
 {
 	for (size_t done = 0; done < n;) {
@@ -386,8 +375,9 @@ static bool read_whole(int fd, const struct entry_head *h, struct unwind_table *
 	struct entry_check k = { .sum = SUM_SEED };
 	size_t rows_bytes = t->nrows * sizeof(*t->rows);
 
-	if (read_all(fd, t->rows, rows_bytes, sizeof(*h)) ||
-	    read_all(fd, t->index, t->nindex * sizeof(*t->index), (off_t)(sizeof(*h) + rows_bytes)))
+	if (pread_all(fd, t->rows, rows_bytes, sizeof(*h)) ||
+	    pread_all(fd, t->index, t->nindex * sizeof(*t->index),
+		      (off_t)(sizeof(*h) + rows_bytes)))
 		return false;
 	check_rows(&k, t->rows, t->nrows);
 	check_index(&k, t->index, t->nindex, t->nrows);
@@ -406,13 +396,13 @@ static bool check_in_file(int fd, const struct entry_head *h)
 
 	for (uint64_t at = sizeof(*h), n; ok && at < rows_end; at += n) { /* whole rows */
 		n = rows_end - at < piece ? rows_end - at : piece;
-		ok = !read_all(fd, buf, n, (off_t)at);
+		ok = !pread_all(fd, buf, n, (off_t)at);
 		if (ok)
 			check_rows(&k, buf, n / sizeof(struct mt_unwind_row));
 	}
 	for (uint64_t at = rows_end, n; ok && at < end; at += n) { /* whole entries */
 		n = end - at < piece ? end - at : piece;
-		ok = !read_all(fd, buf, n, (off_t)at);
+		ok = !pread_all(fd, buf, n, (off_t)at);
 		if (ok)
 			check_index(&k, buf, n / sizeof(uint32_t), h->nrows);
 	}
@@ -437,7 +427,7 @@ static int entry_read(const struct unwind_cache *c, const char *name, const stru
 	err = -EBADMSG;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 	    (st.st_mode & (S_IWGRP | S_IWOTH)) || (size_t)st.st_size < sizeof(h) ||
-	    read_all(fd, &h, sizeof(h), 0) || !head_sane(&h, key))
+	    pread_all(fd, &h, sizeof(h), 0) || !head_sane(&h, key))
 		goto out;
 	bytes = h.nrows * sizeof(struct mt_unwind_row) + h.nindex * sizeof(uint32_t);
 	if ((uint64_t)st.st_size != sizeof(h) + bytes)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include "inspect/mapped_file.h"
 #include "inspect/unwind_table.h"
+#include "util/pread_all.h"
 
 #define REG_RBP 6
 #define REG_RSP 7
@@ -1109,19 +1110,6 @@ int unwind_table_bias(const struct unwind_table *t, uint64_t start, uint64_t off
 	return -ENOENT;
 }
 
-/* @n bytes at @off of the cache entry @t stayed in, into @buf; false if short. */
-static bool read_in_file(const struct unwind_table *t, uint64_t off, void *buf, size_t n)
-{
-	for (size_t done = 0; done < n;) {
-		ssize_t r = pread(t->file_fd, (char *)buf + done, n - done, (off_t)(off + done));
-
-		if (r <= 0)
-			return false;
-		done += (size_t)r;
-	}
-	return true;
-}
-
 /* Entries [@first, @first + @n) of @t's array @mem (@total of @elem bytes, at @off in its file). */
 static const void *entries_at(const struct unwind_table *t, const void *mem, uint64_t off,
 			      size_t total, size_t elem, size_t first, size_t n, void *buf)
@@ -1130,7 +1118,7 @@ static const void *entries_at(const struct unwind_table *t, const void *mem, uin
 		return NULL;
 	if (!t->in_file)
 		return mem ? (const char *)mem + first * elem : NULL;
-	return read_in_file(t, off + first * elem, buf, n * elem) ? buf : NULL;
+	return pread_all(t->file_fd, buf, n * elem, (off_t)(off + first * elem)) ? NULL : buf;
 }
 
 const struct mt_unwind_row *unwind_table_rows_at(const struct unwind_table *t, size_t first,

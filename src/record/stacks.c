@@ -357,11 +357,11 @@ int stacks__attach(struct stacks *s, struct memtrack_bpf *skel)
 
 /*
  * The one place an object's rows and index reach the kernel and the shared
- * copy: slice @o from its table @t (in memory, or in the unwind cache's entry: unwind_table.h),
+ * copy: slice @sl from its table @t (in memory, or in the unwind cache's entry: unwind_table.h),
  * STORE_PIECE entries at a time (the index widened to the kernel's 64 bits).
  * Returns 0 or -errno (the slice is then not used).  Under the store lock.
  */
-static int object_store(struct stacks *s, const struct stacks_slice *o,
+static int object_store(struct stacks *s, const struct stacks_slice *sl,
 			const struct unwind_table *t)
 {
 	struct mt_unwind_row *rbuf = malloc(STORE_PIECE * sizeof(*rbuf));
@@ -369,19 +369,19 @@ static int object_store(struct stacks *s, const struct stacks_slice *o,
 	uint64_t *wide = malloc(STORE_PIECE * sizeof(*wide));
 	int err = rbuf && ibuf && wide ? 0 : -ENOMEM;
 
-	for (uint32_t at = 0, n; !err && at < o->nrows; at += n) {
+	for (uint32_t at = 0, n; !err && at < sl->nrows; at += n) {
 		const struct mt_unwind_row *r;
 
-		n = o->nrows - at < STORE_PIECE ? o->nrows - at : STORE_PIECE;
+		n = sl->nrows - at < STORE_PIECE ? sl->nrows - at : STORE_PIECE;
 		r = unwind_table_rows_at(t, at, n, rbuf);
-		err = r ? chunked_write(&s->rows, o->row_start + at, r, n) : -EIO;
+		err = r ? chunked_write(&s->rows, sl->row_start + at, r, n) : -EIO;
 		if (!err) /* the same slice for the libraries' unwinders (stacks_share.h) */
-			stacks_share_rows(s->share, o->row_start + at, r, n);
+			stacks_share_rows(s->share, sl->row_start + at, r, n);
 	}
-	for (uint32_t at = 0, n; !err && at < o->nbuckets; at += n) {
+	for (uint32_t at = 0, n; !err && at < sl->nbuckets; at += n) {
 		const uint32_t *idx;
 
-		n = o->nbuckets - at < STORE_PIECE ? o->nbuckets - at : STORE_PIECE;
+		n = sl->nbuckets - at < STORE_PIECE ? sl->nbuckets - at : STORE_PIECE;
 		idx = unwind_table_index_at(t, at, n, ibuf);
 		if (!idx) {
 			err = -EIO;
@@ -389,9 +389,9 @@ static int object_store(struct stacks *s, const struct stacks_slice *o,
 		}
 		for (uint32_t i = 0; i < n; i++)
 			wide[i] = idx[i];
-		err = chunked_write(&s->index, o->index_start + at, wide, n);
+		err = chunked_write(&s->index, sl->index_start + at, wide, n);
 		if (!err)
-			stacks_share_index(s->share, o->index_start + at, wide, n);
+			stacks_share_index(s->share, sl->index_start + at, wide, n);
 	}
 	free(rbuf);
 	free(ibuf);
