@@ -39,6 +39,7 @@ struct track_opts {
 	bool allow_drops;	   /* keep the command's status despite drops */
 	bool quiet;		   /* -q: no summary line */
 	int fast_choice;	   /* --fast 1, --no-fast -1, neither 0 */
+	int stacks_choice;	   /* --stacks 1, --no-stacks -1 (the last wins), neither 0 */
 	struct kernel_features kf; /* what the kernel offers, the mechanisms chosen */
 	struct session_opts s;
 };
@@ -139,7 +140,7 @@ static int check_combinations(const struct track_opts *o)
 {
 	const struct session_opts *s = &o->s;
 
-	if (s->stacks && !s->allocators)
+	if (o->stacks_choice > 0 && !s->allocators)
 		die_msg("--stacks needs the allocator probes (it learns each process's code while they are attached); drop --no-allocators");
 	else if (s->start_disabled && !s->control)
 		die_msg("--start-disabled needs --control PATH, or nothing could ever enable recording; add --control PATH");
@@ -183,8 +184,8 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			s->control = optarg;
 			break;
 		case OPT_START_DISABLED: s->start_disabled = true; break;
-		case OPT_STACKS: s->stacks = true; break;
-		case OPT_NO_STACKS: s->stacks = false; break; /* the last of the two wins */
+		case OPT_STACKS: o->stacks_choice = 1; break;
+		case OPT_NO_STACKS: o->stacks_choice = -1; break; /* the last of the two wins */
 		case OPT_UNWIND_CACHE:
 		case OPT_NO_UNWIND_CACHE:
 			err = track_unwind_cache_opt(c == OPT_UNWIND_CACHE ? optarg : NULL, s);
@@ -214,7 +215,13 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	}
 	if (check_combinations(o))
 		return 2;
-	/* the in-process path by default, where it can serve (with --stacks it unwinds in-process) */
+	/*
+	 * Stacks by default: they cost the in-process path ~1.2x (issue 20's
+	 * figures); they need the allocator probes, so --no-allocators alone
+	 * means none.
+	 */
+	s->stacks = o->stacks_choice > 0 || (!o->stacks_choice && s->allocators);
+	/* the in-process path by default, where it can serve (with stacks it unwinds in-process) */
 	s->fast = o->fast_choice > 0 ||
 		  (!o->fast_choice && s->allocators && session_fast_available());
 	s->argv = argv + optind;
