@@ -224,7 +224,7 @@ $(OUT)/fixtures/stk_%: tests/fixtures/stacks/stk.c
 		$< -o $@ -ldl -lpthread
 
 # the in-process unwinder next to the kernel's (test_stacks.py): its own tables, built as stacks.c does
-UNW_SRCS := tests/fixtures/stacks/unw.c src/fast/unwind.c
+UNW_SRCS := tests/fixtures/stacks/unw.c src/fast/unwind.c src/fast/own_map.c
 $(OUT)/fixtures/unw_%: $(UNW_SRCS) src/fast/unwind.h src/inspect/unwind_table.h src/bpf_abi.h src/event.h $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)

@@ -5,6 +5,7 @@
  * The library's files depend one way (each includes only the headers of
  * the layers below it):
  *
+ *   own_map.c    where the library's own mappings go (address hints)
  *   env.c        memtrack's two environment entries: out of `environ`, back for execs
  *   link.c       the socket to memtrack: connect, hello, answer, wakeups
  *   ring.c       the ring: the producer side of fast_ring.h (uses link)

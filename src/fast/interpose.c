@@ -30,6 +30,7 @@
 #include "fast/next_sym.h"
 #include "fast/ring.h"
 #include "fast/unwind.h"
+#include "fast/own_map.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -73,7 +74,7 @@ void *interpose_own_map(size_t len)
 	void *p;
 
 	tls_depth++;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(own_map_hint(len), len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	tls_depth--;
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -83,7 +84,7 @@ void *interpose_own_map_fd(size_t len, int fd)
 	void *p;
 
 	tls_depth++;
-	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	p = mmap(own_map_hint(len), len, PROT_READ, MAP_SHARED, fd, 0);
 	tls_depth--;
 	return p == MAP_FAILED ? NULL : p;
 }

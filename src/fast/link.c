@@ -15,6 +15,7 @@
 #include "bpf_abi.h"
 #include "fast/fast_ring.h"
 #include "fast/link.h"
+#include "fast/own_map.h"
 
 static struct {
 	int sock;	/* to memtrack, -1 if none (or no longer ours) */
@@ -131,7 +132,7 @@ static bool accepted(int sock, const volatile uint32_t **heap_switch, struct lin
 			close(fds[2]);
 	}
 	if (fd >= 0) {
-		map = mmap(NULL, a.map_bytes, PROT_READ, MAP_SHARED, fd, 0);
+		map = mmap(own_map_hint(a.map_bytes), a.map_bytes, PROT_READ, MAP_SHARED, fd, 0);
 		close(fd);
 	}
 	if (a.verdict != 'y' || map == MAP_FAILED || a.switch_offset + 4 > a.map_bytes) {

@@ -13,6 +13,7 @@
 #include "fast/link.h"
 #include "fast/ring.h"
 #include "fast/unwind.h"
+#include "fast/own_map.h"
 
 volatile int fast_recording;
 __thread uint32_t fast_vfork_flag TLS_IE;
@@ -178,7 +179,8 @@ int ring_create(void)
 	if (memfd < 0 || ftruncate(memfd, MT_FAST_RING_BYTES) ||
 	    fcntl(memfd, F_ADD_SEALS, MT_FAST_SEALS))
 		goto fail;
-	ring = mmap(NULL, MT_FAST_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	ring = mmap(own_map_hint(MT_FAST_RING_BYTES), MT_FAST_RING_BYTES, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, memfd, 0);
 	if (ring == MAP_FAILED)
 		goto fail;
 	R.ring = ring;

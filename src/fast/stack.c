@@ -10,6 +10,7 @@
 #include "fast/fast_ring.h"
 #include "fast/ring.h"
 #include "fast/unwind.h"
+#include "fast/own_map.h"
 
 /*
  * The tables memtrack gave this process (handover.c), or none.  Set once
@@ -63,7 +64,8 @@ static struct fast_frame_cache *cache(void)
 
 	if (c)
 		return c;
-	p = mmap(NULL, FAST_CACHE_SLOTS * sizeof(*c), PROT_READ | PROT_WRITE,
+	p = mmap(own_map_hint(FAST_CACHE_SLOTS * sizeof(*c)), FAST_CACHE_SLOTS * sizeof(*c),
+		 PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL; /* searched every time */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "fast/unwind.h"
 #include "unwind_search.h"
+#include "fast/own_map.h"
 
 enum { RUNNING = 0, COMPLETE = 1, TRUNCATED = 2 };
 
@@ -452,7 +453,8 @@ static uint64_t *seen_table(bool make)
 
 	if (t || !make)
 		return t;
-	p = mmap(NULL, FAST_SEEN_SLOTS * sizeof(*t), PROT_READ | PROT_WRITE,
+	p = mmap(own_map_hint(FAST_SEEN_SLOTS * sizeof(*t)), FAST_SEEN_SLOTS * sizeof(*t),
+		 PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL; /* unmarked: the stack is written again, as after an eviction */

@@ -11,7 +11,7 @@
  *
  * The library's files are not in libmemtrack-core.a (they are built with
  * the library's flags into libmemtrack-fast.so): the one under test is
- * included here.
+ * included here, with own_map.c, which it maps its tables through.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "harness.h"
+#include "fast/own_map.c"
 #include "fast/unwind.c"
 
 #define BIAS 0x3ff000ull
