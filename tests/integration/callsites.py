@@ -34,8 +34,8 @@ def expected():
 
 
 def tracked(stacks=True):
-    """The callsites fixture tracked once per run (with or without --stacks)."""
-    opts = ["--stacks"] if stacks else []
+    """The callsites fixture tracked once per run (--stacks, or --no-stacks)."""
+    opts = ["--stacks"] if stacks else ["--no-stacks"]
     return mtlib.shared_track("callsites" + ("-stacks" if stacks else ""), [fixture("callsites")],
                               opts)
 

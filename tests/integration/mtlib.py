@@ -367,8 +367,9 @@ def root_pid(evs):
 
 
 def tree_pids(evs):
-    """Every process (not thread) the records mention."""
-    return sorted({e["pid"] for e in evs})
+    """Every process (not thread) the records mention.  An `object` record
+    is memtrack's own (pid 0, FORMAT.md 8.2): it names no process."""
+    return sorted({e["pid"] for e in evs if e["type"] != "object"})
 
 
 def _covers(e, addr):

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from mtlib import (MEMTRACK, check_eq, check_true, count, finish, fixture, of_type,
-                   report_json, require_eq, root_pid, spawn_track, track, window)
+                   report_json, require_eq, root_pid, spawn_track, track, tree_pids, window)
 
 
 def tree_of(evs):
@@ -38,7 +38,7 @@ def test_untracked_process_not_recorded(tmp):
         outsider.wait()
     evs = t.events
     root = root_pid(evs)
-    pids = {e["pid"] for e in evs}
+    pids = set(tree_pids(evs))
     check_eq(outsider.pid in pids, False, "untracked pid %d in the artifact" % outsider.pid)
     check_eq(sorted(pids), [root], "pids in the artifact")
     check_eq(spinner_window_count(evs), (root, (20000, 20000)),
@@ -63,8 +63,8 @@ def test_two_sessions_at_once(tmp):
     ea, eb = art_a.events, art_b.events
     ta, tb = tree_of(ea), tree_of(eb)
     check_eq(ta & tb, set(), "pids in both trees")
-    check_eq({e["pid"] for e in ea} - ta, set(), "pids in a.mtrk outside its tree")
-    check_eq({e["pid"] for e in eb} - tb, set(), "pids in b.mtrk outside its tree")
+    check_eq(set(tree_pids(ea)) - ta, set(), "pids in a.mtrk outside its tree")
+    check_eq(set(tree_pids(eb)) - tb, set(), "pids in b.mtrk outside its tree")
     check_eq(spinner_window_count(ea)[1], (20000, 20000), "session a: (mallocs, frees)")
     check_eq(spinner_window_count(eb)[1], (30000, 30000), "session b: (mallocs, frees)")
     check_eq(count(ea, type="malloc", size=5001), 20000, "session a: malloc(5001) records")

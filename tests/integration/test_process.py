@@ -7,7 +7,7 @@ import pytest
 
 from mtlib import (MEMTRACK, check_eq, check_true, fixture, heap, markers, of_type,
                    parse_dump, proj, require, require_eq, root_pid, run, track,
-                   window)
+                   tree_pids, window)
 
 
 def exec_child_window(evs, pid, k):
@@ -54,7 +54,7 @@ def test_fork_then_exec(tmp):
     check_eq(exits_of(evs), {child: (4, 0), root: (0, 0)}, "exit records {pid: (code, signal)}")
     # the exec'd child's allocations carry the child's pid
     exec_child_window(evs, child, 4)
-    check_eq(sorted({e["pid"] for e in evs}), sorted({root, child}), "pids in the artifact")
+    check_eq(tree_pids(evs), sorted({root, child}), "pids in the artifact")
     # ordering: fork, then the child's exec, its allocations, its exit
     ts = {(e["type"], e["pid"]): e["ts"] for e in evs if e["type"] in ("fork", "exec", "exit")}
     check_true(ts[("fork", root)] < ts[("exec", child)] < ts[("exit", child)]

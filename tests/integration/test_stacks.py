@@ -103,11 +103,13 @@ def check_mappings(evs, pid, stack, what):
         check_true(ok, "%s: frame (%d, %#x) lies in a mapping of pid %d" % (what, obj, addr, pid))
 
 
-def the_stack(tmp, argv, mode, path="inprocess"):
-    """Tracks argv with --stacks on path: its events, objects by id, the
-    one record of SIZE[mode] bytes (an mmap for the *mmap modes, else a
-    malloc), its stack record and the stack's function names."""
-    evs = track(tmp, argv, opts=PATHS[path], name=path + ".mtrk").events
+def the_stack(tmp, argv, mode, path="inprocess", opts=None):
+    """Tracks argv with --stacks on path (or with @opts instead of the
+    path's): its events, objects by id, the one record of SIZE[mode] bytes
+    (an mmap for the *mmap modes, else a malloc), its stack record and the
+    stack's function names."""
+    evs = track(tmp, argv, opts=PATHS[path] if opts is None else opts,
+                name=path + ".mtrk").events
     objects = {o["id"]: o for o in by_type(evs, "object")}
     stacks = {}
     for s in by_type(evs, "stack"):
@@ -227,13 +229,26 @@ def test_python_stacks_complete(tmp):
     completeness(tmp, ["/usr/bin/python3", "-c", script], 1000)
 
 
-def test_no_stacks_by_default(tmp):
-    t = track(tmp, [fixture("stk_nofp"), "recurse"])
-    evs = t.events
-    check_eq([e["type"] for e in evs if e["type"] in ("object", "mapping", "stack")], [],
-             "stack-related records without --stacks")
-    check_eq(sorted({e["stack"] for e in evs if e["type"] in HEAP}), [0],
-             "stack ids of heap records")
+def test_stacks_by_default(tmp):
+    """track records stacks unasked: the recursion's malloc has the frames
+    (object path, address) and truncation mark of a --stacks run, unwound
+    in-process.  --no-stacks records none, and so does --no-allocators
+    alone (stacks need the heap probes: it runs, without them)."""
+    argv = [fixture("stk_nofp"), "recurse"]
+    got = {}
+    for name, opts in (("default", []), ("given", ["--stacks"])):
+        evs, objects, _, s, names = the_stack(tmp, argv, "recurse", name, opts)
+        got[name] = ([(objects[o]["path"], addr) for o, addr in s["frames"]], s["truncated"])
+        check_eq(unwinder(evs, root_pid(evs)), "in-process", "%s: the unwinder" % name)
+        check_eq(names[:len(EXPECTED["recurse"])], EXPECTED["recurse"],
+                 "%s: the stack's innermost functions" % name)
+    check_eq(got["default"], got["given"], "frames and truncation, default against --stacks")
+    for opts in (["--no-stacks"], ["--no-allocators"]):
+        evs = track(tmp, argv, opts=opts, name="%s.mtrk" % opts[0][2:]).events
+        check_eq([e["type"] for e in evs if e["type"] in ("object", "mapping", "stack")], [],
+                 "stack-related records with %s" % opts[0])
+        check_eq(sorted({e["stack"] for e in evs if e["type"] in HEAP}), [0],
+                 "stack ids of heap records with %s" % opts[0])
 
 
 def test_stacks_dedup(tmp):
@@ -266,8 +281,8 @@ def test_stacks_with_fast(tmp):
 
 
 def test_no_stacks_fast_record(tmp):
-    """Without --stacks the library takes none: its fast record says 0."""
-    evs = track(tmp, [fixture("stk_nofp"), "recurse"]).events
+    """With --no-stacks the library takes none: its fast record says 0."""
+    evs = track(tmp, [fixture("stk_nofp"), "recurse"], opts=["--no-stacks"]).events
     check_eq(unwinder(evs, root_pid(evs)), "none", "the fast record's stacks field")
 
 
@@ -484,7 +499,7 @@ def test_unwinder_in_report(tmp):
     text = run([MEMTRACK, "report", t.artifact.path]).stdout
     check_eq(sum(1 for ln in text.splitlines() if ln.rstrip().endswith("unwinder kernel")), 2,
              "text report: 'unwinder kernel' on both process lines:\n" + text)
-    t2 = track(tmp, [exe, "fork"], name="nostacks.mtrk")
+    t2 = track(tmp, [exe, "fork"], opts=["--no-stacks"], name="nostacks.mtrk")
     check_eq([p["unwinder"] for p in t2.report["processes"]], ["none", "none"], "without --stacks")
     check_eq(t2.report["stack_table_bytes"], None, "no tables without --stacks")
     text = run([MEMTRACK, "report", t2.artifact.path]).stdout
@@ -557,6 +572,6 @@ def test_report_text_top3_by_peak(tmp):
     check_eq(brief[-1], "  (memtrack report --top N: more sites and rankings)", "its hint")
     check_true(re.match(r"  #1  11\.7 KiB at peak, 3 allocations", brief[1]) is not None,
                "b's site first: %r" % brief[1])
-    t2 = track(tmp, [exe], name="nostacks.mtrk")
+    t2 = track(tmp, [exe], opts=["--no-stacks"], name="nostacks.mtrk")
     text = run([MEMTRACK, "report", t2.artifact.path]).stdout
     check_true("call site" not in text, "no call sites without stacks:\n" + text)

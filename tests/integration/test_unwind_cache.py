@@ -145,9 +145,10 @@ def test_unsafe_cache_directory_refused(tmp):
 
 
 def test_no_cache_without_stacks(tmp):
-    """Without --stacks there are no tables: the directory is not even made."""
+    """With --no-stacks there are no tables: the directory is not even made."""
     cache = tmp / "cache"
-    p = run([MEMTRACK, "track", "-q", "--unwind-cache", str(cache), "-o", str(tmp / "x.mtrk"),
+    p = run([MEMTRACK, "track", "-q", "--no-stacks", "--unwind-cache", str(cache), "-o",
+             str(tmp / "x.mtrk"),
              "--", fixture("stk_nofp"), "recurse"])
     require_eq(p.rc, 0, "track: " + p.describe())
     check_eq(cache.exists(), False, "no cache directory")
