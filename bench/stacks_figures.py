@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Figures of issue 20 (call stacks at the in-process path's speed), in one
 interleaved run: every round runs each workload untracked, under memtrack
-(no stacks), memtrack --stacks and heaptrack, in an order that alternates
+--no-stacks, memtrack --stacks (the default) and heaptrack, in an order that alternates
 between rounds, each memtrack run after the previous one's reaper is done.
 `make bench` times each variant's rounds back to back, so a machine whose
 speed drifts (these VMs': the same command 240 ms, then 450 ms) moves one
@@ -47,7 +47,8 @@ def workloads(fresh):
 def variants(out):
     return {
         "untracked": lambda w, cmd: cmd,
-        "memtrack": lambda w, cmd: [MEMTRACK, "track", "-q", "-o", f"{out}/{w}.mt", "--"] + cmd,
+        "memtrack": lambda w, cmd: [MEMTRACK, "track", "-q", "--no-stacks", "-o", f"{out}/{w}.mt",
+                                    "--"] + cmd,
         "stacks": lambda w, cmd: [MEMTRACK, "track", "-q", "--stacks", "-o", f"{out}/{w}.stk.mt",
                                   "--"] + cmd,
         "heaptrack": lambda w, cmd: ["heaptrack", "-o", f"{out}/{w}.ht"] + cmd,
@@ -122,8 +123,8 @@ def main():
             for v in order:
                 times[w][v].append(timed(vs[v](w, cmd)))
     print(f"stacks_figures: {rounds} interleaved rounds; medians, and medians of per-round ratios")
-    print("| workload | untracked | memtrack | --stacks | heaptrack | --stacks/heaptrack | "
-          "--stacks/memtrack | --stacks - memtrack | bytes/event (no stacks, stacks) | "
+    print("| workload | untracked | --no-stacks | --stacks | heaptrack | --stacks/heaptrack | "
+          "--stacks/--no-stacks | --stacks - --no-stacks | bytes/event (no stacks, stacks) | "
           "kernel tables | lost |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for w in wl:

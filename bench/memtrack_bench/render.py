@@ -111,8 +111,8 @@ def walltime_section(result):
                    "after memtrack has exited), so that no round pays for another's teardown.")
     out.append("")
     out.append("Like for like: heaptrack and massif record a call stack for every heap call; memtrack's "
-               "default does not (heap calls without stacks), so compare them with **memtrack --stacks**, "
-               "the row beside them; the default's row just before says what skipping the stacks saves.  "
+               "default does too (`--stacks` is the default), so compare them with **memtrack (default: stacks)**, "
+               "the row beside them; the --no-stacks row just before says what skipping the stacks saves.  "
                "Records says what each variant records."
                + ("  In gcc, heaptrack and massif record the gcc driver only (they do not follow its children "
                   "cc1 and as), memtrack the whole tree: **cc1** is the row where every tool records the "
