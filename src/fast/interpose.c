@@ -74,7 +74,8 @@ void *interpose_own_map(size_t len)
 	void *p;
 
 	tls_depth++;
-	p = mmap(own_map_hint(len), len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(own_map_hint(len), len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		 0);
 	tls_depth--;
 	return p == MAP_FAILED ? NULL : p;
 }

@@ -9,11 +9,11 @@
  * (top down).  Were the library's there, every mapping the program makes
  * afterwards would move down by their size (13 MiB of tables for cc1), and
  * what a program derives from its addresses would change with them: GCC's
- * garbage collector keeps a page table with a calloc(32768) for each 4 GiB
- * its pages span, so cc1 made one call more under memtrack --stacks than
- * alone.  So each mapping gets an address hint in a range of its own, far
- * below the top-down area.  A hint, never MAP_FIXED: where the range is
- * taken the kernel places the mapping as before.
+ * garbage collector keeps a page table with a calloc(32768) for each 16 MiB
+ * region its pages are in, so cc1 made one call more under memtrack
+ * --stacks than alone.  So each mapping gets an address hint in a range
+ * of its own, far below the top-down area.  A hint, never MAP_FIXED: where
+ * the range is taken the kernel places the mapping as before.
  *
  * THREAD NOTES: own_map_hint() is safe from any thread (one atomic add).
  */

@@ -65,8 +65,7 @@ static struct fast_frame_cache *cache(void)
 	if (c)
 		return c;
 	p = mmap(own_map_hint(FAST_CACHE_SLOTS * sizeof(*c)), FAST_CACHE_SLOTS * sizeof(*c),
-		 PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL; /* searched every time */
 	if (__atomic_compare_exchange_n(&frame_cache, &expect, (struct fast_frame_cache *)p, false,

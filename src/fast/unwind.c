@@ -454,8 +454,7 @@ static uint64_t *seen_table(bool make)
 	if (t || !make)
 		return t;
 	p = mmap(own_map_hint(FAST_SEEN_SLOTS * sizeof(*t)), FAST_SEEN_SLOTS * sizeof(*t),
-		 PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL; /* unmarked: the stack is written again, as after an eviction */
 	if (__atomic_compare_exchange_n(&seen, &expect, (uint64_t *)p, false, __ATOMIC_ACQ_REL,
