@@ -168,6 +168,8 @@ $(OUT)/memtrack: $(OUT)/obj/cli/main.o $(OUT)/libmemtrack.a $(OUT)/libmemtrack-c
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests link the pure library only (no BPF, no skeleton).
+# test_fast_unwind includes the library's files it tests (they are not in the core library)
+$(OUT)/tests/test_fast_unwind: src/fast/unwind.c src/fast/own_map.c src/fast/table_pages.c
 $(OUT)/tests/%: tests/unit/%.c tests/harness.h $(wildcard tests/unit/*.h) $(SRC_HDRS) $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -224,7 +226,7 @@ $(OUT)/fixtures/stk_%: tests/fixtures/stacks/stk.c
 		$< -o $@ -ldl -lpthread
 
 # the in-process unwinder next to the kernel's (test_stacks.py): its own tables, built as stacks.c does
-UNW_SRCS := tests/fixtures/stacks/unw.c src/fast/unwind.c src/fast/own_map.c
+UNW_SRCS := tests/fixtures/stacks/unw.c src/fast/unwind.c src/fast/own_map.c src/fast/table_pages.c
 $(OUT)/fixtures/unw_%: $(UNW_SRCS) src/fast/unwind.h src/inspect/unwind_table.h src/bpf_abi.h src/event.h $(OUT)/libmemtrack-core.a
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)

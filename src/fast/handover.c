@@ -32,42 +32,48 @@
 #include "fast/interpose.h"
 #include "fast/link.h"
 #include "fast/ring.h"
+#include "fast/table_pages.h"
 #include "fast/unwind.h"
 #include "fast/vfork.h"
 
-/* The unwinder's tables as mapped here (a fork child inherits its parent's). */
+/* The unwinder's tables as read here (a fork child inherits its parent's). */
 static struct {
-	void *tables, *umaps;
-	size_t tables_bytes;
-} S;
+	struct fast_table_pages tables;
+	void *umaps;
+} S = { .tables = { .fd = -1 } };
 
 #define UMAPS_BYTES ((sizeof(struct mt_fast_umaps) + 4095) & ~(size_t)4095)
 
 static void drop_stacks(void)
 {
 	fast_unwind_detach();
-	if (S.tables)
-		munmap(S.tables, S.tables_bytes);
+	fast_table_pages_close(&S.tables);
 	if (S.umaps)
 		munmap(S.umaps, UMAPS_BYTES);
-	S.tables = S.umaps = NULL;
+	S.umaps = NULL;
 }
 
 /*
- * Maps memtrack's tables (after the marker: with the depth raised, which
- * vm.bpf.c reads from then on, they are the allocator's mappings, not the
- * program's).  Any failure: no stacks (the heap records name none).
+ * Takes memtrack's tables: their memfd, kept at a high number, for reading
+ * them a page at a time into memory of the library's (table_pages.h: not
+ * mapped, so the pages around each one read do not count in the process's
+ * RSS), and this process's mappings, mapped.  After the marker: with the
+ * depth raised, which vm.bpf.c reads from then on, the copy and the
+ * mapping are the allocator's, not the program's.  Any failure: no stacks
+ * (the heap records name none).
  */
 static void map_stacks(struct link_stacks *st)
 {
-	if (st->tables_fd < 0)
+	int fd = st->tables_fd;
+
+	if (fd < 0)
 		return;
-	S.tables_bytes = st->tables_bytes;
-	S.tables = interpose_own_map_fd(st->tables_bytes, st->tables_fd);
-	S.umaps = interpose_own_map_fd(UMAPS_BYTES, st->maps_fd);
-	if (!S.tables || !S.umaps ||
-	    !fast_unwind_attach(S.tables, st->tables_bytes, st->index_off, st->rows_cap,
-				st->index_cap, S.umaps))
+	st->tables_fd = -1; /* the table pages' from here on, closed by them */
+	if (!fast_table_pages_open(&S.tables, link_move_high(fd), st->tables_bytes,
+				   interpose_own_map))
+		S.umaps = interpose_own_map_fd(UMAPS_BYTES, st->maps_fd);
+	if (!S.umaps ||
+	    !fast_unwind_attach(&S.tables, st->index_off, st->rows_cap, st->index_cap, S.umaps))
 		drop_stacks();
 	link_stacks_close(st);
 }

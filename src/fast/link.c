@@ -167,13 +167,7 @@ int link_hello(int memfd, const volatile uint32_t **heap_switch, struct link_sta
 	return accepted(L.sock, heap_switch, st) ? 0 : -1;
 }
 
-/*
- * Moves @sock to a high number (below the soft fd limit, at most 1024:
- * the fd table stays small), out of the way of a program that takes the
- * lowest free numbers or dup2()s onto its own small ones.  Returns the fd
- * to use (@sock when there is no room up there).
- */
-static int move_high(int sock)
+int link_move_high(int sock)
 {
 	struct rlimit rl;
 	rlim_t top;
@@ -223,7 +217,7 @@ int link_connect(const char *path)
 		close(sock);
 		return -1;
 	}
-	sock = move_high(sock);
+	sock = link_move_high(sock);
 	if (note_sock(sock)) { /* made here and not noted: surely ours */
 		close(sock);
 		return -1;

@@ -52,6 +52,14 @@ struct link_stacks {
  */
 int link_hello(int memfd, const volatile uint32_t **heap_switch, struct link_stacks *st) HIDDEN;
 
+/*
+ * Moves @fd to a high number (below the soft fd limit, at most 1024: the
+ * fd table stays small), close-on-exec, out of the way of a program that
+ * takes the lowest free numbers or dup2()s onto its own small ones.
+ * Returns the fd to use (@fd when there is no room up there).
+ */
+int link_move_high(int fd) HIDDEN;
+
 /* Closes the fds of @st (-1 after). */
 void link_stacks_close(struct link_stacks *st) HIDDEN;
 

@@ -11,6 +11,7 @@
 #include "fast/ring.h"
 #include "fast/unwind.h"
 #include "fast/own_map.h"
+#include "fast/table_pages.h"
 
 /*
  * The tables memtrack gave this process (handover.c), or none.  Set once
@@ -25,17 +26,20 @@ static struct {
 /* One stack per thread: only a thread's outermost allocator call unwinds. */
 static __thread struct fast_stack tls_stack TLS_IE;
 
-bool fast_unwind_attach(const void *tables, uint64_t bytes, uint64_t index_off, uint32_t rows_cap,
+bool fast_unwind_attach(struct fast_table_pages *pages, uint64_t index_off, uint32_t rows_cap,
 			uint32_t index_cap, const struct mt_fast_umaps *umaps)
 {
-	/* memtrack's geometry, checked anyway: nothing is read past the mapping */
+	uint64_t bytes = pages->bytes;
+
+	/* memtrack's geometry, checked anyway: nothing is read past the tables */
 	if ((uint64_t)rows_cap * sizeof(struct mt_unwind_row) > index_off || index_off > bytes ||
 	    (uint64_t)index_cap * sizeof(uint64_t) > bytes - index_off || index_off % 8)
 		return false;
-	U.t.rows = tables;
+	U.t.rows = (const struct mt_unwind_row *)pages->copy;
 	U.t.nrows = rows_cap;
-	U.t.index = (const uint64_t *)((const char *)tables + index_off);
+	U.t.index = (const uint64_t *)(pages->copy + index_off);
 	U.t.nindex = index_cap;
+	U.t.pages = pages;
 	U.t.maps = &umaps->maps;
 	__atomic_store_n(&U.umaps, umaps, __ATOMIC_RELEASE);
 	return true;

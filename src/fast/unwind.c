@@ -14,6 +14,7 @@
 #include "fast/unwind.h"
 #include "unwind_search.h"
 #include "fast/own_map.h"
+#include "fast/table_pages.h"
 
 enum { RUNNING = 0, COMPLETE = 1, TRUNCATED = 2 };
 
@@ -54,14 +55,22 @@ static const struct mt_umap *frame_umap(struct walk *w)
 	return k < MT_MAX_UMAPS ? &um->m[k] : NULL;
 }
 
+/* The @len bytes at @p in the tables, read in first when they come a page at a time; NULL: not now. */
+static const void *table_entry(const struct fast_unwind_tables *t, const void *p, size_t len)
+{
+	return t->pages ? fast_table_page(t->pages, p, len, t->gen) : p;
+}
+
 static int64_t bucket_row(const struct fast_unwind_tables *t, uint32_t idx)
 {
-	return idx < t->nindex ? (int64_t)(t->index[idx] & 0xffffffffu) : -1;
+	const uint64_t *e = idx < t->nindex ? table_entry(t, &t->index[idx], sizeof(*e)) : NULL;
+
+	return e ? (int64_t)(*e & 0xffffffffu) : -1;
 }
 
 static const struct mt_unwind_row *row_at(const struct fast_unwind_tables *t, uint32_t idx)
 {
-	return idx < t->nrows ? &t->rows[idx] : NULL;
+	return idx < t->nrows ? table_entry(t, &t->rows[idx], sizeof(t->rows[idx])) : NULL;
 }
 
 static bool row_step(const struct fast_unwind_tables *t, uint64_t *lo, uint64_t *hi, uint64_t addr)

@@ -54,6 +54,8 @@ struct fast_frame_cache {
 	uint64_t chk;
 } __attribute__((aligned(32))); /* one cache line holds whole entries */
 
+struct fast_table_pages;
+
 /* The shared tables, as the library sees them (all read-only). */
 struct fast_unwind_tables {
 	const struct mt_unwind_row *rows; /* unwind_rows */
@@ -63,6 +65,9 @@ struct fast_unwind_tables {
 	const struct mt_umaps *maps;	  /* this address space's mappings, NULL: none */
 	struct fast_frame_cache *cache;	  /* FAST_CACHE_SLOTS, NULL: none */
 	uint64_t gen;			  /* the mappings' generation the cache holds */
+	/* rows and index live in this copy, each page read in as a walk of
+	 * generation gen needs it (table_pages.h); NULL: in memory whole */
+	struct fast_table_pages *pages;
 };
 
 /* One unwound stack, as a STACK record carries it. */
@@ -91,12 +96,13 @@ uint64_t fast_unwind_skip(const struct fast_unwind_tables *t, uint64_t entry_sp,
 struct mt_fast_umaps;
 
 /*
- * The tables memtrack handed over (mapped read-only by handover.c:
- * @rows_cap rows at @tables, @index_cap index entries at @index_off, this
- * process's mappings at @umaps).  Returns false for a geometry that does
- * not fit @bytes (nothing is used).  Single-threaded (handover.c).
+ * The tables memtrack handed over (read in a page at a time through
+ * @pages, handover.c's: @rows_cap rows from offset 0, @index_cap index
+ * entries at @index_off, this process's mappings at @umaps, mapped
+ * read-only).  Returns false for a geometry that does not fit the tables
+ * (nothing is used).  Single-threaded (handover.c).
  */
-bool fast_unwind_attach(const void *tables, uint64_t bytes, uint64_t index_off, uint32_t rows_cap,
+bool fast_unwind_attach(struct fast_table_pages *pages, uint64_t index_off, uint32_t rows_cap,
 			uint32_t index_cap, const struct mt_fast_umaps *umaps) HIDDEN;
 void fast_unwind_detach(void) HIDDEN;
 bool fast_unwinding(void) HIDDEN;

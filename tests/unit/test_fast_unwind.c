@@ -11,15 +11,19 @@
  *
  * The library's files are not in libmemtrack-core.a (they are built with
  * the library's flags into libmemtrack-fast.so): the one under test is
- * included here, with own_map.c, which it maps its tables through.
+ * included here, with own_map.c and table_pages.c, which it reads its
+ * tables through.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "harness.h"
 #include "fast/own_map.c"
+#include "fast/table_pages.c"
 #include "fast/unwind.c"
 
 #define BIAS 0x3ff000ull
@@ -43,7 +47,7 @@ static uint64_t elsewhere[16] = { 1 }; /* readable memory that is not the stack 
 
 static struct fast_unwind_tables tables(bool indexed)
 {
-	struct fast_unwind_tables t = { rows, NROWS, index_, 6, &maps, NULL, 0 };
+	struct fast_unwind_tables t = { rows, NROWS, index_, 6, &maps, NULL, 0, NULL };
 
 	memset(&maps, 0, sizeof(maps));
 	maps.n = 1;
@@ -274,6 +278,112 @@ static void test_seen_set(void)
 	CHECK(!fast_stack_seen(0x1235));
 }
 
+/* Anonymous memory, as handover.c's interpose_own_map gives the table pages. */
+static void *map_zeroed(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/*
+ * A memfd laid out as memtrack's tables (rows at 0, the index at @index_off)
+ * of @bytes bytes; -1 on failure.
+ */
+static int tables_memfd(uint64_t bytes, uint64_t index_off)
+{
+	int fd = memfd_create("test-tables", MFD_CLOEXEC);
+
+	if (fd < 0 || ftruncate(fd, (off_t)bytes) ||
+	    pwrite(fd, rows, sizeof(rows), 0) != (ssize_t)sizeof(rows) ||
+	    pwrite(fd, index_, sizeof(index_), (off_t)index_off) != (ssize_t)sizeof(index_)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The same walk with the tables read a page at a time (table_pages.h, as
+ * handover.c attaches them): the same stack, and only the pages the walk
+ * read are read (the rows' page and the index's, not the one between).
+ */
+static void test_through_table_pages(void)
+{
+	static const uint64_t want[] = { 0x1010, 0x2010, 0x3010 };
+	const uint64_t index_off = 2 * FAST_TABLE_PAGE, bytes = 3 * FAST_TABLE_PAGE;
+	struct fast_unwind_tables t = tables(true);
+	struct fast_table_pages tp;
+	struct fast_stack s;
+	int fd = tables_memfd(bytes, index_off);
+
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	CHECK_EQ(fast_table_pages_open(&tp, fd, bytes, map_zeroed), 0);
+	t.rows = (const struct mt_unwind_row *)tp.copy;
+	t.index = (const uint64_t *)(tp.copy + index_off);
+	t.pages = &tp;
+	t.gen = 4;
+	chain();
+	CHECK_U64(fast_unwind(&t, AT(0), AT(4), LO, HI, &s), id_of(want, 3, true));
+	CHECK_EQ(s.n, 3u);
+	CHECK_EQ(s.truncated, 0u);
+	CHECK_U64(tp.state[0], (4 + 1) << 1);
+	CHECK_U64(tp.state[1], 0); /* never read: nothing of it made resident */
+	CHECK_U64(tp.state[2], (4 + 1) << 1);
+	fast_table_pages_close(&tp);
+	CHECK_EQ(tp.fd, -1);
+}
+
+/*
+ * The page reader's rules: a page read under an older generation is read
+ * again (rows appended since), one being filled gives NULL, an entry
+ * across a page or outside the tables gives NULL, the last page is read up
+ * to the tables' end, and a memfd whose number now names another file is
+ * not read (an already read page still serves its generation).
+ */
+static void test_table_page_rules(void)
+{
+	const uint64_t bytes = FAST_TABLE_PAGE + 100;
+	struct fast_table_pages tp;
+	const uint64_t *e;
+	uint64_t v = 0x1111, late = 0x2222;
+	int fd = memfd_create("test-pages", MFD_CLOEXEC), other;
+
+	CHECK(fd >= 0);
+	if (fd < 0 || ftruncate(fd, (off_t)bytes) || pwrite(fd, &v, 8, 8) != 8)
+		return;
+	CHECK_EQ(fast_table_pages_open(&tp, fd, bytes, map_zeroed), 0);
+	e = fast_table_page(&tp, tp.copy + 8, 8, 0);
+	CHECK(e == (const void *)(tp.copy + 8));
+	CHECK_U64(e ? *e : 0, 0x1111);
+	/* appended after the read: not seen under the same generation, seen under the next */
+	CHECK_EQ(pwrite(fd, &late, 8, 16), 8);
+	e = fast_table_page(&tp, tp.copy + 16, 8, 0);
+	CHECK_U64(e ? *e : 1, 0);
+	e = fast_table_page(&tp, tp.copy + 16, 8, 2);
+	CHECK_U64(e ? *e : 0, 0x2222);
+	/* busy, across a page, outside, before the copy */
+	tp.state[0] |= 1;
+	CHECK(fast_table_page(&tp, tp.copy + 8, 8, 4) == NULL);
+	tp.state[0] &= ~1ull;
+	CHECK(fast_table_page(&tp, tp.copy + FAST_TABLE_PAGE - 4, 8, 2) == NULL);
+	CHECK(fast_table_page(&tp, tp.copy + bytes - 4, 8, 2) == NULL);
+	CHECK(fast_table_page(&tp, tp.copy - 8, 8, 2) == NULL);
+	/* the last page, 100 bytes of it */
+	CHECK(fast_table_page(&tp, tp.copy + FAST_TABLE_PAGE + 92, 8, 2) != NULL);
+	/* the number reused for another file: unread pages are not read from it */
+	other = memfd_create("test-other", MFD_CLOEXEC);
+	CHECK(other >= 0 && ftruncate(other, (off_t)bytes) == 0);
+	CHECK_EQ(dup2(other, tp.fd), tp.fd);
+	CHECK(fast_table_page(&tp, tp.copy + 8, 8, 6) == NULL);
+	CHECK(fast_table_page(&tp, tp.copy + 8, 8, 2) != NULL);
+	close(other);
+	fast_table_pages_close(&tp);
+}
+
 int main(void)
 {
 	RUN(test_complete_chain);
@@ -285,5 +395,7 @@ int main(void)
 	RUN(test_bad_slices);
 	RUN(test_stack_bounds);
 	RUN(test_seen_set);
+	RUN(test_through_table_pages);
+	RUN(test_table_page_rules);
 	return harness_failed_tests ? 1 : 0;
 }
