@@ -201,6 +201,7 @@ def results(args, config, config_sha256, run, benches, scratch_root, t_start, me
         "scratch_fs": "tmpfs (/dev/shm)" if scratch_root == "/dev/shm" else scratch_root,
         "budget_s": suite.budget_s,
         "peer_timeout_s": suite.peer_timeout_s,
+        "outer_options": suite.outer_options,
         "memory_jobs": run.memory_jobs,
         "suite_seconds": time.monotonic() - t_start,
         "load": run.machine.summary(),

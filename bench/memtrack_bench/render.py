@@ -141,8 +141,9 @@ def memory_section(result):
     out.append("")
     out.append("## memtrack's own memory")
     out.append("")
-    out.append("Measured by memtrack tracking memtrack: `memtrack track -o outer.mtrk -- /usr/bin/time -f %M "
-               "memtrack track -o inner.mtrk -- WORKLOAD`.  Heap columns are the inner memtrack process's "
+    outer = result.get("outer_options", "-q")  # results of runs before it was written: "-q"
+    out.append(f"Measured by memtrack tracking memtrack: `memtrack track {outer} -o outer.mtrk -- "
+               "/usr/bin/time -f %M memtrack track -o inner.mtrk -- WORKLOAD`.  Heap columns are the inner memtrack process's "
                "malloc-family calls (count, bytes requested, peak live bytes); events is what the inner "
                "memtrack recorded; tables is the kernel memory of --stacks' unwind tables (report --json's "
                "stack_table_bytes), B/event the inner artifact's bytes per event.")
