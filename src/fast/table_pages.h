@@ -38,11 +38,11 @@
 #define FAST_TABLE_PAGE 4096u
 
 struct fast_table_pages {
-	uint8_t *copy;	    /* the tables' bytes at their memfd offsets, as far as read */
-	uint64_t *state;    /* per page: (gen + 1) << 1 it was read under, | 1 while busy; 0: never */
-	uint64_t bytes;	    /* of the tables (the memfd's size) */
-	int fd;		    /* the tables' memfd, -1: none */
-	dev_t dev;	    /* what fd was when it was handed over */
+	uint8_t *copy;	 /* the tables' bytes at their memfd offsets, as far as read */
+	uint64_t *state; /* per page: (gen + 1) << 1 it was read under, | 1 while busy; 0: never */
+	uint64_t bytes;	 /* of the tables (the memfd's size) */
+	int fd;		 /* the tables' memfd, -1: none */
+	dev_t dev;	 /* what fd was when it was handed over */
 	ino_t ino;
 };
 
