@@ -94,7 +94,7 @@ const void *fast_table_page(struct fast_table_pages *tp, const void *p, size_t l
 	if ((seen & 1) || !__atomic_compare_exchange_n(&tp->state[pg], &seen, seen | 1, false,
 						       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return NULL; /* another thread (or the walk this handler interrupted) fills it */
-	if (!read_page(tp, pg)) { /* nothing was read: the page still serves what it served */
+	if (!read_page(tp, pg)) { /* what it read is the memfd's: the page serves what it served */
 		__atomic_store_n(&tp->state[pg], seen, __ATOMIC_RELEASE);
 		return NULL;
 	}
