@@ -55,7 +55,7 @@ struct fast_table_pages {
 int fast_table_pages_open(struct fast_table_pages *tp, int fd, uint64_t bytes,
 			  void *(*map)(size_t len)) HIDDEN;
 
-/* Unmaps and closes what open made (a zeroed @tp is fine). */
+/* Unmaps and closes what open made; after it (or before any open: .fd = -1) a no-op. */
 void fast_table_pages_close(struct fast_table_pages *tp) HIDDEN;
 
 /*
