@@ -40,6 +40,17 @@
  * change in the process's own context (then the flag is cleared).
  */
 #define MT_PROC_ADOPT_MM 4u
+/*
+ * The same process, while its allocator probes go in (one site after
+ * another: one perf event each before Linux 6.6): its heap calls are not
+ * recorded, or a malloc seen before free's probe is in would stay "live"
+ * for ever.  Cleared by memtrack once they are all in (adopt.c sync_one),
+ * so its heap is recorded from one instant on, like a command's from its
+ * start.  Only userspace writes it; the BPF side's concurrent change of
+ * MT_PROC_ADOPT_MM that the rewrite could undo only repeats an adoption
+ * that rss.bpf.c never repeats (the mm is registered by then).
+ */
+#define MT_PROC_ARMING 8u
 
 /*
  * The marker syscall of the handover: prctl(MT_FAST_PRCTL, MT_FAST_VERSION,
@@ -56,7 +67,7 @@
  * says whether the library unwinds (MT_FAST_UNWINDS: the FAST record's
  * `stacks` field).
  */
-#define MT_FAST_VERSION 3u
+#define MT_FAST_VERSION 4u
 #define MT_FAST_UNWINDS 1u
 
 /* Per tracked process (key: tgid). */
@@ -66,6 +77,29 @@ struct tracked_proc {
 	/* MT_PROC_FAST: the library's depth word, from the thread pointer (the marker's) */
 	__s64 fast_depth_off;
 };
+
+/*
+ * --sample-bytes: one process's exact heap totals (map `heap_counts`, key:
+ * tgid), counted by the uprobes for every outermost call, sampled or not;
+ * userspace writes them as a COUNTS record at the end (sample_counts.c).
+ * Fields in COUNTS' order.
+ */
+struct mt_heap_counts {
+	__u64 allocs;	   /* allocating calls that returned a block */
+	__u64 alloc_bytes; /* bytes they asked for */
+	__u64 frees;	   /* blocks freed (free of non-NULL, realloc's old block) */
+	__u64 sampled;	   /* allocations recorded */
+	__u64 unmatched;   /* sampled ones not recorded: no room to follow their free */
+};
+
+/* A sampled block that is live (map `sampled_blocks`): its free is recorded. */
+struct mt_sampled_key {
+	__u64 addr;
+	__u32 tgid;
+	__u32 pad; /* 0 */
+};
+
+#define MT_MAX_SAMPLED (1u << 20) /* sampled blocks live at once, the tree's */
 
 /*
  * The session's state, one element of the `session` array (key 0).  Set
@@ -178,21 +212,40 @@ struct mt_uprobe_multi_attr {
  */
 #define MT_STACKS_SEEN_FAST 16384
 
-/* How a row finds the CFA (the caller's rsp: the return address is at CFA-8). */
+/*
+ * How a row finds the CFA (the caller's stack pointer).  The rows of an
+ * aarch64 object use the same numbers for its registers: "rsp" is sp,
+ * "rbp" is the frame pointer x29, and enum mt_ra_rule says where the return
+ * address (x30) is; on x86-64 it is always at CFA-8.
+ */
 enum mt_cfa_rule {
 	MT_CFA_NONE = 0, /* unknown here (no FDE, unsupported rule): stop, truncated */
-	MT_CFA_RSP = 1,	 /* rsp + off */
-	MT_CFA_RBP = 2,	 /* rbp + off */
+	MT_CFA_RSP = 1,	 /* rsp (sp) + off */
+	MT_CFA_RBP = 2,	 /* rbp (x29) + off */
 	MT_CFA_DEREF_RBP =
 		3,	/* *(rbp + off): gcc's stack realignment (DW_OP_breg6 off; DW_OP_deref) */
 	MT_CFA_END = 4, /* return address undefined: the outermost frame (_start, clone3) */
 };
 
-/* How a row restores the caller's rbp. */
+/* How a row restores the caller's rbp (x29 on aarch64). */
 enum mt_rbp_rule {
 	MT_RBP_SAME = 0,   /* unchanged */
 	MT_RBP_AT_CFA = 1, /* saved at CFA + off */
 	MT_RBP_LOST = 2,   /* any other rule: rbp is unknown from here on */
+};
+
+/*
+ * Where a row's return address is.  x86-64's rows all say MT_RA_CFA_MINUS_8;
+ * aarch64's say where x30 was saved, or that it still holds the return
+ * address (a leaf, a function's first instructions), which only the first
+ * frame (the registers of the interrupted call) can use.  A return address
+ * signed by pointer authentication (DW_CFA_AARCH64_negate_ra_state) needs no
+ * rule: the unwinders clear the bits above the user address space.
+ */
+enum mt_ra_rule {
+	MT_RA_CFA_MINUS_8 = 0, /* at CFA - 8: x86-64 */
+	MT_RA_AT_CFA = 1,      /* saved at CFA + ra_off: aarch64 */
+	MT_RA_LR = 2,	       /* still in the link register x30: the first frame only */
 };
 
 struct mt_unwind_row {
@@ -201,7 +254,9 @@ struct mt_unwind_row {
 	__s16 rbp_off; /* MT_RBP_AT_CFA's off */
 	__u8 cfa;      /* enum mt_cfa_rule */
 	__u8 rbp;      /* enum mt_rbp_rule */
-	__u32 pad;     /* an array map's elements are 8-byte aligned anyway (mmaped) */
+	__s16 ra_off;  /* MT_RA_AT_CFA's off */
+	__u8 ra;       /* enum mt_ra_rule */
+	__u8 pad;      /* zero; an array map's elements are 8-byte aligned anyway (mmaped) */
 };
 
 /* One executable file mapping of a process. */
@@ -218,11 +273,61 @@ struct mt_umap {
 	__u32 pad;
 };
 
+/*
+ * Where a CPython interpreter keeps the calling thread's frames (issue 37):
+ * the process's addresses of its runtime and of the code type, and the
+ * offsets its version has (src/record/python.c's table).  runtime 0: no
+ * interpreter, or none whose frames are taken (native frames only).
+ */
+enum mt_py_chain {
+	MT_PY_CHAIN_310 = 1, /* tstate->frame: PyFrameObject, f_back, f_lasti */
+	MT_PY_CHAIN_311 = 2, /* tstate->cframe->current_frame, is_entry, prev_instr */
+	MT_PY_CHAIN_312 = 3, /* as 3.11, entries are frames owned by the C stack */
+	MT_PY_CHAIN_313 = 4, /* tstate->current_frame, f_executable, instr_ptr */
+};
+
+struct mt_py {
+	__u64 runtime;	 /* &_PyRuntime in the process, 0: no Python frames */
+	__u64 code_type; /* &PyCode_Type in the process */
+	__u32 version;	 /* PY_VERSION_HEX */
+	__u16 chain;	 /* enum mt_py_chain */
+	__u16 lines;	 /* enum mt_py_lines (event.h) */
+	__u16 tss_key;	/* _PyRuntime's autoTSSkey._key: the thread's state (pthread_getspecific) */
+	__u16 ts_frame; /* PyThreadState's cframe (3.11, 3.12), current_frame (3.13), frame (3.10) */
+	__u16 cf_frame; /* _PyCFrame's current_frame (3.11, 3.12) */
+	__u16 fr_code;	/* the frame's code object */
+	__u16 fr_back;	/* the frame's caller */
+	__u16 fr_instr; /* the frame's instruction pointer (3.10: f_lasti, an int) */
+	__u16 fr_entry; /* is_entry (3.11), owner (3.12, 3.13) */
+	__u16 fr_owner; /* owner (3.11+) */
+	__u16 co_first; /* co_firstlineno (int) */
+	__u16 co_name;
+	__u16 co_qual; /* co_qualname (3.10: co_name) */
+	__u16 co_file;
+	__u16 co_lines;	    /* co_linetable (bytes) */
+	__u16 co_code;	    /* where the instructions start: co_code_adaptive (3.11+) */
+	__u16 co_traceable; /* _co_firsttraceable (3.11+): earlier frames are incomplete */
+	__u16 str_ascii;    /* sizeof(PyASCIIObject): a compact ASCII string's data */
+	__u16 str_compact;  /* sizeof(PyCompactUnicodeObject) */
+	__u16 str_state;    /* PyASCIIObject's state bits */
+	__u16 str_length;   /* PyASCIIObject's length */
+	__u16 bytes_data;   /* PyBytesObject's ob_sval */
+	/*
+	 * glibc's struct pthread specific_1stblock, from the thread pointer
+	 * (fsbase): where the kernel unwinder reads pthread_getspecific(key)
+	 * of the task (src/inspect/glibc_tls.c); 0: the process's libc is not
+	 * the one memtrack measured, the kernel takes no Python frames
+	 */
+	__u16 tls_specific;
+	__u16 pad[2];
+};
+
 /* The executable mappings of an address space, sorted by start. */
 struct mt_umaps {
 	__u32 n;
 	__u32 pad;
 	struct mt_umap m[MT_MAX_UMAPS];
+	struct mt_py py; /* the interpreter the process runs, if any */
 };
 
 /*
@@ -237,6 +342,7 @@ struct mt_unwind_state {
 	__u64 pc; /* a return address, or the exact pc when @exact */
 	__u64 sp; /* the caller's rsp at pc */
 	__u64 bp;
+	__u64 lr; /* aarch64: x30 at pc when @exact (MT_RA_LR rows), 0 elsewhere */
 	__u64 hash;
 	__u32 last;   /* the previous frame's mapping in mt_umaps.m, MT_MAX_UMAPS: none */
 	__u32 n;      /* frames recorded */

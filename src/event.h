@@ -61,7 +61,15 @@
 	X(REFUSED, 22, "refused", NULL, 0)     /* what its ring lied about */ \
 	X(MPROTECT, 23, "mprotect", NULL, 0)   /* the mapping syscalls again */ \
 	/* `memtrack attach` (src/record/adopt.c) */                         \
-	X(RUNNING, 24, "running", "path", 0)   /* a process found at attach */
+	X(RUNNING, 24, "running", "path", 0)   /* a process found at attach */ \
+	/* attach under sudo (src/bpf/proc.bpf.c, src/inspect/authority.c) */ \
+	X(LEFT, 25, "left", NULL, 0)           /* no longer the user's to trace */ \
+	/* Python frames (src/fast/python.c, src/record/python.c) */         \
+	X(PYTHON, 26, "python", NULL, 0)       /* an interpreter's verdict */ \
+	X(PYCODE, 27, "pycode", NULL, 0)       /* one code object */ \
+	/* --sample-bytes (src/record/sample_counts.c, fast_drain.c) */      \
+	X(SAMPLING, 28, "sampling", NULL, 0)   /* the period, before any heap record */ \
+	X(COUNTS, 29, "counts", NULL, 0)       /* a process's exact heap totals */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
@@ -145,6 +153,27 @@
 #define MT_FIELDS_RUNNING(F)                   /* the path follows */       \
 	F(RUNNING_PPID, "ppid", UINT)          /* its parent at attach */   \
 	F(RUNNING_COMM, "comm", UINT)          /* 1: path is its comm */
+#define MT_FIELDS_LEFT(F)                                                   \
+	F(LEFT_REASON, "reason", UINT)         /* MT_LEFT_* */
+#define MT_FIELDS_PYTHON(F)                                                 \
+	F(PYTHON_OBJECT, "object", UINT)       /* OBJECT id of the interpreter */ \
+	F(PYTHON_VERSION, "version", UINT)     /* its PY_VERSION_HEX, 0: unread */ \
+	F(PYTHON_FRAMES, "frames", UINT)       /* enum mt_py_verdict */
+#define MT_FIELDS_PYCODE(F)                    /* the strings and lines follow */ \
+	F(PYCODE_KEY, "key", UINT)             /* the frames' addr (> 0) */ \
+	F(PYCODE_FIRSTLINE, "firstlineno", UINT)                            \
+	F(PYCODE_STRINGS, "strings", UINT)     /* MT_PYCODE_STR_* lengths, kinds */ \
+	F(PYCODE_LINES, "lines", UINT)         /* line table bytes | format << 32 */ \
+	F(PYCODE_LINES_ALL, "lines_all", UINT) /* its bytes in the code object */
+
+#define MT_FIELDS_SAMPLING(F)                                               \
+	F(SAMPLING_PERIOD, "period", UINT)     /* N: mean bytes between samples */
+#define MT_FIELDS_COUNTS(F)                                                 \
+	F(COUNTS_ALLOCS, "allocs", UINT)       /* allocating calls, all */  \
+	F(COUNTS_ALLOC_BYTES, "alloc_bytes", UINT) /* bytes they asked for */ \
+	F(COUNTS_FREES, "frees", UINT)         /* blocks freed (free, realloc) */ \
+	F(COUNTS_SAMPLED, "sampled", UINT)     /* allocations recorded */   \
+	F(COUNTS_UNMATCHED, "unmatched", UINT) /* sampled, not followable: unrecorded */
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,
@@ -325,6 +354,13 @@ MT_RECORD_TYPES(MT_X_TYPE_FITS)
  */
 #define MT_REC_ALLOCATOR 0x4000u
 
+/*
+ * Why a process left an attach made under sudo (a LEFT record's reason):
+ * from then on the invoking user could not have traced it themselves.
+ */
+#define MT_LEFT_EXEC 1u	    /* it exec'd a program that gained privileges (setid, caps) */
+#define MT_LEFT_DUMPABLE 2u /* it made itself undumpable, prctl(PR_SET_DUMPABLE, 0) */
+
 /* Flags of a FORK record (field 2). */
 #define MT_FORK_THREAD 1u /* clone with CLONE_THREAD */
 #define MT_FORK_VM 2u	  /* shares the parent's mm (CLONE_VM: vfork, threads) */
@@ -409,6 +445,64 @@ _Static_assert(MALLOC_STACK == 2 && CALLOC_STACK == 2 && REALLOC_STACK == 3 &&
 	       "the stack id is each heap record's last field");
 _Static_assert(sizeof(struct mt_rec_mark) == 24 + MT_PATH_MAX, "mt_rec_mark layout");
 _Static_assert(sizeof(struct mt_rec_running) == 24 + 16 + MT_PATH_MAX, "mt_rec_running layout");
+
+/*
+ * Python frames (issue 37, FORMAT.md §8.3).  A frame whose object has
+ * MT_PY_FRAME set is one frame of the interpreter's chain: the low 31 bits
+ * are the instruction's offset in the code object (code units, below
+ * MT_PY_ENTRY), addr the key of a PYCODE record of the same file; the
+ * frame with MT_PY_ENTRY is the outermost of one call of the eval loop
+ * (_PyEval_EvalFrameDefault), whose native frame the Python frames up to
+ * it stand for.  OBJECT ids never reach these bits.
+ */
+#define MT_PY_FRAME 0x80000000u
+#define MT_PY_ENTRY 0x40000000u
+#define MT_PY_OFFSET_MASK 0x3fffffffu
+
+/* What a PYTHON record says of an interpreter's frames. */
+enum mt_py_verdict {
+	MT_PY_OFF = 0,	       /* --no-python-frames */
+	MT_PY_ON = 1,	       /* its stacks carry Python frames */
+	MT_PY_UNSUPPORTED = 2, /* a version memtrack has no offsets for: native frames only */
+	MT_PY_UNREADABLE = 3,  /* its symbols or version could not be read: native frames only */
+};
+
+/* Where a PYCODE record's strings' bytes, kind and line-table format sit in its fields. */
+#define MT_PYCODE_NAME_MAX 128	 /* bytes of co_name kept */
+#define MT_PYCODE_QUAL_MAX 256	 /* bytes of co_qualname kept */
+#define MT_PYCODE_FILE_MAX 512	 /* bytes of co_filename kept */
+#define MT_PYCODE_LINES_MAX 1024 /* bytes of the line table kept */
+#define MT_PYCODE_BLOB_MAX \
+	(MT_PYCODE_NAME_MAX + MT_PYCODE_QUAL_MAX + MT_PYCODE_FILE_MAX + MT_PYCODE_LINES_MAX)
+/* STRINGS: name, qualname, file bytes (10 bits each: < 1024), then each kind (3 bits: 1, 2, 4) */
+#define MT_PYCODE_STR(name, qual, file, kn, kq, kf)                                      \
+	((__u64)(name) | (__u64)(qual) << 10 | (__u64)(file) << 20 | (__u64)(kn) << 30 | \
+	 (__u64)(kq) << 33 | (__u64)(kf) << 36)
+#define MT_PYCODE_STR_LEN(v, i) ((__u32)((v) >> (10 * (i))) & 1023u)
+#define MT_PYCODE_STR_KIND(v, i) ((__u32)((v) >> (30 + 3 * (i))) & 7u)
+/* LINES' format: which CPython line table the bytes are */
+enum mt_py_lines {
+	MT_PY_LINES_NONE = 0,
+	MT_PY_LINES_310 = 1, /* 3.10's co_linetable: (offset delta, line delta) byte pairs */
+	MT_PY_LINES_311 = 2, /* 3.11+'s location table (Objects/locations.md) */
+};
+
+/* A PYCODE record as its writers make it: fields, then the blob (name, qualname, file, line table). */
+struct mt_rec_pycode {
+	struct mt_rec_hdr h;
+	__u64 f[PYCODE_NFIELDS];
+	__u8 blob[MT_PYCODE_BLOB_MAX];
+};
+_Static_assert(sizeof(struct mt_rec_pycode) == 24 + 40 + MT_PYCODE_BLOB_MAX,
+	       "mt_rec_pycode layout");
+
+/* The blob's bytes a PYCODE record's fields @f describe (above MT_PYCODE_BLOB_MAX: invalid). */
+static inline __u64 mt_pycode_blob_len(const __u64 *f)
+{
+	return (__u64)MT_PYCODE_STR_LEN(f[PYCODE_STRINGS], 0) +
+	       MT_PYCODE_STR_LEN(f[PYCODE_STRINGS], 1) + MT_PYCODE_STR_LEN(f[PYCODE_STRINGS], 2) +
+	       (f[PYCODE_LINES] & 0xffffffffu);
+}
 /* alloc.bpf.c fills every heap record through one layout */
 _Static_assert(MALLOC_ADDR == 0 && CALLOC_ADDR == 0 && REALLOC_ADDR == 0 &&
 		       ALIGNED_ALLOC_ADDR == 0 && FREE_ADDR == 0,

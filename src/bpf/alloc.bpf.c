@@ -17,7 +17,8 @@
 #include "bpf/common.bpf.h"
 #include "bpf/alloc.bpf.h"
 #include "bpf/unwind.bpf.h"
-
+#include "bpf/python.bpf.h"
+#include "sample.h"
 
 /* the thread's outermost allocator call (vm.bpf.c reads it too) */
 struct {
@@ -28,6 +29,108 @@ struct {
 	__type(key, __u32);
 	__type(value, struct call_args);
 } inflight SEC(".maps");
+
+/*
+ * --sample-bytes (sample.h).  Userspace sizes these three to 1 entry
+ * without it.  A thread's distance to its next sample point: an evicted
+ * one is drawn afresh, which the memoryless draw allows.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MT_MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, __s64);
+} sample_left SEC(".maps");
+
+/* The sampled blocks live: only their frees are recorded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_SAMPLED);
+	__type(key, struct mt_sampled_key);
+	__type(value, __u64);
+} sampled_blocks SEC(".maps");
+
+/* Every process's exact totals (bpf_abi.h), read at the end by userspace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, struct mt_heap_counts);
+} heap_counts SEC(".maps");
+
+/*
+ * Whether this thread's allocation of @size bytes is recorded (always
+ * without sampling).  A global function: the verifier checks it once, not
+ * at each of call_enter's inlined sites (it was 150 ms of the load).
+ */
+__noinline int sample_take(__u64 size)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__s64 *left, first;
+
+	if (!sample_bytes)
+		return true;
+	left = bpf_map_lookup_elem(&sample_left, &tid);
+	if (!left) {
+		first = mt_sample_interval(bpf_get_prandom_u32(), sample_bytes);
+		bpf_map_update_elem(&sample_left, &tid, &first, BPF_ANY);
+		left = bpf_map_lookup_elem(&sample_left, &tid);
+		if (!left)
+			return false;
+	}
+	return mt_sample_take(left, size, bpf_get_prandom_u32(), sample_bytes);
+}
+
+static __always_inline struct mt_heap_counts *counts_of(__u32 tgid)
+{
+	struct mt_heap_counts *c = bpf_map_lookup_elem(&heap_counts, &tgid), zero = {};
+
+	if (c)
+		return c;
+	bpf_map_update_elem(&heap_counts, &tgid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&heap_counts, &tgid);
+}
+
+/*
+ * Whether the block at @addr was sampled (and is no longer: its free is
+ * recorded).  Counts the free.
+ */
+static __always_inline bool sampled_free(struct mt_heap_counts *c, __u32 tgid, __u64 addr)
+{
+	struct mt_sampled_key k = { .addr = addr, .tgid = tgid };
+
+	if (c)
+		__sync_fetch_and_add(&c->frees, 1);
+	return bpf_map_delete_elem(&sampled_blocks, &k) == 0;
+}
+
+/*
+ * Counts an allocation of @size at @addr; when @sampled, remembers the block
+ * (its free is recorded) and returns whether it is recorded.
+ */
+static __always_inline bool sampled_alloc(struct mt_heap_counts *c, __u32 tgid, __u64 addr,
+					  __u64 size, bool sampled)
+{
+	struct mt_sampled_key k = { .addr = addr, .tgid = tgid };
+	__u64 one = 1;
+
+	if (c) {
+		__sync_fetch_and_add(&c->allocs, 1);
+		__sync_fetch_and_add(&c->alloc_bytes, size);
+	}
+	if (!sampled)
+		return false;
+	if (bpf_map_update_elem(&sampled_blocks, &k, &one, BPF_ANY)) {
+		if (c)
+			__sync_fetch_and_add(&c->unmatched, 1);
+		return false;
+	}
+	if (c)
+		__sync_fetch_and_add(&c->sampled, 1);
+	return true;
+}
 
 /*
  * The thread's outermost allocator call, or NULL.  A call whose entry is
@@ -67,7 +170,7 @@ static __always_inline int call_enter(__u32 fn, __u32 kind, bool noret, __u64 sp
 	__u32 tid = (__u32)id;
 	struct call_args *cur, args = {};
 
-	if (!is_tracked(id >> 32))
+	if (!heap_tracked(id >> 32))
 		return 0;
 	cur = outer_call(tid, sp, !noret);
 	if (cur) {
@@ -82,6 +185,8 @@ static __always_inline int call_enter(__u32 fn, __u32 kind, bool noret, __u64 sp
 	args.fn = fn;
 	args.kind = kind;
 	args.noret = noret;
+	/* the decision comes first: an unsampled call takes no stack */
+	args.sampled = sample_take(size);
 	bpf_map_update_elem(&inflight, &tid, &args, BPF_ANY);
 	return 1;
 }
@@ -110,8 +215,8 @@ static __always_inline bool call_exit(struct call_args *out)
 	return true;
 }
 
-static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 size, __u64 third,
-				      __u64 stack)
+static __always_inline void emit_raw(__u16 type, __u16 fn, __u64 addr, __u64 size, __u64 third,
+				     __u64 stack)
 {
 	struct mt_rec *r;
 	__u32 n = type == MT_FREE			   ? FREE_NFIELDS
@@ -141,6 +246,38 @@ static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 si
 }
 
 /*
+ * Emits a heap record of the program's call; with --sample-bytes it counts
+ * the call and emits only what concerns sampled blocks (@sampled: the
+ * call's draw): a sampled allocation, the free of a sampled block, a
+ * realloc from or to one (to an unsampled block from a sampled one: the
+ * free of the old).
+ */
+static __always_inline void emit_heap(__u16 type, __u16 fn, __u64 addr, __u64 size, __u64 third,
+				      __u64 stack, bool sampled)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct mt_heap_counts *c;
+	bool old = false;
+
+	if (!sample_bytes) {
+		emit_raw(type, fn, addr, size, third, stack);
+		return;
+	}
+	c = counts_of(tgid);
+	if (type == MT_FREE) {
+		if (sampled_free(c, tgid, addr))
+			emit_raw(MT_FREE, fn, addr, 0, 0, 0);
+		return;
+	}
+	if (type == MT_REALLOC)
+		old = sampled_free(c, tgid, third);
+	if (sampled_alloc(c, tgid, addr, size, sampled))
+		emit_raw(type, fn, addr, size, third, stack);
+	else if (old)
+		emit_raw(MT_FREE, fn, third, 0, 0, 0);
+}
+
+/*
  * A free-kind function (free, operator delete, dallocx ...) is recorded at
  * its entry: it has nothing to return.  A free made inside another
  * allocator call (realloc moving a block, operator delete calling free, an
@@ -157,7 +294,7 @@ static __always_inline int free_enter(__u32 fn, bool guarded, __u64 sp, __u64 pt
 	__u32 tid = (__u32)id;
 	struct call_args *cur, args = {};
 
-	if (!is_tracked(id >> 32))
+	if (!heap_tracked(id >> 32))
 		return 0;
 	cur = outer_call(tid, sp, guarded);
 	if (cur) {
@@ -166,7 +303,7 @@ static __always_inline int free_enter(__u32 fn, bool guarded, __u64 sp, __u64 pt
 		return 0;
 	}
 	if (ptr)
-		emit_heap(MT_FREE, fn, ptr, 0, 0, 0);
+		emit_heap(MT_FREE, fn, ptr, 0, 0, 0, false);
 	if (guarded) {
 		args.sp = sp;
 		args.fn = fn;
@@ -232,8 +369,9 @@ int BPF_KPROBE(alloc_enter, __u64 a0, __u64 a1, __u64 a2)
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
 		struct call_args *cur = bpf_map_lookup_elem(&inflight, &tid);
 
-		if (cur)
-			cur->stack = take_stack(0, sp, PT_REGS_FP(ctx), false);
+		if (cur && cur->sampled)
+			cur->stack =
+				take_stack(0, sp, PT_REGS_FP(ctx), UNWIND_ENTRY_LR(ctx), false);
 	}
 	return 0;
 }
@@ -243,11 +381,11 @@ static __always_inline void realloc_exit(const struct call_args *a, __u64 ret)
 {
 	if (!a->arg) {
 		if (ret)
-			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack);
+			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack, a->sampled);
 	} else if (ret) {
-		emit_heap(MT_REALLOC, a->fn, ret, a->size, a->arg, a->stack);
+		emit_heap(MT_REALLOC, a->fn, ret, a->size, a->arg, a->stack, a->sampled);
 	} else if (!a->size) {
-		emit_heap(MT_FREE, a->fn, a->arg, 0, 0, 0);
+		emit_heap(MT_FREE, a->fn, a->arg, 0, 0, 0, false);
 	}
 }
 
@@ -257,11 +395,12 @@ static __always_inline void mallocx_exit(const struct call_args *a, __u64 ret)
 	__u32 lg_align = a->arg & 0x3f;
 
 	if (lg_align)
-		emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, 1ull << lg_align, a->stack);
+		emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, 1ull << lg_align, a->stack,
+			  a->sampled);
 	else if (a->arg & 0x40)
-		emit_heap(MT_CALLOC, a->fn, ret, a->size, 0, a->stack);
+		emit_heap(MT_CALLOC, a->fn, ret, a->size, 0, a->stack, a->sampled);
 	else
-		emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack);
+		emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack, a->sampled);
 }
 
 /* Records the outermost call @a, which returned @ret. */
@@ -273,12 +412,12 @@ static __always_inline void emit_result(const struct call_args *a, __u64 ret)
 	case MT_K_FREE: /* recorded at entry */ break;
 	case MT_K_MALLOC:
 		if (ret)
-			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack);
+			emit_heap(MT_MALLOC, a->fn, ret, a->size, 0, a->stack, a->sampled);
 		break;
 	case MT_K_CALLOC:
 	case MT_K_ZALLOC:
 		if (ret)
-			emit_heap(MT_CALLOC, a->fn, ret, a->size, 0, a->stack);
+			emit_heap(MT_CALLOC, a->fn, ret, a->size, 0, a->stack, a->sampled);
 		break;
 	case MT_K_REALLOC:
 	case MT_K_REALLOCARRAY: realloc_exit(a, ret); break;
@@ -289,17 +428,18 @@ static __always_inline void emit_result(const struct call_args *a, __u64 ret)
 	case MT_K_XALLOCX:
 		/* returns the block's new usable size; it never moves */
 		if (ret >= a->size)
-			emit_heap(MT_REALLOC, a->fn, a->arg, a->size, a->arg, a->stack);
+			emit_heap(MT_REALLOC, a->fn, a->arg, a->size, a->arg, a->stack, a->sampled);
 		break;
 	case MT_K_POSIX_MEMALIGN:
 		/* returns 0 or an errno; the pointer is in *memptr */
 		if (ret || bpf_probe_read_user(&addr, sizeof(addr), (void *)a->memptr))
 			break;
-		emit_heap(MT_ALIGNED_ALLOC, a->fn, addr, a->size, a->arg, a->stack);
+		emit_heap(MT_ALIGNED_ALLOC, a->fn, addr, a->size, a->arg, a->stack, a->sampled);
 		break;
 	default:
 		if (ret)
-			emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, a->arg, a->stack);
+			emit_heap(MT_ALIGNED_ALLOC, a->fn, ret, a->size, a->arg, a->stack,
+				  a->sampled);
 		break;
 	}
 }

@@ -26,6 +26,10 @@ extern const volatile __u64 page_size;		   /* bytes; valloc's alignment */
 extern const volatile __u32 memtrack_tgid; /* memtrack itself: its exit resumes what is parked */
 extern const volatile __u32 fast_path;	   /* --fast given */
 extern const volatile __u32 exit_has_group_dead; /* sched_process_exit passes group_dead */
+extern const volatile __u32 owner_only;		 /* attach under sudo: the user's only */
+extern const volatile __u32 owner_uid;
+extern const volatile __u32 owner_gid;
+extern const volatile __u64 sample_bytes; /* --sample-bytes N (sample.h), 0: every call */
 
 /*
  * Weak: a kernel without them (bpf_send_signal_task is 6.13, the other two
@@ -103,6 +107,17 @@ extern struct {
 static __always_inline bool is_tracked(__u32 tgid)
 {
 	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+}
+
+/*
+ * Whether @tgid's heap calls are recorded: tracked, and not a running
+ * process whose allocator probes are still going in (MT_PROC_ARMING).
+ */
+static __always_inline bool heap_tracked(__u32 tgid)
+{
+	struct tracked_proc *tp = bpf_map_lookup_elem(&tracked, &tgid);
+
+	return tp && !(tp->flags & MT_PROC_ARMING);
 }
 
 /*

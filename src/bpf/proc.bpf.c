@@ -22,6 +22,8 @@
 #include "bpf/common.bpf.h"
 #include "bpf/syscalls.bpf.h"
 
+#define PR_SET_DUMPABLE 4 /* include/uapi/linux/prctl.h */
+
 extern struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -180,6 +182,123 @@ int BPF_PROG(handle_fork_return, struct pt_regs *regs, long ret)
 }
 
 /*
+ * The same first return on arm64, where the child does not take the
+ * syscall exit path (ret_from_fork goes straight to asm_exit_to_user_mode:
+ * no sys_exit tracepoint): wake_up_new_task() flagged it for an rseq update
+ * (rseq_migrate) when its parent had registered rseq, as glibc does by
+ * default since 2.35, so this tracepoint runs in the child before its first
+ * instruction, and the SIGSTOP fork_flush sends is taken in the same return
+ * (do_notify_resume loops while work is flagged).  Loaded on arm64 only
+ * (loader.c): it runs at every rseq update of every task.
+ */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(handle_fork_rseq, struct task_struct *t)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if ((__u32)pid_tgid != pid_tgid >> 32)
+		return 0;
+	fork_flush(pid_tgid >> 32, true);
+	return 0;
+}
+
+/*
+ * The mm's flags word, wherever this kernel keeps it: an unsigned long
+ * until Linux 6.18 made it a bitmap (mm_flags_t, commit "mm: convert
+ * mm->flags to a bitmap type"; the dumpable bits stay bits 0-1 of word 0).
+ */
+struct mm_struct___flags_word {
+	unsigned long flags;
+} __attribute__((preserve_access_index));
+struct mm_struct___flags_bitmap {
+	struct {
+		unsigned long __mm_flags[1];
+	} flags;
+} __attribute__((preserve_access_index));
+
+#define MMF_DUMPABLE_MASK 3ul /* include/linux/sched/coredump.h */
+#define SUID_DUMP_USER 1ul
+
+static __always_inline bool mm_dumpable(void *mm)
+{
+	unsigned long flags;
+
+	if (bpf_core_field_exists(((struct mm_struct___flags_word *)mm)->flags))
+		flags = BPF_CORE_READ((struct mm_struct___flags_word *)mm, flags);
+	else
+		flags = BPF_CORE_READ((struct mm_struct___flags_bitmap *)mm, flags.__mm_flags[0]);
+	return (flags & MMF_DUMPABLE_MASK) == SUID_DUMP_USER;
+}
+
+/*
+ * The permitted capabilities of @c: a u64 val since Linux 6.3 (commit
+ * "capability: just use a 'u64' instead of a 'u32[2]' array"), u32 cap[2]
+ * before.
+ */
+struct cred___caps_array {
+	struct {
+		__u32 cap[2];
+	} cap_permitted;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 cred_caps(const struct cred *c)
+{
+	const struct cred___caps_array *o = (const void *)c;
+
+	if (bpf_core_field_exists(o->cap_permitted.cap))
+		return BPF_CORE_READ(o, cap_permitted.cap[0]) |
+		       (__u64)BPF_CORE_READ(o, cap_permitted.cap[1]) << 32;
+	return BPF_CORE_READ(c, cap_permitted.val);
+}
+
+/*
+ * attach under sudo: whether @p is a process the invoking user could trace
+ * themselves, by the rule src/inspect/authority.c applies at the attach
+ * (the kernel's ptrace_may_access with PTRACE_MODE_ATTACH_REALCREDS): real,
+ * effective and saved uid and gid the user's, no capabilities (but in a
+ * user namespace the user owns) and a dumpable mm.  Read after an exec has
+ * committed the new program's credentials.
+ */
+static __always_inline bool owner_may_trace(struct task_struct *p)
+{
+	const struct cred *c = BPF_CORE_READ(p, cred);
+	/* a plain u64: a kernel_cap_t local would be read through a CO-RE
+	 * relocation (vmlinux.h's preserve_access_index), poisoned on < 6.3 */
+	__u64 caps;
+
+	if (BPF_CORE_READ(c, uid.val) != owner_uid || BPF_CORE_READ(c, euid.val) != owner_uid ||
+	    BPF_CORE_READ(c, suid.val) != owner_uid || BPF_CORE_READ(c, gid.val) != owner_gid ||
+	    BPF_CORE_READ(c, egid.val) != owner_gid || BPF_CORE_READ(c, sgid.val) != owner_gid)
+		return false;
+	caps = cred_caps(c);
+	if (caps && (BPF_CORE_READ(c, user_ns, level) == 0 ||
+		     BPF_CORE_READ(c, user_ns, owner.val) != owner_uid))
+		return false;
+	return mm_dumpable(BPF_CORE_READ(p, mm));
+}
+
+/*
+ * @tgid leaves the tree (attach under sudo: the user may no longer trace
+ * it): untracked, so nothing of it is recorded from now on and its children
+ * do not join, and a LEFT record tells userspace to drop its probes.  Only
+ * the remover records, as for an exit.
+ */
+static __always_inline void owner_leave(__u32 tgid, __u32 reason)
+{
+	struct mt_rec *r;
+
+	if (bpf_map_delete_elem(&tracked, &tgid))
+		return;
+	mm_forget(tgid);
+	r = ctl_reserve(MT_LEFT, sizeof(r->h) + LEFT_NFIELDS * sizeof(__u64));
+	if (!r)
+		return;
+	fill_hdr(r, MT_LEFT, 0, LEFT_NFIELDS);
+	r->f[LEFT_REASON] = reason;
+	rec_submit(r, true);
+}
+
+/*
  * The owner record of the current task's mm, if the current process owns
  * it: a vfork child execs on its parent's mm, which must stay reported.
  */
@@ -194,13 +313,23 @@ static __always_inline struct mm_owner *current_mm_owner(void)
 
 /*
  * execve of a tracked process: stop reporting the RSS of the mm it is about
- * to drop (see rss.bpf.c).  Two compares for every other syscall.
+ * to drop (see rss.bpf.c).  Two compares for every other syscall.  Under an
+ * attach made through sudo, a tracked process making itself undumpable
+ * leaves the tree before the call (the user could not trace it after).
  */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(handle_execve_enter, struct pt_regs *regs, long id)
 {
 	struct mm_owner *o;
 
+	if (owner_only && id == NR_prctl && SYSCALL_PARM1(regs) == PR_SET_DUMPABLE &&
+	    SYSCALL_PARM2(regs) == 0) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+		if (is_tracked(tgid))
+			owner_leave(tgid, MT_LEFT_DUMPABLE);
+		return 0;
+	}
 	if (id != NR_execve && id != NR_execveat)
 		return 0;
 	o = current_mm_owner();
@@ -235,6 +364,10 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 
 	if (!is_tracked(p->tgid))
 		return 0;
+	if (owner_only && !owner_may_trace(p)) {
+		owner_leave(p->tgid, MT_LEFT_EXEC);
+		return 0;
+	}
 	mm_adopt(p->tgid, BPF_CORE_READ(p, mm));
 	r = ctl_reserve(MT_EXEC, sizeof(*r));
 	if (!r)

@@ -7,6 +7,7 @@
 #include <bpf/bpf_helpers.h>
 #include "event.h"
 #include "bpf_abi.h"
+#include "bpf/python_walk.bpf.h"
 
 const volatile __u64 wakeup_bytes = 256 * 1024;
 const volatile __u32 stop_on_spawn = 1;
@@ -18,6 +19,15 @@ const volatile __u32 adopt_running = 0; /* memtrack attach: see rss.bpf.c */
 const volatile __u32 fast_path = 0;	/* --fast: the in-process heap path (fast.bpf.c) */
 /* sched_process_exit has its group_dead argument (6.18 has, 6.12 not; kernel_features.c) */
 const volatile __u32 exit_has_group_dead = 1;
+/*
+ * attach under sudo: the tree holds only processes the invoking user could
+ * trace themselves; one that stops being one leaves it (proc.bpf.c).
+ */
+const volatile __u32 owner_only = 0;
+const volatile __u32 owner_uid = 0; /* the invoking user's uid and gid (kernel ids) */
+const volatile __u32 owner_gid = 0;
+/* --sample-bytes: mean bytes between recorded allocations (alloc.bpf.c), 0: all */
+const volatile __u64 sample_bytes = 0;
 
 /*
  * Heap recording on (1) or off (0).  Not const: userspace flips it at run
@@ -194,5 +204,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mt_unwind_state);
 } unwind_state SEC(".maps");
+
+/* The walk of a thread's Python frames, per CPU (bpf_abi.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_py_walk);
+} py_walk SEC(".maps");
+
+/* A PYCODE record being filled, per CPU (2 KiB: not on the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_rec_pycode);
+} pycode_scratch SEC(".maps");
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

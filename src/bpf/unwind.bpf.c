@@ -9,7 +9,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include "bpf/unwind.bpf.h"
+#include "bpf/python.bpf.h" /* and unwind.bpf.h */
 #include "unwind_search.h"
 
 /*
@@ -105,22 +105,6 @@ static __always_inline const struct mt_unwind_row *find_row(const struct mt_umap
 	return row && row->pc <= addr ? row : NULL;
 }
 
-static __always_inline void add_frame(struct mt_unwind_state *st, struct mt_rec_stack *s,
-				      __u32 object, __u64 addr)
-{
-	__u32 i = st->n;
-
-	if (i >= MT_STACK_MAX)
-		return;
-	s->frames[i].object = object;
-	s->frames[i].pad = 0;
-	s->frames[i].addr = addr;
-	st->n = i + 1;
-	/* FNV-1a over 64-bit words */
-	st->hash = (st->hash ^ object) * 0x100000001b3ull;
-	st->hash = (st->hash ^ addr) * 0x100000001b3ull;
-}
-
 /* unwind.bpf.h's contract; __noinline and not static: a global function. */
 __noinline long mt_unwind_frame(struct mt_unwind_state *st, struct mt_rec_stack *s,
 				const struct mt_umaps *um)
@@ -153,8 +137,23 @@ __noinline long mt_unwind_frame(struct mt_unwind_state *st, struct mt_rec_stack 
 		break;
 	default: goto truncated;
 	}
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
-		goto truncated;
+	switch (row->ra) {
+	case MT_RA_CFA_MINUS_8:
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+			goto truncated;
+		break;
+	case MT_RA_AT_CFA:
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + row->ra_off)))
+			goto truncated;
+		break;
+	case MT_RA_LR: /* x30 is the caller's only where the task stopped */
+		if (!st->exact)
+			goto truncated;
+		ra = st->lr;
+		break;
+	default: goto truncated;
+	}
+	ra &= UNWIND_RA_MASK; /* a pac-ret signature (unwind.bpf.h) */
 	if (row->rbp == MT_RBP_AT_CFA) {
 		if (bpf_probe_read_user(&st->bp, sizeof(st->bp), (void *)(cfa + row->rbp_off)))
 			goto truncated;

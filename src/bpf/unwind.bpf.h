@@ -8,8 +8,9 @@
  * parked then), the object's rows into `unwind_rows` (chunked: bpf_abi.h) and the process's
  * executable mappings into `proc_maps` (src/record/stacks.c).  Each frame is
  * a binary search in the mappings and one in the object's rows; the CFA is
- * rsp+N, rbp+N or *(rbp+N), the return address is at CFA-8 (x86-64), rbp
- * is restored from CFA+N where the row says so.  A stack is hashed over its
+ * rsp+N, rbp+N or *(rbp+N), the return address is at CFA-8 (x86-64) or
+ * where the row says (arm64: saved at CFA+N, or still in x30 in the first
+ * frame), rbp (x29) is restored from CFA+N where the row says so.  A stack is hashed over its
  * (object, address) frames, so the id does not depend on ASLR; an LRU set
  * remembers which ids were written.  Maps are defined in ring.bpf.c; a
  * frame's step is unwind.bpf.c's (global functions, verified once).
@@ -21,6 +22,26 @@
 #include "bpf/common.bpf.h"
 
 extern const volatile __u32 stacks_on; /* --stacks */
+
+/*
+ * Where a call's entry leaves its return address, and the bits of a
+ * return address that are not its address.  x86-64: on the stack at sp
+ * (the caller's rsp is sp + 8).  arm64: in x30, sp unchanged by the call;
+ * a return address signed by pointer authentication (pac-ret) carries its
+ * signature above the 48 bits of the user address space (Debian's kernels:
+ * VA_BITS 48; a 52-bit address is only handed out on request), so masking
+ * strips it without the key, as the kernel's own unwinder does
+ * (ptrauth_strip_user_insn_pac).
+ */
+#if defined(__TARGET_ARCH_arm64)
+#define UNWIND_ENTRY_IN_LR 1
+#define UNWIND_ENTRY_LR(ctx) PT_REGS_RET(ctx) /* x30 */
+#define UNWIND_RA_MASK ((1ull << 48) - 1)
+#else
+#define UNWIND_ENTRY_IN_LR 0
+#define UNWIND_ENTRY_LR(ctx) 0
+#define UNWIND_RA_MASK (~0ull)
+#endif
 
 struct unwind_rows_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -95,6 +116,23 @@ struct mt_unwind {
 	const struct mt_umaps *um;  /* the address space's mappings, or NULL */
 };
 
+/* Appends frame (@object, @addr) to @s and hashes it into the stack id. */
+static __always_inline void add_frame(struct mt_unwind_state *st, struct mt_rec_stack *s,
+				      __u32 object, __u64 addr)
+{
+	__u32 i = st->n;
+
+	if (i >= MT_STACK_MAX)
+		return;
+	s->frames[i].object = object;
+	s->frames[i].pad = 0;
+	s->frames[i].addr = addr;
+	st->n = i + 1;
+	/* FNV-1a over 64-bit words */
+	st->hash = (st->hash ^ object) * 0x100000001b3ull;
+	st->hash = (st->hash ^ addr) * 0x100000001b3ull;
+}
+
 /*
  * One frame: record where the walk is (@s->frames), then find the caller.
  * Returns 1 once the walk has ended (st->status says how), else 0.  A
@@ -128,6 +166,12 @@ static __always_inline __u32 mm_owner_tgid(void)
 	return o ? o->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32);
 }
 
+/* The id of the stack unwound so far: its frames' hash, and whether it is complete. */
+static __always_inline __u64 unwound_id(const struct mt_unwind_state *st)
+{
+	return (st->hash ^ (st->status == UNWIND_COMPLETE ? 0 : 0x9e3779b97f4a7c15ull)) | 1;
+}
+
 /*
  * Writes the unwound stack in stack_scratch as a STACK record unless its id
  * was written already.  Returns the id.
@@ -142,7 +186,7 @@ static __always_inline __u64 emit_stack(const struct mt_unwind *u)
 
 	if (!n || n > MT_STACK_MAX)
 		return 0;
-	id = (st->hash ^ (st->status == UNWIND_COMPLETE ? 0 : 0x9e3779b97f4a7c15ull)) | 1;
+	id = unwound_id(st);
 	if (bpf_map_lookup_elem(&stacks_seen, &id))
 		return id;
 	fill_hdr((struct mt_rec *)s, MT_STACK, 0, STACK_NFIELDS);
@@ -161,12 +205,15 @@ static __always_inline __u64 emit_stack(const struct mt_unwind *u)
 	return id;
 }
 
+static __always_inline void take_python(const struct mt_unwind *u);
+
 /*
  * The current task's user stack: at an allocator's entry (@exact false: @sp
- * points at the return address) or at a syscall (@exact: @pc is where the
- * task is).  Returns its stack id, 0 when none was taken.
+ * points at the return address; arm64: @lr holds it) or at a syscall
+ * (@exact: @pc is where the task is, @lr its x30).  Returns its stack id, 0
+ * when none was taken.
  */
-static __always_inline __u64 take_stack(__u64 pc, __u64 sp, __u64 bp, bool exact)
+static __always_inline __u64 take_stack(__u64 pc, __u64 sp, __u64 bp, __u64 lr, bool exact)
 {
 	struct mt_unwind_state *st;
 	struct mt_unwind u;
@@ -187,8 +234,12 @@ static __always_inline __u64 take_stack(__u64 pc, __u64 sp, __u64 bp, bool exact
 	st->n = 0;
 	st->status = UNWIND_RUNNING;
 	st->exact = exact;
+	st->lr = exact ? lr : 0;
 	if (exact) {
 		st->pc = pc;
+		st->sp = sp;
+	} else if (UNWIND_ENTRY_IN_LR) {
+		st->pc = lr & UNWIND_RA_MASK;
 		st->sp = sp;
 	} else {
 		if (bpf_probe_read_user(&st->pc, sizeof(st->pc), (void *)sp))
@@ -198,6 +249,7 @@ static __always_inline __u64 take_stack(__u64 pc, __u64 sp, __u64 bp, bool exact
 	bpf_loop(MT_STACK_MAX + 1, unwind_step, &u, 0);
 	if (st->status == UNWIND_RUNNING)
 		st->status = UNWIND_TRUNCATED;
+	take_python(&u);
 	return emit_stack(&u);
 }
 

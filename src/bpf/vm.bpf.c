@@ -30,6 +30,7 @@
 #include "bpf/alloc.bpf.h"
 #include "bpf/syscalls.bpf.h"
 #include "bpf/unwind.bpf.h"
+#include "bpf/python.bpf.h"
 
 
 struct sys_args {
@@ -119,8 +120,9 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long id)
 	args.a[4] = PT_REGS_PARM5_CORE_SYSCALL(regs);
 	args.a[5] = SYSCALL_PARM6(regs);
 	if (type == MT_MMAP)
-		args.stack = take_stack(regs->ip, regs->sp, regs->bp, true);
-	if ((type == MT_MMAP || type == MT_BRK) && in_allocator(pid_tgid >> 32, tid, regs->sp))
+		args.stack = take_stack(USER_PC(regs), USER_SP(regs), USER_FP(regs), USER_LR(regs),
+					true);
+	if ((type == MT_MMAP || type == MT_BRK) && in_allocator(pid_tgid >> 32, tid, USER_SP(regs)))
 		args.rec_fn = MT_REC_ALLOCATOR;
 	bpf_map_update_elem(&sys_inflight, &tid, &args, BPF_ANY);
 	return 0;

@@ -75,7 +75,13 @@ const char *kernel_features_mech(const struct kernel_features *kf, enum kf_facil
 /* Writes the mechanisms chosen into @h's kernel_mech (the artifact's header). */
 void kernel_features_header(const struct kernel_features *kf, struct mt_header *h);
 
-/* The minimum kernel memtrack is tested on, "6.1". */
+/*
+ * The minimum kernel memtrack is tested on, "6.1": its one definition.  The
+ * Makefile reads it from this line for the man page and the .deb's
+ * Description; `memtrack --version` prints MT_REQUIREMENTS.
+ */
 #define MT_KERNEL_FLOOR "6.1"
+#define MT_REQUIREMENTS \
+	"needs Linux " MT_KERNEL_FLOOR " or newer with BTF, and root or CAP_BPF and CAP_PERFMON"
 
 #endif
