@@ -72,6 +72,14 @@ static inline size_t rec_size(const void *rec)
 		return __builtin_offsetof(struct mt_rec_stack, frames) +
 		       (size_t)n * sizeof(struct mt_rec_frame);
 	}
+	if (h->type == MT_PYCODE) {
+		__u64 f[PYCODE_NFIELDS], n;
+
+		memcpy(f, (const char *)rec + sizeof(*h), sizeof(f));
+		n = mt_pycode_blob_len(f);
+		return __builtin_offsetof(struct mt_rec_pycode, blob) +
+		       (size_t)(n > MT_PYCODE_BLOB_MAX ? MT_PYCODE_BLOB_MAX : n);
+	}
 	return sizeof(*h) + (size_t)h->nfields * sizeof(__u64);
 }
 

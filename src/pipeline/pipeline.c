@@ -166,8 +166,8 @@ static int write_batch(struct worker *wk, const struct batch *b)
 			str = ((const struct mt_rec_mark *)rec)->name;
 		else if (h->type == MT_RUNNING)
 			str = ((const struct mt_rec_running *)rec)->path;
-		else if (h->type == MT_OBJECT || h->type == MT_STACK)
-			str = rec; /* build-id and path, or frames */
+		else if (h->type == MT_OBJECT || h->type == MT_STACK || h->type == MT_PYCODE)
+			str = rec; /* build-id and path, frames, or a code object's bytes */
 		err = mt_encoder__add(wk->enc, h, f, str);
 	}
 	if (!err)
@@ -708,7 +708,8 @@ static int setup_poll(struct pipeline *p)
 	for (unsigned i = 0; !err && i < p->nwatched; i++)
 		err = epoll_add(p->epoll_fd, p->watched[i].fd);
 	for (unsigned i = 0; !err && i < p->nsrcs; i++)
-		err = epoll_add(p->epoll_fd, p->srcs[i].fd);
+		if (p->srcs[i].fd >= 0) /* -1: a source read only with the rings */
+			err = epoll_add(p->epoll_fd, p->srcs[i].fd);
 	return err;
 }
 

@@ -173,8 +173,8 @@ struct pipeline_source {
 };
 
 /*
- * Makes the poller also wait on @fd (borrowed; an epoll fd is fine) and
- * read @src (copied) with the rings.  Any number of sources, merged with
+ * Makes the poller also wait on @fd (borrowed; an epoll fd is fine; -1:
+ * nothing to wait on) and read @src (copied) with the rings.  Any number of sources, merged with
  * each other too; call it before pipeline__start_poller().  Returns 0 or
  * -ENOMEM.
  */

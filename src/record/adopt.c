@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "pipeline/batch.h"
+#include "inspect/authority.h"
 #include "pipeline/pipeline.h"
 #include "record/adopt.h"
 #include "record/loader.h"
@@ -105,27 +106,49 @@ enum adopt_refusal adopt_check_root(pid_t pid, pid_t self, pid_t reaper, int *er
 	return ADOPT_OK;
 }
 
-static bool tree_has(const struct adopt_tree *t, pid_t pid)
+/* Whether @pid is one of the @n of @v. */
+static bool pids_has(const pid_t *v, size_t n, pid_t pid)
 {
-	for (size_t i = 0; i < t->n; i++)
-		if (t->pids[i] == pid)
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == pid)
 			return true;
 	return false;
 }
 
-static int tree_add(struct adopt_tree *t, pid_t pid)
+static bool tree_has(const struct adopt_tree *t, pid_t pid)
 {
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 16;
-		pid_t *p = realloc(t->pids, cap * sizeof(*p));
+	return pids_has(t->pids, t->n, pid);
+}
+
+/* Appends @pid to the array *@v of *@n (capacity *@cap).  Returns 0 or -ENOMEM. */
+static int pids_push(pid_t **v, size_t *n, size_t *cap, pid_t pid)
+{
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		pid_t *p = realloc(*v, ncap * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
-		t->pids = p;
-		t->cap = cap;
+		*v = p;
+		*cap = ncap;
 	}
-	t->pids[t->n++] = pid;
+	(*v)[(*n)++] = pid;
 	return 0;
+}
+
+static int tree_add(struct adopt_tree *t, pid_t pid)
+{
+	return pids_push(&t->pids, &t->n, &t->cap, pid);
+}
+
+static bool tree_has_refused(const struct adopt_tree *t, pid_t pid)
+{
+	return pids_has(t->refused, t->n_refused, pid);
+}
+
+static int tree_refuse(struct adopt_tree *t, pid_t pid)
+{
+	return pids_push(&t->refused, &t->n_refused, &t->cap_refused, pid);
 }
 
 /* One process of /proc: its pid and parent. */
@@ -184,7 +207,7 @@ out:
  * number added or -errno.
  */
 static int walk_once(const struct proc_link *links, size_t n, pid_t self, pid_t reaper,
-		     struct adopt_tree *t, size_t *added_from)
+		     const struct authority *auth, struct adopt_tree *t, size_t *added_from)
 {
 	int added = 0;
 	bool more = true;
@@ -198,6 +221,12 @@ static int walk_once(const struct proc_link *links, size_t n, pid_t self, pid_t 
 			if (pid == self || pid == reaper || tree_has(t, pid) ||
 			    !tree_has(t, links[i].ppid) || runs_memtrack(pid))
 				continue;
+			/* not the user's to trace: left out, and so are its descendants */
+			if (authority_check(auth, pid, NULL) != AUTH_OK) {
+				if (!tree_has_refused(t, pid) && tree_refuse(t, pid))
+					return -ENOMEM;
+				continue;
+			}
 			if (tree_add(t, pid))
 				return -ENOMEM;
 			added++;
@@ -207,14 +236,40 @@ static int walk_once(const struct proc_link *links, size_t n, pid_t self, pid_t 
 	return added;
 }
 
+/*
+ * The processes @t gained from @from on, tracked, then checked again: one
+ * that is no longer the user's to trace (it exec'd a setuid program between
+ * the walk and its tracking; a later exec the BPF side sees) fails the
+ * whole attach before anything of it is read (-EPERM, t->changed).
+ */
+static int track_new(struct memtrack_bpf *skel, const struct authority *auth, struct adopt_tree *t,
+		     size_t from)
+{
+	int ret;
+
+	for (size_t i = from; i < t->n; i++) {
+		/* a child the BPF side tracked at its fork is the recorder's (EEXIST) */
+		ret = loader_track_running(skel, t->pids[i]);
+		if (ret && ret != -EEXIST)
+			return ret;
+		if (authority_check(auth, t->pids[i], NULL) > AUTH_GONE) {
+			t->changed = t->pids[i];
+			return -EPERM;
+		}
+	}
+	return 0;
+}
+
 int adopt_track(struct memtrack_bpf *skel, pid_t root, pid_t self, pid_t reaper,
-		struct adopt_tree *t)
+		const struct authority *auth, struct adopt_tree *t)
 {
 	int total = 0, ret;
 
 	if (!t->n) {
 		ret = tree_add(t, root);
-		if (!ret && (ret = loader_track_running(skel, root)) && ret != -EEXIST)
+		if (!ret)
+			ret = track_new(skel, auth, t, 0);
+		if (ret)
 			return ret;
 		total = 1;
 	}
@@ -226,18 +281,15 @@ int adopt_track(struct memtrack_bpf *skel, pid_t root, pid_t self, pid_t reaper,
 		ret = read_links(&links, &n);
 		if (ret)
 			return ret;
-		added = walk_once(links, n, self, reaper, t, &from);
+		added = walk_once(links, n, self, reaper, auth, t, &from);
 		free(links);
 		if (added < 0)
 			return added;
 		if (!added)
 			return total;
-		/* a child the BPF side tracked at its fork is the recorder's (EEXIST) */
-		for (size_t i = from; i < t->n; i++) {
-			ret = loader_track_running(skel, t->pids[i]);
-			if (ret && ret != -EEXIST)
-				return ret;
-		}
+		ret = track_new(skel, auth, t, from);
+		if (ret)
+			return ret;
 		total += added;
 	}
 	return total;
@@ -349,10 +401,16 @@ static int inject_all(struct pipeline *pipe, struct rec_out *out)
 }
 
 /*
- * Name, tables, probes and the first RSS record of one process.  Returns 0
- * or -errno.
+ * Name, tables, probes and the first RSS record of one process, gathered in
+ * @out and injected only once the process is found still the user's to
+ * trace (@auth) after all was read: an exec of a setuid program before a
+ * read shows in that check (reading /proc/PID/maps waits for an exec in
+ * progress), one after it left the read of the old image.  Returns 0,
+ * -EPERM when it is no longer (its probes and tables forgotten, nothing of
+ * it injected) or -errno.
  */
-static int sync_one(pid_t pid, struct probes *probes, struct stacks *stacks, struct pipeline *pipe,
+static int sync_one(struct memtrack_bpf *skel, pid_t pid, const struct authority *auth,
+		    struct probes *probes, struct stacks *stacks, struct pipeline *pipe,
 		    struct rec_out *out)
 {
 	struct mt_rec_running run;
@@ -363,18 +421,28 @@ static int sync_one(pid_t pid, struct probes *probes, struct stacks *stacks, str
 	/* its name first, as an exec's comes before what the new image does */
 	ret = read_stat(pid, &st) ?: running_record(pid, st.ppid, &run);
 	if (!ret)
-		ret = pipeline_inject(pipe, &run, sizeof(run));
+		ret = rec_out_put(out, &run, sizeof(run));
 	/* the tables next: no stack through an object comes before its OBJECT record */
 	if (!ret && stacks)
 		ret = stacks_sync(stacks, pid, mono_ns(), out);
-	if (!ret)
-		ret = inject_all(pipe, out);
 	if (!ret && probes)
 		ret = probes_sync(probes, pid);
+	loader_heap_armed(skel, pid); /* every probe in: its heap from here on */
 	if (ret >= 0)
 		ret = rss_record(pid, &r);
 	if (!ret)
-		ret = pipeline_inject(pipe, &r, sizeof(r.h) + RSS_NFIELDS * sizeof(__u64));
+		ret = rec_out_put(out, &r, sizeof(r.h) + RSS_NFIELDS * sizeof(__u64));
+	if (!ret && authority_check(auth, pid, NULL) > AUTH_GONE) {
+		if (probes)
+			probes_forget(probes, pid, false);
+		if (stacks)
+			stacks_forget(stacks, pid);
+		out->used = 0;
+		return -EPERM;
+	}
+	if (!ret)
+		ret = inject_all(pipe, out);
+	out->used = 0;
 	return ret < 0 ? ret : 0;
 }
 
@@ -403,17 +471,22 @@ static void mark_resident(const struct adopt_tree *t, struct phys_adopt *phys,
 		res->phys_err = -EIO;
 }
 
-void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks *stacks,
-		struct phys_adopt *phys, struct pipeline *pipe, struct adopt_result *res)
+void adopt_sync(struct memtrack_bpf *skel, const struct adopt_tree *t, const struct authority *auth,
+		struct probes *probes, struct stacks *stacks, struct phys_adopt *phys,
+		struct pipeline *pipe, struct adopt_result *res)
 {
 	struct rec_out out = { 0 };
 
 	memset(res, 0, sizeof(*res));
 	for (size_t i = 0; i < t->n; i++) {
-		int ret = sync_one(t->pids[i], probes, stacks, pipe, &out);
+		int ret = sync_one(skel, t->pids[i], auth, probes, stacks, pipe, &out);
 
 		if (ret == -ESRCH || ret == -ENOENT) {
 			res->gone++;
+			continue;
+		}
+		if (ret == -EPERM) { /* it left (the BPF side untracked it at its exec) */
+			res->left++;
 			continue;
 		}
 		if (ret) {
@@ -434,6 +507,6 @@ void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks
 void adopt_tree_free(struct adopt_tree *t)
 {
 	free(t->pids);
-	t->pids = NULL;
-	t->n = t->cap = 0;
+	free(t->refused);
+	*t = (struct adopt_tree){ 0 };
 }

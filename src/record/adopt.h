@@ -28,6 +28,7 @@
 #include <sys/types.h>
 #include "compiler.h"
 
+struct authority;
 struct memtrack_bpf;
 struct phys_adopt;
 struct pipeline;
@@ -48,6 +49,9 @@ enum adopt_refusal {
 struct adopt_tree {
 	pid_t *pids; /* the root first */
 	size_t n, cap;
+	pid_t *refused; /* found in the tree but not the user's to trace (authority.h) */
+	size_t n_refused, cap_refused;
+	pid_t changed; /* adopt_track's -EPERM: the process that stopped being the user's */
 };
 
 /*
@@ -58,13 +62,16 @@ enum adopt_refusal adopt_check_root(pid_t pid, pid_t self, pid_t reaper, int *er
 
 /*
  * Puts @root's live tree into @t (the root first; what @t already holds is
- * kept and not repeated), leaving out @self's and @reaper's trees, and
- * tracks each new process in @skel.  Repeats the walk until a walk finds
- * nothing new.  Returns the number of processes added, or -errno (-ESRCH:
- * the root is gone).
+ * kept and not repeated), leaving out @self's and @reaper's trees and the
+ * processes @auth does not let the user record (in t->refused, with their
+ * descendants), and tracks each new process in @skel, checking it again
+ * once tracked.  Repeats the walk until a walk finds nothing new.  Returns
+ * the number of processes added, or -errno (-ESRCH: the root is gone;
+ * -EPERM: t->changed stopped being the user's to trace between the walk
+ * and its tracking, and nothing may be recorded).
  */
 MT_MUST_CHECK int adopt_track(struct memtrack_bpf *skel, pid_t root, pid_t self, pid_t reaper,
-			      struct adopt_tree *t);
+			      const struct authority *auth, struct adopt_tree *t);
 
 /* What adopt_sync() did, for the session's notices and figures. */
 struct adopt_result {
@@ -72,6 +79,7 @@ struct adopt_result {
 	pid_t err_pid;	     /* the process it concerned */
 	unsigned procs;	     /* processes given their probes */
 	unsigned gone;	     /* processes that exited before their turn */
+	unsigned left;	     /* processes no longer the user's to trace by their turn */
 	uint64_t t_first_ns; /* mono_ns() when the root's probes were in */
 	uint64_t t_done_ns;  /* mono_ns() when the last process's were */
 	int phys_err;	     /* --physical: 0, or why resident pages were left out (-errno) */
@@ -81,7 +89,8 @@ struct adopt_result {
 };
 
 /*
- * Poller thread: for each process of @t, its mapping tables and MAPPING
+ * Poller thread: for each process of @t still the user's to trace (@auth:
+ * checked after its reads, see sync_one), its mapping tables and MAPPING
  * records (@stacks, NULL without --stacks), its allocator probes
  * (@probes, NULL with --no-allocators) and a first RSS record read from
  * /proc/PID/status, injected into @pipe, each after a RUNNING record that
@@ -89,10 +98,13 @@ struct adopt_result {
  * gone (then the caller detaches everything).  Then, with @phys (--physical;
  * NULL without), the pages each process has resident are marked
  * (phys_adopt.h) and one PHYSICAL record of the total injected; a failure
- * there leaves the pages out (res->phys_err) and fails nothing.
+ * there leaves the pages out (res->phys_err) and fails nothing.  Each
+ * process's heap calls are recorded from when its probes are all in
+ * (loader_heap_armed() on @skel).
  */
-void adopt_sync(const struct adopt_tree *t, struct probes *probes, struct stacks *stacks,
-		struct phys_adopt *phys, struct pipeline *pipe, struct adopt_result *res);
+void adopt_sync(struct memtrack_bpf *skel, const struct adopt_tree *t, const struct authority *auth,
+		struct probes *probes, struct stacks *stacks, struct phys_adopt *phys,
+		struct pipeline *pipe, struct adopt_result *res);
 
 void adopt_tree_free(struct adopt_tree *t);
 

@@ -72,10 +72,43 @@ static void notice(struct control *c, const char *fmt, ...)
 	c->o.notice(c->o.notice_ctx, msg);
 }
 
+/*
+ * The pid of the live process listening on the socket @c->base of
+ * @c->dir_fd (another memtrack session's control socket), 0 if none: a
+ * connect, and the peer's credentials.
+ */
+static pid_t socket_owner(const struct control *c)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cred = { 0 };
+	socklen_t len = sizeof(cred);
+	int fd;
+
+	if (c->dir_fd < 0 ||
+	    (size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", c->dir_fd,
+			     c->base) >= sizeof(sa.sun_path))
+		return 0;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		cred.pid = 0;
+	close(fd);
+	return cred.pid;
+}
+
 /* Words why the socket cannot be made (@ret) in @err; returns @ret. */
 static int cannot_create(const struct control *c, int ret, char *err, size_t errlen)
 {
-	if (ret == -EADDRINUSE || ret == -EEXIST)
+	pid_t owner = ret == -EADDRINUSE || ret == -EEXIST ? socket_owner(c) : 0;
+
+	if (owner)
+		snprintf(
+			err, errlen,
+			"cannot create control socket '%s': another memtrack session (pid %d) is listening on it; give each concurrent session its own --control path",
+			c->path, (int)owner);
+	else if (ret == -EADDRINUSE || ret == -EEXIST)
 		snprintf(
 			err, errlen,
 			"cannot create control socket '%s': the path already exists; remove it (a memtrack that was killed leaves it behind) or choose another --control path",

@@ -51,6 +51,7 @@ struct fast_conn {
 	bool closing;	       /* the peer's end closed: read to the end, then free */
 	bool orphan;	       /* its end closed, its image still records (sock -1) */
 	bool reported;	       /* its REFUSED record is written */
+	bool counted;	       /* its COUNTS record is written (--sample-bytes) */
 	struct fast_conn *next;
 };
 
@@ -69,6 +70,7 @@ struct fast_drain {
 	uint32_t switch_offset;
 	uint64_t switch_map_bytes;
 	struct stacks *stacks; /* borrowed, NULL: no in-process unwinding */
+	uint64_t sample_bytes; /* --sample-bytes, 0: every call recorded */
 	int listen_fd;
 	int epoll_fd;
 	int parent_fd; /* $TMPDIR or /tmp, -1: none */
@@ -201,6 +203,11 @@ void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, u
 	d->switch_fd = map_fd;
 	d->switch_offset = offset;
 	d->switch_map_bytes = map_bytes;
+}
+
+void fast_drain__set_sampling(struct fast_drain *d, uint64_t sample_bytes)
+{
+	d->sample_bytes = sample_bytes;
 }
 
 void fast_drain__set_stacks(struct fast_drain *d, struct stacks *stacks)
@@ -522,6 +529,8 @@ static bool open_ring(struct fast_drain *d, struct fast_conn *c)
 		goto refuse;
 	not_pending(d, c);
 	c->ring = ring;
+	/* before the answer, which starts the library's recording */
+	((struct mt_fast_hdr *)ring)->sample_bytes = d->sample_bytes;
 	/* before the answer: the library stamps nothing earlier */
 	fast_reader__init(&c->rd, ring, c->pid, mono_ns(), d->va_end);
 	if (answer(d, c, true))
@@ -546,10 +555,12 @@ static void add_counts(struct fast_drain_stats *st, const struct fast_conn *c)
 	if (!c->ring)
 		return;
 	st->records += c->rd.records;
-	st->lost += c->rd.lost;
 	st->bad_records += c->rd.refused;
 	st->bad_procs += c->rd.refused > 0;
 	st->cut += c->rd.lied;
+	if (c->rd.lied) /* its slots and header say nothing true any more */
+		return;
+	st->lost += c->rd.lost;
 	st->env_overflow += __atomic_load_n(&((const struct mt_fast_hdr *)c->ring)->env_overflow,
 					    __ATOMIC_RELAXED) != 0;
 }
@@ -628,6 +639,46 @@ static int report_refusals(struct fast_conn *c, struct pipeline *p, uint64_t ts)
 }
 
 /*
+ * --sample-bytes: writes @c's COUNTS record (once: when its ring is read to
+ * its end, or at the end), the sums of its header's stripes, stamped @ts.
+ * The process wrote them: a liar misstates its own totals only.  Returns 0
+ * or the pipeline's -errno.
+ */
+static int report_counts(const struct fast_drain *d, struct fast_conn *c, struct pipeline *p,
+			 uint64_t ts)
+{
+	const struct mt_fast_hdr *hdr = c->ring;
+	struct mt_rec rec = { .h = { .type = MT_COUNTS,
+				     .pid = c->pid,
+				     .tid = c->pid,
+				     .nfields = COUNTS_NFIELDS,
+				     .ts = ts } };
+
+	if (!c->ring || !d->sample_bytes || c->counted)
+		return 0;
+	c->counted = true;
+	for (unsigned i = 0; i < MT_FAST_COUNT_STRIPES; i++) {
+		const struct mt_fast_counts *k = &hdr->counts[i];
+
+		rec.f[COUNTS_ALLOCS] += __atomic_load_n(&k->allocs, __ATOMIC_RELAXED);
+		rec.f[COUNTS_ALLOC_BYTES] += __atomic_load_n(&k->alloc_bytes, __ATOMIC_RELAXED);
+		rec.f[COUNTS_FREES] += __atomic_load_n(&k->frees, __ATOMIC_RELAXED);
+		rec.f[COUNTS_SAMPLED] += __atomic_load_n(&k->sampled, __ATOMIC_RELAXED);
+		rec.f[COUNTS_UNMATCHED] += __atomic_load_n(&k->unmatched, __ATOMIC_RELAXED);
+	}
+	return pipeline_feed(p, &rec, sizeof(rec.h) + COUNTS_NFIELDS * sizeof(__u64));
+}
+
+/* The records memtrack writes of @c's ring when it stops reading it. */
+static int report_end(const struct fast_drain *d, struct fast_conn *c, struct pipeline *p,
+		      uint64_t ts)
+{
+	int err = report_refusals(c, p, ts);
+
+	return err ? err : report_counts(d, c, p, ts);
+}
+
+/*
  * Feeds @c's ring up to @until; frees @c (*@pc moves on, *@freed is set)
  * once it is read to its end, or lied.  *@next as fast_reader_feed's.
  * Returns the records fed or the pipeline's -errno.
@@ -651,7 +702,7 @@ static int drain_conn(struct fast_drain *d, struct fast_conn **pc, struct pipeli
 		return fed;
 	/* a gone peer's ring, read to its end, or a liar's: cut off */
 	now = mono_ns();
-	err = report_refusals(c, p, until < now ? until : now);
+	err = report_end(d, c, p, until < now ? until : now);
 	*pc = c->next;
 	conn_free(d, c);
 	*freed = true;
@@ -689,7 +740,7 @@ int fast_drain_feed(void *ctx, struct pipeline *p, uint64_t until)
 	d->low = low;
 	/* the end: the rings of live peers say what they refused now */
 	for (struct fast_conn *c = d->conns; until == UINT64_MAX && c; c = c->next) {
-		int err = report_refusals(c, p, scan);
+		int err = report_end(d, c, p, scan);
 
 		if (err) {
 			abandon(d);

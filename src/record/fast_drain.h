@@ -66,6 +66,14 @@ void fast_drain__set_tracked(struct fast_drain *d, int tracked_fd);
  */
 void fast_drain__set_switch(struct fast_drain *d, int map_fd, uint32_t offset, uint64_t map_bytes);
 
+/*
+ * --sample-bytes N: every library records one allocation in about N bytes
+ * (its own draw, src/sample.h) and counts all in its ring's header; each
+ * ring's totals become a COUNTS record when memtrack stops reading it.
+ * 0 (the default): every call.  Before the first fast_drain_service().
+ */
+void fast_drain__set_sampling(struct fast_drain *d, uint64_t sample_bytes);
+
 struct stacks;
 
 /*

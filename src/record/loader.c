@@ -198,6 +198,11 @@ static void heap_restore(void)
  * chose: the others may call kfuncs this kernel lacks, so they are not
  * loaded at all.
  */
+#if defined(__aarch64__)
+#define MT_FORK_RETURNS_BY_RSEQ 1
+#else
+#define MT_FORK_RETURNS_BY_RSEQ 0
+#endif
 static void set_mechanism_autoload(struct memtrack_bpf *skel, const struct kernel_features *kf)
 {
 	bool park_kfunc = kf->mech[KF_PARK] == KF_BEST;
@@ -206,6 +211,9 @@ static void set_mechanism_autoload(struct memtrack_bpf *skel, const struct kerne
 	bpf_program__set_autoload(skel->progs.handle_fork, park_kfunc);
 	bpf_program__set_autoload(skel->progs.handle_fork_deferred, !park_kfunc);
 	bpf_program__set_autoload(skel->progs.handle_fork_return, !park_kfunc);
+	/* arm64's fork child returns without a sys_exit (proc.bpf.c handle_fork_rseq) */
+	bpf_program__set_autoload(skel->progs.handle_fork_rseq,
+				  !park_kfunc && MT_FORK_RETURNS_BY_RSEQ);
 	bpf_program__set_autoload(skel->progs.handle_exit, release_kfunc);
 	bpf_program__set_autoload(skel->progs.handle_exit_nokfunc, !release_kfunc);
 }
@@ -317,7 +325,19 @@ static int open_and_load(const struct loader_opts *o, struct memtrack_bpf **out,
 	skel->data->heap_enabled = !o->heap_disabled;
 	skel->rodata->memtrack_tgid = getpid();
 	skel->rodata->adopt_running = o->adopt_running;
+	skel->rodata->owner_only = o->owner_only;
+	skel->rodata->owner_uid = o->owner_uid;
+	skel->rodata->owner_gid = o->owner_gid;
 	skel->rodata->stacks_on = o->stacks;
+	skel->rodata->sample_bytes = o->sample_bytes;
+	/*
+	 * The sampler's maps (alloc.bpf.c) only with --sample-bytes: without
+	 * it the verifier drops the code that uses them (sample_bytes is 0),
+	 * and the fds they would take count against a low fd limit.
+	 */
+	bpf_map__set_autocreate(skel->maps.sample_left, o->sample_bytes != 0);
+	bpf_map__set_autocreate(skel->maps.sampled_blocks, o->sample_bytes != 0);
+	bpf_map__set_autocreate(skel->maps.heap_counts, o->sample_bytes != 0);
 	ret = size_unwind_maps(skel, o->stacks ? o->unwind_rows : 0, tmpl);
 	if (ret)
 		goto out;
@@ -375,12 +395,25 @@ int loader_track_root(struct memtrack_bpf *skel, pid_t pid)
 
 int loader_track_running(struct memtrack_bpf *skel, pid_t pid)
 {
-	struct tracked_proc v = { .flags = MT_PROC_ADOPT_MM };
+	struct tracked_proc v = { .flags = MT_PROC_ADOPT_MM | MT_PROC_ARMING };
 	__u32 key = pid;
 
 	if (bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_NOEXIST))
 		return -errno;
 	return 0;
+}
+
+void loader_heap_armed(struct memtrack_bpf *skel, pid_t pid)
+{
+	struct tracked_proc v;
+	__u32 key = pid;
+
+	/* a process gone, or untracked by the BPF side (it left), stays so */
+	if (bpf_map__lookup_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), 0) ||
+	    !(v.flags & MT_PROC_ARMING))
+		return;
+	v.flags &= ~MT_PROC_ARMING;
+	(void)bpf_map__update_elem(skel->maps.tracked, &key, sizeof(key), &v, sizeof(v), BPF_EXIST);
 }
 
 int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid)
@@ -493,4 +526,89 @@ int loader_parked_fds(struct memtrack_bpf *skel, int *parked_fd, int *session_fd
 void loader_close(struct memtrack_bpf *skel)
 {
 	memtrack_bpf__destroy(skel);
+}
+
+/* Ring callback of loader_reset(): what an ended session left unread goes. */
+static int discard_record(void *ctx, void *data, size_t len)
+{
+	(void)ctx;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
+/* Drains the ring @map of what is left in it (nothing reads it between sessions). */
+static int drain_ring(struct bpf_map *map)
+{
+	struct ring_buffer *rb = ring_buffer__new(bpf_map__fd(map), discard_record, NULL, NULL);
+	int ret;
+
+	if (!rb)
+		return -errno;
+	ret = ring_buffer__consume(rb);
+	ring_buffer__free(rb);
+	return ret < 0 ? ret : 0;
+}
+
+/* Deletes every key of the hash or map-in-map @map.  Returns 0 or -errno. */
+static int empty_keys(struct bpf_map *map)
+{
+	char key[64], next[64];
+	unsigned n = 0;
+	int fd = bpf_map__fd(map);
+
+	if (bpf_map__key_size(map) > sizeof(key))
+		return -E2BIG;
+	/* a delete moves the iteration: always from the first key left */
+	while (n++ < (1u << 22) && !bpf_map_get_next_key(fd, NULL, next)) {
+		memcpy(key, next, sizeof(key));
+		if (bpf_map_delete_elem(fd, key) && errno != ENOENT)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Zeroes every entry of the array (per-CPU or not) @map.  Returns 0 or -errno. */
+static int zero_array(struct bpf_map *map, bool percpu)
+{
+	int ncpu = percpu ? libbpf_num_possible_cpus() : 1;
+	size_t vsz = percpu ? ((bpf_map__value_size(map) + 7) & ~7u) * (size_t)ncpu
+			    : bpf_map__value_size(map);
+	void *zero = ncpu > 0 ? calloc(1, vsz) : NULL;
+	int ret = 0;
+
+	if (!zero)
+		return -ENOMEM;
+	for (__u32 k = 0; k < bpf_map__max_entries(map) && !ret; k++)
+		if (bpf_map_update_elem(bpf_map__fd(map), &k, zero, BPF_ANY))
+			ret = -errno;
+	free(zero);
+	return ret;
+}
+
+int loader_reset(struct memtrack_bpf *skel)
+{
+	struct bpf_map *map;
+	int ret = 0;
+
+	bpf_object__for_each_map (map, skel->obj) {
+		if (ret)
+			break;
+		if (bpf_map__fd(map) < 0 || bpf_map__is_internal(map))
+			continue; /* not loaded, or .rodata/.data: set below */
+		switch (bpf_map__type(map)) {
+		case BPF_MAP_TYPE_RINGBUF: ret = drain_ring(map); break;
+		case BPF_MAP_TYPE_ARRAY_OF_MAPS:
+			break; /* the unwinder's chunks: the slot's, kept */
+		case BPF_MAP_TYPE_HASH:
+		case BPF_MAP_TYPE_LRU_HASH:
+		case BPF_MAP_TYPE_HASH_OF_MAPS: ret = empty_keys(map); break;
+		case BPF_MAP_TYPE_ARRAY: ret = zero_array(map, false); break;
+		case BPF_MAP_TYPE_PERCPU_ARRAY: ret = zero_array(map, true); break;
+		default: ret = -EOPNOTSUPP; /* a map kind added since: never reuse it unreset */
+		}
+	}
+	if (!ret)
+		skel->data->heap_enabled = 1;
+	return ret;
 }

@@ -35,6 +35,11 @@ struct loader_opts {
 	uint32_t unwind_rows; /* --stacks: rows of the unwind table (MT_UNWIND_ROWS_DEFAULT) */
 	bool fast;	      /* --fast: load the in-process heap path's programs */
 	bool adopt_running;   /* memtrack attach: processes found running (rss.bpf.c) */
+	bool owner_only;      /* attach under sudo: only processes owner_uid may trace */
+	uint32_t owner_uid;   /* the invoking user's uid and gid (owner_only) */
+	uint32_t owner_gid;
+	/* --sample-bytes N (sample.h), 0: every heap call */
+	uint64_t sample_bytes;
 	const struct kernel_features *kf; /* the mechanisms to load (borrowed) */
 	/* out: why physical was turned off (-errno and step), 0 if it was not */
 	int physical_err;
@@ -58,10 +63,15 @@ MT_MUST_CHECK int loader_track_root(struct memtrack_bpf *skel, pid_t pid);
 
 /*
  * Adds @pid, a process found running (memtrack attach), to the tracked set,
- * its mm to be adopted at its next RSS change.  Returns 0, -EEXIST when the
- * BPF side has tracked it already (a child forked since), or -errno.
+ * its mm to be adopted at its next RSS change, its heap calls ignored until
+ * loader_heap_armed() (its probes go in while it runs).  Returns 0, -EEXIST
+ * when the BPF side has tracked it already (a child forked since, parked),
+ * or -errno.
  */
 MT_MUST_CHECK int loader_track_running(struct memtrack_bpf *skel, pid_t pid);
+
+/* @pid's allocator probes are all in (or it is gone): its heap calls are recorded from now on. */
+void loader_heap_armed(struct memtrack_bpf *skel, pid_t pid);
 
 /* Leaves the future children of @pid (another memtrack) out of the tree. */
 MT_MUST_CHECK int loader_untrack_children(struct memtrack_bpf *skel, pid_t pid);
@@ -113,6 +123,19 @@ MT_MUST_CHECK int loader_read_drops(struct memtrack_bpf *skel, uint64_t drops[MT
  * mmaped .data: a store takes effect for every probe that runs after it.
  */
 volatile __u32 *loader_heap_switch(struct memtrack_bpf *skel);
+
+/*
+ * Makes a loaded BPF side as it was after loader_open(), for the next
+ * session of the daemon (daemon/pool.h): both rings drained, every hash
+ * emptied (tracked, parked, the mms, the stacks seen ...; the unwinder's
+ * outer maps keep their chunks, which the slot's stacks registry keeps
+ * using: stacks_next_session()), every array zeroed (the drop counters, the
+ * parking flag), heap recording on.  The caller has ended the session
+ * (loader_stop_parking, loader_untrack_all) and no other thread uses
+ * @skel.  A map kind it does not know fails the reset.  Returns 0 or
+ * -errno (then the skeleton must be closed, not reused).
+ */
+MT_MUST_CHECK int loader_reset(struct memtrack_bpf *skel);
 
 /* Detaches and unloads everything (NULL is fine). */
 void loader_close(struct memtrack_bpf *skel);

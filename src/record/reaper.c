@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -185,6 +186,31 @@ static int take_dir(const char *buf, size_t len, const int *fds, unsigned n)
 	return 'd';
 }
 
+static void on_child(int sig)
+{
+	(void)sig; /* only interrupts ppoll (wait_readable) */
+}
+
+/*
+ * Waits until @sock has a message (or its end), reaping the close tasks
+ * that end meanwhile: a reaper waiting for memtrack's next hand-over (a
+ * long attach, the daemon) left each finished task a zombie until then.
+ * SIGCHLD is blocked but inside ppoll, so none is lost between the reap
+ * and the wait.
+ */
+static void wait_readable(int sock)
+{
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+	sigset_t open;
+
+	sigemptyset(&open);
+	for (;;) {
+		reap_tasks(false);
+		if (ppoll(&pfd, 1, NULL, &open) >= 0 || errno != EINTR)
+			return;
+	}
+}
+
 /*
  * Receives one message into held[*nheld...].  Returns its byte ('h' for
  * fds, 'c' for "memtrack closed its copies", 'd' for what to remove at
@@ -203,6 +229,8 @@ static int receive(int sock, unsigned *nheld, bool block)
 	unsigned first = *nheld;
 	ssize_t len;
 
+	if (block)
+		wait_readable(sock);
 	do
 		len = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (block ? 0 : MSG_DONTWAIT));
 	while (len < 0 && errno == EINTR);
@@ -327,7 +355,7 @@ static __attribute__((noreturn)) void reaper_start(int sock)
 {
 	static int inherited[MAX_FDS];
 	unsigned n = list_fds(sock, inherited, MAX_FDS);
-	sigset_t none;
+	sigset_t mask;
 	int null;
 
 	for (unsigned i = 0; i < n; i++)
@@ -336,9 +364,10 @@ static __attribute__((noreturn)) void reaper_start(int sock)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
-	signal(SIGCHLD, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	sigaction(SIGCHLD, &(struct sigaction){ .sa_handler = on_child }, NULL);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD); /* but in wait_readable's ppoll */
+	sigprocmask(SIG_SETMASK, &mask, NULL);
 	prctl(PR_SET_NAME, "memtrack-reaper"); /* what ps shows while it closes */
 	setsid();
 	null = open("/dev/null", O_RDWR | O_CLOEXEC);

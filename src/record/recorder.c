@@ -39,6 +39,7 @@ void recorder_observer(struct recorder *r, struct pipeline_observer *obs)
 	obs->ctx = r;
 	obs->fn_flags = MT_REC_PARKED;
 	obs->types[MT_EXIT / 64] |= 1ull << (MT_EXIT % 64);
+	obs->types[MT_LEFT / 64] |= 1ull << (MT_LEFT % 64);
 	obs->types[MT_FAST / 64] |= 1ull << (MT_FAST % 64);
 }
 
@@ -93,7 +94,9 @@ void recorder_observe(void *ctx, const struct mt_rec_hdr *h, const __u64 *f, str
 	struct recorder *r = ctx;
 	pid_t pid = h->pid;
 
-	if (h->type == MT_EXIT) {
+	/* gone, or no longer the user's to trace (untracked by the BPF side) */
+	if (h->type == MT_EXIT || h->type == MT_LEFT) {
+		r->failures.left += h->type == MT_LEFT;
 		exited(r, pid);
 		return;
 	}

@@ -31,8 +31,9 @@ struct rec_out;
 struct recorder;
 struct stacks;
 
-/* What the recorder could not do: it cannot print (STYLE.md §5). */
+/* What the recorder could not do or follow: it cannot print (STYLE.md §5). */
 struct recorder_failures {
+	unsigned left;	 /* processes that left the recording (LEFT records: attach under sudo) */
 	unsigned procs;	 /* processes it could not attach or untrack */
 	int first_err;	 /* the first failure, -errno */
 	pid_t first_pid; /* the process it concerned */

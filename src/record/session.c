@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/stat.h>
@@ -22,9 +23,11 @@
 #include "bpf_abi.h"
 #include "fast/fast_ring.h"
 #include "util/as_user.h"
+#include "inspect/authority.h"
 #include "record/adopt.h"
 #include "record/phys_adopt.h"
 #include "record/attach.h"
+#include "record/bpf_slot.h"
 #include "record/control.h"
 #include "record/heap_stub.h"
 #include "record/heap_switch.h"
@@ -33,6 +36,7 @@
 #include "record/recorder.h"
 #include "record/retire.h"
 #include "record/session.h"
+#include "record/sample_counts.h"
 #include "record/spawn.h"
 #include "record/stacks_prebuild.h"
 #include "memtrack.skel.h"
@@ -214,16 +218,18 @@ static void on_signal(int sig)
 		pending_signal = sig;
 }
 
-static void install_signals(sigset_t *old)
+/* @ignored: those of them ignored before (nohup: SIGHUP), for the command */
+static void install_signals(sigset_t *old, sigset_t *ignored)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	static const int caught[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD };
+	struct sigaction sa = { .sa_handler = on_signal }, was;
 	sigset_t block;
 
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGCHLD, &sa, NULL);
+	sigemptyset(ignored);
+	for (size_t i = 0; i < sizeof(caught) / sizeof(caught[0]); i++)
+		if (!sigaction(caught[i], &sa, &was) && was.sa_handler == SIG_IGN)
+			sigaddset(ignored, caught[i]);
 	/* blocked except inside sigsuspend-like waits, so none is lost */
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
@@ -279,8 +285,10 @@ static void fill_header(struct mt_header *h, const struct session_opts *o)
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	h->start_ns = mono.tv_sec * 1000000000ull + mono.tv_nsec;
 	h->wall_offset_ns = (real.tv_sec * 1000000000ll + real.tv_nsec) - (int64_t)h->start_ns;
-	if (!uname(&u))
+	if (!uname(&u)) {
 		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", u.release);
+		snprintf(h->arch, sizeof(h->arch), "%s", u.machine);
+	}
 	if (o->attach_pid)
 		read_cmdline(o->attach_pid, h->command, sizeof(h->command));
 	else
@@ -404,6 +412,7 @@ static int start_fast(struct session *s)
 			       HEAP_SWITCH_PAGE_BYTES);
 	/* --stacks: the libraries unwind in-process, with the kernel's tables */
 	fast_drain__set_stacks(s->fast, s->stacks);
+	fast_drain__set_sampling(s->fast, s->o.sample_bytes);
 	return pipeline__add_source(s->pipe, fast_drain__fd(s->fast),
 				    &(struct pipeline_source){ .feed = fast_drain_feed,
 							       .service = fast_drain_service,
@@ -434,7 +443,7 @@ static int start_probes(struct session *s)
 	if (!s->probes)
 		return -ENOMEM;
 	probes__set_fast(s->probes, s->o.fast);
-	if (s->o.attach_pid) /* probes go in once loaded: nothing waits for them */
+	if (s->o.attach_pid || s->o.slot) /* loaded already, or nothing waits for them */
 		return 0;
 	if (heap_stub_load(&s->stub, s->attach->prog_attach_type))
 		return 0; /* libc is attached after the exec instead */
@@ -464,6 +473,7 @@ static void start_prebuild(struct session *s)
 	s->stacks = stacks__new(unwind_rows(s), s->o.unwind_cache);
 	if (!s->stacks)
 		return; /* start_recorder() tries again, and says why */
+	stacks__set_python(s->stacks, !s->o.no_python_frames);
 	stacks__take_prebuild(s->stacks,
 			      stacks_prebuild_start(have_exe ? exe : NULL, have_lib ? lib : NULL,
 						    s->o.unwind_cache, s->stacks));
@@ -479,9 +489,14 @@ static int start_early(struct session *s, char *err, size_t errlen)
 {
 	int ret;
 
-	s->reaper = reaper__new();
-	s->retire = retire__new(s->reaper);
-	s->attach = attach_select(s->o.kf);
+	if (s->o.slot) { /* the daemon's: its reaper and retirer outlive the session */
+		s->retire = s->o.slot->retire;
+		s->attach = s->o.slot->attach;
+	} else {
+		s->reaper = reaper__new();
+		s->retire = retire__new(s->reaper);
+		s->attach = attach_select(s->o.kf);
+	}
 	ret = s->retire ? spawn_env_init(&s->env) : -ENOMEM;
 	if (!ret && s->o.control) /* before the fork: the command finds it in its environment */
 		ret = open_control(s);
@@ -495,6 +510,10 @@ static int start_early(struct session *s, char *err, size_t errlen)
 	s->child.envp = s->env.vars;
 	if (s->o.attach_pid)
 		goto probes;
+	if (s->o.root_pid) { /* forked parked by the client, which releases it */
+		s->child.pid = s->o.root_pid;
+		goto probes;
+	}
 	ret = spawn_parked(&s->child, s->o.argv, s->o.shell,
 			   sudo_invoker(&(uid_t){ 0 }, &(gid_t){ 0 }), &s->old_mask);
 	if (ret) {
@@ -611,14 +630,31 @@ static int track_running(struct session *s, char *err, size_t errlen)
 	int ret;
 
 	s->st.t_attach = mono_ns();
-	ret = adopt_track(s->skel, s->o.attach_pid, getpid(), reaper_pid(s->reaper), &s->tree);
+	ret = adopt_track(s->skel, s->o.attach_pid, getpid(), reaper_pid(s->reaper), s->o.authority,
+			  &s->tree);
 	if (ret == -ESRCH || ret == -ENOENT)
 		snprintf(err, errlen, "process %d exited while memtrack attached", s->o.attach_pid);
+	else if (ret == -EPERM)
+		snprintf(
+			err, errlen,
+			"process %d of the tree changed its credentials while memtrack attached (it exec'd a privileged program), so the invoking user may not trace it; nothing was recorded: attach again",
+			(int)s->tree.changed);
 	else if (ret < 0)
 		snprintf(err, errlen, "cannot track process %d's tree: %s", s->o.attach_pid,
 			 strerror(-ret));
 	s->st.attached_procs = s->tree.n;
+	s->st.refused_procs = s->tree.n_refused;
 	return ret < 0 ? ret : 0;
+}
+
+static int track_tree(struct session *s, char *err, size_t errlen);
+
+/* The daemon's slot in place of a load: the same object, the options it was loaded with. */
+static int use_slot(struct session *s, char *err, size_t errlen)
+{
+	s->skel = s->o.slot->skel;
+	s->o.physical = false;
+	return track_tree(s, err, errlen);
 }
 
 /* Loads the BPF side and registers the root.  Returns 0 or -errno with @err. */
@@ -636,11 +672,17 @@ static int load_bpf(struct session *s, char *err, size_t errlen)
 		.unwind_rows = s->o.unwind_rows ? s->o.unwind_rows : MT_UNWIND_ROWS_DEFAULT,
 		.fast = s->o.fast,
 		.adopt_running = s->o.attach_pid != 0,
+		.owner_only = s->o.authority && s->o.authority->restricted,
+		.owner_uid = s->o.authority ? s->o.authority->uid : 0,
+		.owner_gid = s->o.authority ? s->o.authority->gid : 0,
+		.sample_bytes = s->o.sample_bytes,
 		.kf = s->o.kf,
 	};
 	enum loader_step step;
 	int ret;
 
+	if (s->o.slot) /* loaded by the daemon, the resume at its death arranged */
+		return use_slot(s, err, errlen);
 	ret = loader_open(&lo, &s->skel, &step);
 	if (!ret && s->o.kf->mech[KF_RESUME] != KF_BEST && lo.allocators) {
 		ret = hand_parked_to_reaper(s);
@@ -661,6 +703,14 @@ static int load_bpf(struct session *s, char *err, size_t errlen)
 		return ret;
 	}
 	s->o.physical = lo.physical;
+	return track_tree(s, err, errlen);
+}
+
+/* Once loaded: the root (or the running tree) tracked, the heap switch made. */
+static int track_tree(struct session *s, char *err, size_t errlen)
+{
+	int ret;
+
 	finish_early(s);
 	if (s->o.attach_pid) {
 		ret = track_running(s, err, errlen);
@@ -693,8 +743,8 @@ static void adopt_handle(void *ctx)
 
 	if (read(s->adopt_kick, &v, sizeof(v)) != sizeof(v))
 		return;
-	adopt_sync(&s->tree, s->probes, s->stacks, s->phys_on ? &s->phys : NULL, s->pipe,
-		   &s->adopt);
+	adopt_sync(s->skel, &s->tree, s->o.authority, s->probes, s->stacks,
+		   s->phys_on ? &s->phys : NULL, s->pipe, &s->adopt);
 	(void)!write(s->adopt_done, &(uint64_t){ 1 }, sizeof(uint64_t));
 }
 
@@ -714,9 +764,13 @@ static int start_recorder(struct session *s, struct pipeline_observer *obs, char
 {
 	int ret;
 
-	if (s->o.stacks) {
-		if (!s->stacks)
-			s->stacks = stacks__new(unwind_rows(s), s->o.unwind_cache);
+	if (s->o.stacks && s->o.slot) { /* the slot's, with the rows of earlier sessions */
+		s->stacks = s->o.slot->stacks;
+		if (s->stacks)
+			stacks_next_session(s->stacks, s->o.unwind_cache);
+	} else if (s->o.stacks) {
+		if (!s->stacks && (s->stacks = stacks__new(unwind_rows(s), s->o.unwind_cache)))
+			stacks__set_python(s->stacks, !s->o.no_python_frames);
 		ret = s->stacks ? stacks__attach(s->stacks, s->skel) : -errno;
 		if (ret) {
 			snprintf(err, errlen, "cannot set up the kernel's unwind tables: %s",
@@ -759,6 +813,10 @@ static int start_pipeline(struct session *s, char *err, size_t errlen)
 		return ret;
 	s->pipe = pipeline__new(&s->o.pipe, s->writer, obs.observe ? &obs : NULL);
 	ret = s->pipe ? 0 : -errno;
+	/* before every heap record: the SAMPLING record */
+	if (!ret && s->o.sample_bytes)
+		ret = sample_counts_start(s->pipe, bpf_map__fd(s->skel->maps.heap_counts),
+					  s->o.sample_bytes);
 	if (!ret && s->o.attach_pid)
 		ret = watch_adopt(s);
 	if (!ret && s->ctl)
@@ -835,8 +893,15 @@ int session_start(struct session *s, int out_fd, char *err, size_t errlen)
 
 	err[0] = 0;
 	s->out_fd = out_fd;
+	/*
+	 * Held until the file is finished and closed (the kernel drops it when
+	 * memtrack dies): `top` tells a recording whose writer is gone by it.
+	 * Best effort: a file system without flock only loses that.
+	 */
+	(void)flock(out_fd, LOCK_EX | LOCK_NB);
 	raise_fd_limit(&s->child);
-	install_signals(&s->old_mask);
+	if (!s->o.slot) /* the daemon's signals are the daemon's */
+		install_signals(&s->old_mask, &s->child.ignored);
 	ret = start_early(s, err, errlen);
 	if (!ret)
 		ret = load_bpf(s, err, errlen);
@@ -853,7 +918,7 @@ void session_abort(struct session *s)
 	if (!s)
 		return;
 	finish_early(s);
-	if (!s->o.attach_pid)
+	if (!s->o.attach_pid && !s->o.root_pid)
 		spawn_abort(&s->child); /* before its exec: nothing ran */
 }
 
@@ -861,7 +926,7 @@ int session_release(struct session *s)
 {
 	int err;
 
-	if (s->o.attach_pid)
+	if (s->o.attach_pid || s->o.root_pid)
 		return 0;
 	err = spawn_release(&s->child);
 
@@ -920,6 +985,17 @@ void session_wait(struct session *s)
 		sigset_t wait_set = s->old_mask;
 		pselect(0, NULL, NULL, NULL, &tick, &wait_set);
 	}
+}
+
+bool session_tree_alive(const struct session *s)
+{
+	return s->skel && loader_tree_alive(s->skel);
+}
+
+void session_root_exited(struct session *s, int status, bool signalled)
+{
+	s->st.status = status;
+	s->st.signalled = signalled;
 }
 
 /* What the trailer says besides the drops, from the stopped pipeline's modules. */
@@ -1032,6 +1108,7 @@ int session_finish(struct session *s, struct mt_trailer *t)
 		       strerror(-drops_err));
 	if (s->recorder)
 		recorder__failures(s->recorder, &rf);
+	s->st.left_procs = s->adopt.left + rf.left;
 	if (rf.procs)
 		notice(s,
 		       "could not attach the allocator probes of %u process(es) (pid %d: %s); their heap events are missing",
@@ -1069,6 +1146,8 @@ static void teardown(struct session *s)
 	if (s->skel)
 		loader_untrack_all(s->skel);
 	probes__free(s->probes);
+	if (s->o.slot) /* the daemon's: reset for the next session, not unloaded */
+		return;
 	stacks__free(s->stacks);
 	handed = retire_end(s->retire);
 	t1 = mono_ns();
@@ -1100,7 +1179,8 @@ void session__free(struct session *s)
 		close(s->adopt_kick);
 	if (s->adopt_done >= 0)
 		close(s->adopt_done);
-	retire__free(s->retire);
+	if (!s->o.slot)
+		retire__free(s->retire);
 	reaper__free(s->reaper); /* after memtrack's last close */
 	free(s);
 }

@@ -39,18 +39,23 @@
 struct session;
 
 struct session_opts {
-	char **argv;	      /* the command (borrowed); NULL with attach_pid */
-	pid_t attach_pid;     /* memtrack attach: the running process, else 0 */
-	uint64_t duration_ns; /* attach --duration: stop after this long, 0: no limit */
-	const char *output;   /* the artifact's name, for messages (borrowed) */
-	bool shell;	      /* run argv[0] through /bin/sh -c */
-	bool allocators;      /* attach heap probes */
-	bool physical;	      /* --physical: count the tree's physical pages */
-	bool verbose;	      /* -v: libbpf output, and statistics through notice() */
-	bool start_disabled;  /* heap recording off until `enable` (needs control) */
-	bool stacks;	      /* a call stack for each allocation and mmap */
-	bool fast;	      /* heap calls recorded in-process where possible */
-	const char *control;  /* the control socket's path, or NULL */
+	char **argv;	  /* the command (borrowed); NULL with attach_pid */
+	pid_t attach_pid; /* memtrack attach: the running process, else 0 */
+	/* attach: whose processes the tree may hold (inspect/authority.h; borrowed, NULL: any) */
+	const struct authority *authority;
+	uint64_t duration_ns;  /* attach --duration: stop after this long, 0: no limit */
+	const char *output;    /* the artifact's name, for messages (borrowed) */
+	bool shell;	       /* run argv[0] through /bin/sh -c */
+	bool allocators;       /* attach heap probes */
+	bool physical;	       /* --physical: count the tree's physical pages */
+	bool verbose;	       /* -v: libbpf output, and statistics through notice() */
+	bool start_disabled;   /* heap recording off until `enable` (needs control) */
+	bool stacks;	       /* a call stack for each allocation and mmap */
+	bool fast;	       /* heap calls recorded in-process where possible */
+	bool no_python_frames; /* --no-python-frames: CPython's stacks native only */
+	const char *control;   /* the control socket's path, or NULL */
+	/* --sample-bytes N: one allocation in ~N bytes recorded, 0: all */
+	uint64_t sample_bytes;
 	/* what the kernel offers and the mechanism per facility (borrowed) */
 	const struct kernel_features *kf;
 	uint32_t unwind_rows; /* --stacks: rows of the unwind table */
@@ -63,6 +68,15 @@ struct session_opts {
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;
+	/*
+	 * The daemon (daemon/serve.c): a BPF side loaded before the session
+	 * (borrowed; NULL: session_start() loads one, and forks the reaper),
+	 * and the root, forked parked by the client before its exec (0:
+	 * session_start() spawns argv).  With a slot, nothing of the process
+	 * is the session's: no signal handler, no reaper, no spawn.
+	 */
+	struct bpf_slot *slot;
+	pid_t root_pid;
 	/* one line for the user, without "memtrack: " or "\n" (the CLI's words) */
 	void (*notice)(void *ctx, const char *msg);
 	void *notice_ctx;
@@ -83,6 +97,8 @@ struct session_stats {
 	/* attach: when tracking began, the root's probes were in, all were in */
 	uint64_t t_attach, t_root_probed, t_all_probed;
 	unsigned attached_procs; /* attach: processes of the tree found running */
+	unsigned refused_procs;	 /* attach: found in the tree but not the user's to trace */
+	unsigned left_procs;	 /* attach: processes that left the recording (same rule) */
 	bool tree_exited;	 /* attach: the recording ended because the tree had exited */
 };
 
@@ -140,6 +156,15 @@ void session_wait(struct session *s);
 int session_finish(struct session *s, struct mt_trailer *t);
 
 void session_stats(const struct session *s, struct session_stats *st);
+
+/*
+ * With root_pid (the daemon), in place of session_wait(): whether some
+ * process of the tree still runs, and the root's wait status as its
+ * parent (the client) saw it, @signalled when the recording is stopped
+ * early (a signal, the client gone).
+ */
+bool session_tree_alive(const struct session *s);
+void session_root_exited(struct session *s, int status, bool signalled);
 
 /*
  * Ends the session: unloads the BPF side, leaves every fd to the reaper,

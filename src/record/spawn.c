@@ -72,7 +72,11 @@ static void child_run(struct spawn *sp, int wait_fd, char *const argv[], bool sh
 	char c;
 	int err = 0;
 
-	/* the command starts as it would without memtrack */
+	/* the command starts as it would without memtrack: memtrack's mask, and
+	 * what was ignored before memtrack caught it (exec resets a handler) */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&sp->ignored, sig) == 1)
+			signal(sig, SIG_IGN);
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	if (sp->nofile) {
 		struct rlimit rl;

@@ -24,6 +24,9 @@ struct spawn {
 				 * raised its own), set by the caller; 0: leave it */
 	unsigned long nofile_max; /* and its hard one (root raises that too) */
 	char **envp;		  /* the command's environment (borrowed), NULL: memtrack's */
+	sigset_t ignored;	  /* signals ignored when memtrack started (nohup: SIGHUP),
+				 * which memtrack catches: ignored again in the command;
+				 * set by the caller, empty if never set */
 };
 
 /*

@@ -30,6 +30,8 @@
 #include "record/stacks_share.h"
 #include "inspect/unwind_cache.h"
 #include "inspect/unwind_table.h"
+#include "inspect/python_elf.h"
+#include "inspect/glibc_tls.h"
 
 struct object {
 	dev_t dev;
@@ -38,12 +40,19 @@ struct object {
 	struct stacks_slice sl; /* 0 buckets: no rows (the unwinders need the index) */
 	struct unwind_table *t; /* build-id and PT_LOADs (its rows are freed once loaded) */
 	bool pending;		/* its slice is given, its rows not yet written */
+	bool is_py;		/* a CPython interpreter (python_elf.h): py says which */
+	struct py_interp py;
+	bool announced; /* its OBJECT record is in this session's artifact */
+	bool stale;	/* the file changed since (a daemon's later session): never matched */
+	struct timespec ctime; /* the file's when first seen: a change moves it */
+	off_t size;	       /* bytes, likewise */
 };
 
 struct proc_maps {
 	pid_t pid;
 	unsigned n;
 	struct mt_umap m[MT_MAX_UMAPS];
+	struct mt_py py; /* the interpreter whose frames its stacks take, runtime 0: none */
 };
 
 /*
@@ -79,6 +88,7 @@ struct stacks {
 	struct stacks_share *share;	  /* the tables for in-process unwinders, NULL: none */
 	struct stacks_prebuild *prebuild; /* files built during the load (stacks_prebuild.h) */
 	struct unwind_cache *cache;	  /* borrowed, may be NULL */
+	bool no_python;			  /* --no-python-frames */
 };
 
 static uint64_t now_ns(void)
@@ -417,6 +427,42 @@ static int emit_object(struct stacks *s, const struct object *o, const char *pat
 	return rec_out_put(s->out, &r, sizeof(r));
 }
 
+/*
+ * Reads whether object @o (named @full) is a CPython interpreter and, when
+ * it is, writes the PYTHON record saying whether its frames are taken.
+ */
+static int python_emit(struct stacks *s, const struct object *o, uint64_t ts);
+
+static int python_object(struct stacks *s, struct object *o, const char *full, uint64_t ts)
+{
+	if (!py_interp_candidate(full) || py_interp_read(full, &o->py) != 1)
+		return 0;
+	o->is_py = true;
+	if (s->no_python && o->py.verdict == MT_PY_ON)
+		o->py.verdict = MT_PY_OFF;
+	return python_emit(s, o, ts);
+}
+
+/* The PYTHON record of interpreter @o (again, in a daemon's later session). */
+static int python_emit(struct stacks *s, const struct object *o, uint64_t ts)
+{
+	struct mt_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.h.type = MT_PYTHON;
+	r.h.nfields = PYTHON_NFIELDS;
+	r.h.ts = ts;
+	r.f[PYTHON_OBJECT] = o->id;
+	r.f[PYTHON_VERSION] = o->py.version;
+	r.f[PYTHON_FRAMES] = o->py.verdict;
+	return rec_out_put(s->out, &r, sizeof(r.h) + PYTHON_NFIELDS * sizeof(__u64));
+}
+
+void stacks__set_python(struct stacks *s, bool on)
+{
+	s->no_python = !on;
+}
+
 void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb)
 {
 	stacks_prebuild_free(s->prebuild);
@@ -470,6 +516,47 @@ int stacks_prestore(struct stacks *s, const struct unwind_table *t, struct stack
 }
 
 /*
+ * Whether @full still is the file @o was built from (its change time and
+ * size; @take: records them).  A daemon's registry lives across sessions,
+ * and a file may be replaced by one of the same inode number meanwhile.
+ */
+static bool same_file(struct object *o, const char *full, bool take)
+{
+	struct stat st;
+
+	if (stat(full, &st))
+		return false;
+	if (take) {
+		o->ctime = st.st_ctim;
+		o->size = st.st_size;
+		return true;
+	}
+	return st.st_ctim.tv_sec == o->ctime.tv_sec && st.st_ctim.tv_nsec == o->ctime.tv_nsec &&
+	       st.st_size == o->size;
+}
+
+/*
+ * An object met before: as is within a session; in a daemon's later
+ * session announced anew (its rows are still in the kernel), after a
+ * check that the file is the same (else the old one is left, stale, and
+ * NULL returned for the caller to make a new one).
+ */
+static struct object *object_again(struct stacks *s, struct object *o, const char *full,
+				   const char *path, uint64_t ts)
+{
+	if (o->announced)
+		return o;
+	if (!same_file(o, full, false)) {
+		o->stale = true;
+		return NULL;
+	}
+	o->announced = true;
+	s->st.objects++;
+	s->st.cached++;
+	return emit_object(s, o, path, ts) || (o->is_py && python_emit(s, o, ts)) ? NULL : o;
+}
+
+/*
  * The object of file (@dev, @ino) at @path (as the process names it), built
  * and announced on first sight.  NULL only when memory ran out.
  */
@@ -480,9 +567,15 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	struct object *o;
 	uint64_t t0 = now_ns();
 
-	for (unsigned i = 0; i < s->nobjs; i++)
-		if (s->objs[i].dev == dev && s->objs[i].ino == ino)
-			return &s->objs[i];
+	snprintf(full, sizeof(full), "/proc/%d/root%s", pid, path);
+	for (unsigned i = 0; i < s->nobjs; i++) {
+		if (s->objs[i].dev != dev || s->objs[i].ino != ino || s->objs[i].stale)
+			continue;
+		o = object_again(s, &s->objs[i], full, path, ts);
+		if (o || !s->objs[i].stale)
+			return o;
+		break; /* replaced since: made anew below */
+	}
 	if (s->nobjs == s->objs_cap) {
 		unsigned cap = s->objs_cap ? s->objs_cap * 2 : 64;
 		struct object *v = realloc(s->objs, cap * sizeof(*v));
@@ -497,8 +590,9 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	o->dev = dev;
 	o->ino = ino;
 	o->id = s->nobjs + 1;
+	o->announced = true;
+	same_file(o, full, true);
 	/* through the process's root, so chroots and deleted files still work */
-	snprintf(full, sizeof(full), "/proc/%d/root%s", pid, path);
 	o->t = stacks_prebuild_take(s->prebuild, full, &o->sl); /* stored: sl.nbuckets */
 	if (o->t) /* the build's own time, not the wait for its end */
 		t0 = now_ns() - o->t->build_ns;
@@ -521,7 +615,7 @@ static struct object *object_get(struct stacks *s, pid_t pid, dev_t dev, ino_t i
 	s->st.build_ns += now_ns() - t0;
 	s->nobjs++;
 	s->st.objects++;
-	return emit_object(s, o, path, ts) ? NULL : o;
+	return emit_object(s, o, path, ts) || python_object(s, o, full, ts) ? NULL : o;
 }
 
 /*
@@ -640,6 +734,10 @@ static int read_maps(struct stacks *s, pid_t pid, uint64_t ts, struct proc_maps 
 		     uint64_t *offsets)
 {
 	char maps_path[64], line[4096 + 128];
+	bool same_libc = false;
+	dev_t libc_dev;
+	ino_t libc_ino;
+	uint16_t tls;
 	FILE *f;
 	int err = 0;
 
@@ -648,6 +746,8 @@ static int read_maps(struct stacks *s, pid_t pid, uint64_t ts, struct proc_maps 
 	if (!f)
 		return errno == ENOENT ? -ESRCH : -errno;
 	out->n = 0;
+	memset(&out->py, 0, sizeof(out->py));
+	tls = glibc_specific_offset(&libc_dev, &libc_ino);
 	while (fgets(line, sizeof(line), f)) {
 		struct mt_umap m;
 		struct object *o;
@@ -679,10 +779,18 @@ static int read_maps(struct stacks *s, pid_t pid, uint64_t ts, struct proc_maps 
 		}
 		if (!o->t || unwind_table_bias(o->t, m.start, off, &m.bias))
 			m.bias = m.start - off; /* not an ELF file: addresses are file offsets */
+		same_libc |= tls && dev == libc_dev && ino == libc_ino;
+		if (o->is_py && o->py.verdict == MT_PY_ON && !out->py.runtime) {
+			out->py = o->py.py; /* one bias for all of an object's segments */
+			out->py.runtime += m.bias;
+			out->py.code_type += m.bias;
+		}
 		offsets[out->n] = off;
 		out->m[out->n++] = m;
 	}
 	fclose(f);
+	/* the kernel reads the thread's state in glibc's layout: only where it is memtrack's */
+	out->py.tls_specific = out->py.runtime && same_libc ? tls : 0;
 	return err;
 }
 
@@ -716,12 +824,14 @@ int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts, struct rec_out *out)
 		goto out;
 	um->n = cur->n;
 	memcpy(um->m, cur->m, cur->n * sizeof(um->m[0]));
+	um->py = cur->py;
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.proc_maps), &key, um, BPF_ANY)) {
 		err = -errno;
 		goto out;
 	}
 	pm->n = cur->n;
 	memcpy(pm->m, cur->m, cur->n * sizeof(pm->m[0]));
+	pm->py = cur->py;
 	stacks_share_maps(s->share, pid, um);
 out:
 	free(offsets);
@@ -745,6 +855,52 @@ void stacks_forget(struct stacks *s, pid_t pid)
 	}
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.proc_maps), &key);
 	stacks_share_forget(s->share, pid);
+}
+
+int stacks__reserve(struct stacks *s, uint32_t rows)
+{
+	uint32_t r = rows < s->rows_cap ? rows : s->rows_cap;
+	uint32_t ix = rows < s->index_cap ? rows : s->index_cap;
+	int err = 0;
+
+	pthread_mutex_lock(&s->store_lock);
+	while (!err && r && s->rows.nchunks <= (r - 1) / MT_UNWIND_CHUNK_ROWS)
+		err = chunk_reach(&s->rows, (r - 1) / MT_UNWIND_CHUNK_ROWS);
+	while (!err && ix && s->index.nchunks <= (ix - 1) / MT_UNWIND_CHUNK_INDEX)
+		err = chunk_reach(&s->index, (ix - 1) / MT_UNWIND_CHUNK_INDEX);
+	s->st.table_bytes = s->rows.kbytes + s->index.kbytes;
+	pthread_mutex_unlock(&s->store_lock);
+	return err;
+}
+
+void stacks_next_session(struct stacks *s, struct unwind_cache *cache)
+{
+	bool full;
+
+	pthread_mutex_lock(&s->store_lock);
+	/* past 3/4 of the ceiling: the next sessions start with room again */
+	full = s->rows_used > s->rows_cap / 4 * 3 || s->index_used > s->index_cap / 4 * 3;
+	for (unsigned i = 0; i < s->nobjs; i++) {
+		s->objs[i].announced = false;
+		if (full) {
+			unwind_table_free(s->objs[i].t);
+			s->objs[i].t = NULL;
+		}
+	}
+	if (full) {
+		s->nobjs = 0;
+		s->rows_used = s->index_used = 0;
+	}
+	for (unsigned i = 0; i < s->nprocs; i++)
+		free(s->procs[i]);
+	s->nprocs = 0;
+	s->cache = cache;
+	/* the rows and index the tables take in the kernel, kept from earlier sessions */
+	s->st = (struct stacks_stats){ .rows = s->rows_used,
+				       .index_entries = s->index_used,
+				       .rows_cap = s->rows_cap,
+				       .table_bytes = s->rows.kbytes + s->index.kbytes };
+	pthread_mutex_unlock(&s->store_lock);
 }
 
 void stacks__stats(struct stacks *s, struct stacks_stats *st)
@@ -789,6 +945,7 @@ int stacks_fast_open(struct stacks *s, pid_t pid, int *tables_fd, int *maps_fd,
 	if (pm) {
 		um->n = pm->n;
 		memcpy(um->m, pm->m, pm->n * sizeof(um->m[0]));
+		um->py = pm->py;
 	}
 	err = stacks_share_open(s->share, pid, um, tables_fd, maps_fd, info);
 	free(um);

@@ -26,6 +26,7 @@
 #ifndef MEMTRACK_STACKS_H
 #define MEMTRACK_STACKS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <linux/types.h>
@@ -99,6 +100,12 @@ void stacks__take_prebuild(struct stacks *s, struct stacks_prebuild *pb);
  */
 MT_MUST_CHECK int stacks_sync(struct stacks *s, pid_t pid, uint64_t ts, struct rec_out *out);
 
+/*
+ * Whether the stacks of CPython interpreters carry Python frames (issue
+ * 37; on unless --no-python-frames).  Before the first stacks_sync().
+ */
+void stacks__set_python(struct stacks *s, bool on);
+
 /* Forgets @pid's mappings (it exec'd or exited). */
 void stacks_forget(struct stacks *s, pid_t pid);
 
@@ -133,6 +140,27 @@ static inline uint32_t stacks_chunk_slots(uint32_t total, uint32_t chunk)
 }
 
 /* Frees the registry (NULL is fine). */
+/*
+ * Creates, and publishes once attached, the chunks of the first @rows rows
+ * and index entries (at most the ceiling), which objects otherwise make as
+ * they need them: the daemon does it as a slot loads, off the sessions'
+ * path, so a short command's tables find their chunks made.  Returns 0 or
+ * -errno.
+ */
+int stacks__reserve(struct stacks *s, uint32_t rows);
+
+/*
+ * The daemon (record/bpf_slot.h): @s, kept with its skeleton across
+ * sessions, ready for the next one: the processes forgotten (the BPF side
+ * is reset), the objects kept with their rows in the kernel but announced
+ * anew (an OBJECT record in the next artifact at their next sight, once the
+ * file is checked to be the same), the statistics zeroed; past 3/4 of the
+ * ceiling, the objects forgotten too (their rows overwritten from the
+ * start).  @cache is the next session's (borrowed, NULL: none).  Main,
+ * between two sessions.
+ */
+void stacks_next_session(struct stacks *s, struct unwind_cache *cache);
+
 void stacks__free(struct stacks *s);
 
 #endif /* MEMTRACK_STACKS_H */

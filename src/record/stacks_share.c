@@ -135,6 +135,7 @@ static void write_maps(struct mt_fast_umaps *a, const struct mt_umaps *um)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	a->maps.n = um->n <= MT_MAX_UMAPS ? um->n : MT_MAX_UMAPS;
 	memcpy(a->maps.m, um->m, a->maps.n * sizeof(um->m[0]));
+	a->maps.py = um->py;
 	__atomic_store_n(&a->gen, gen + 2, __ATOMIC_RELEASE);
 }
 
