@@ -9,6 +9,7 @@
  *   env.c        memtrack's two environment entries: out of `environ`, back for execs
  *   link.c       the socket to memtrack: connect, hello, answer, wakeups
  *   ring.c       the ring: the producer side of fast_ring.h (uses link)
+ *   sampler.c    --sample-bytes: the draw, the exact totals, the live sampled blocks
  *   interpose.c  the allocator entry points (record into the ring)
  *   vfork.c      the vfork entry point (tells the ring whose calls are not ours)
  *   exec.c       the exec and spawn entry points (pass env.c's envp)

@@ -59,6 +59,21 @@
  */
 #define MT_FAST_MAX_WAITERS (1u << 22)
 
+/*
+ * --sample-bytes: the library's exact heap totals, in stripes (a thread
+ * adds to one, so threads rarely share a line); memtrack sums them into
+ * the process's COUNTS record (fast_drain.c).  Claims of the process.
+ */
+#define MT_FAST_COUNT_STRIPES 16u
+struct mt_fast_counts {
+	__u64 allocs; /* as struct mt_heap_counts (bpf_abi.h) */
+	__u64 alloc_bytes;
+	__u64 frees;
+	__u64 sampled;
+	__u64 unmatched;
+	__u64 pad[3];
+};
+
 struct mt_fast_hdr {
 	__u64 magic;   /* MT_FAST_MAGIC */
 	__u32 version; /* MT_FAST_VERSION (bpf_abi.h) */
@@ -74,6 +89,11 @@ struct mt_fast_hdr {
 	__u64 head; /* next position a producer takes (atomic) */
 	__u8 pad1[56];
 	__u64 tail; /* next position the consumer reads (its own, informative) */
+	__u8 pad2[56];
+	/* memtrack, before its answer: --sample-bytes N (sample.h), 0: record every call */
+	__u64 sample_bytes;
+	__u8 pad3[56];
+	struct mt_fast_counts counts[MT_FAST_COUNT_STRIPES]; /* the library's */
 };
 
 struct mt_fast_slot {
@@ -84,6 +104,7 @@ struct mt_fast_slot {
 
 _Static_assert(sizeof(struct mt_fast_slot) == 64, "fast slot layout");
 _Static_assert(sizeof(struct mt_fast_hdr) <= MT_FAST_HDR_BYTES, "fast header");
+_Static_assert(sizeof(struct mt_fast_counts) == 64, "a stripe a cache line");
 _Static_assert(REALLOC_NFIELDS == 4 && ALIGNED_ALLOC_NFIELDS == 4, "heap records fit a slot");
 
 /* The first message on the socket, with the memfd (SCM_RIGHTS). */
@@ -139,6 +160,14 @@ struct mt_fast_umaps {
 #define MT_FAST_FRAMES_PER_SLOT 3u
 #define MT_FAST_FRAME_SLOTS(n) (((n) + MT_FAST_FRAMES_PER_SLOT - 1) / MT_FAST_FRAMES_PER_SLOT)
 #define MT_FAST_FRAMES_MARK 0xffffffffu /* where a head slot has type and fn */
+/*
+ * A PYCODE record (issue 37) the same way: a head slot (h.type MT_PYCODE,
+ * nfields PYCODE_NFIELDS; f[0] the bytes that follow, f[1..3] 0), then
+ * MT_FAST_DATA_SLOTS(bytes) data slots of 48 bytes each, laid out as frame
+ * slots: the record's fields, then its blob.
+ */
+#define MT_FAST_DATA_BYTES 48u
+#define MT_FAST_DATA_SLOTS(len) (((len) + MT_FAST_DATA_BYTES - 1) / MT_FAST_DATA_BYTES)
 
 struct mt_fast_frames {
 	__u64 seq;
@@ -148,6 +177,9 @@ struct mt_fast_frames {
 };
 
 _Static_assert(sizeof(struct mt_fast_frames) == 64, "fast frame slot layout");
+_Static_assert(sizeof(((struct mt_fast_frames *)0)->fr) == MT_FAST_DATA_BYTES, "data slot bytes");
+_Static_assert(MT_FAST_DATA_SLOTS(8 * PYCODE_NFIELDS + MT_PYCODE_BLOB_MAX) + 1 < MT_FAST_SLOTS / 4,
+	       "a code object fits the ring");
 _Static_assert(MT_FAST_FRAME_SLOTS(MT_STACK_MAX) + 1 < MT_FAST_SLOTS / 4, "a stack fits the ring");
 
 static inline struct mt_fast_slot *mt_fast_slots(void *ring)

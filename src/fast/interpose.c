@@ -31,6 +31,7 @@
 #include "fast/ring.h"
 #include "fast/unwind.h"
 #include "fast/own_map.h"
+#include "fast/sampler.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -97,8 +98,17 @@ void *interpose_own_map_fd(size_t len, int fd)
  * first), so the slot is the word above the saved rbp.  Taken in the
  * exported function itself (a helper's frame would be one more).
  */
+#if defined(__aarch64__)
+/*
+ * aarch64: sp at the entry (the CFA, unchanged by the call) and the entry
+ * point's own frame record {caller's x29, return address}: unwind.h.
+ */
+#define ENTRY_SP() ((uint64_t)(uintptr_t)__builtin_dwarf_cfa())
+#define ENTRY_BP() ((uint64_t)(uintptr_t)__builtin_frame_address(0))
+#else
 #define ENTRY_SP() ((uint64_t)(uintptr_t)__builtin_frame_address(0) + 8)
 #define ENTRY_BP() (*(const uint64_t *)__builtin_frame_address(0))
+#endif /* __aarch64__ */
 
 /*
  * An operator new of the C++ runtime waiting for its result.  As on the
@@ -115,6 +125,7 @@ struct pending_new {
 	uint64_t size; /* asked of operator new */
 	uint64_t align;
 	uint64_t stack; /* at the operator's entry */
+	bool sampled;	/* its draw (sampler.h): recorded, or only counted */
 };
 static __thread struct pending_new tls_new TLS_IE;
 
@@ -331,35 +342,53 @@ static inline uint32_t nfields_of(uint16_t type)
 }
 
 /*
+ * Records the block @p (not NULL) an outermost call allocated; with
+ * --sample-bytes counts it, and records it only when @sampled (sampler.h).
+ */
+static inline void record_block(uint16_t type, uint16_t fn, void *p, uint64_t size, uint64_t third,
+				uint64_t stack, bool sampled)
+{
+	if (!sampler_period || sampler_alloc((uintptr_t)p, size, sampled))
+		fast_record(type, fn, nfields_of(type), (uintptr_t)p, size, third, stack);
+}
+
+/* Records the free of @p (not NULL); with --sample-bytes only a sampled block's. */
+static inline void record_freed(uint16_t fn, void *p)
+{
+	if (!sampler_period || sampler_free((uintptr_t)p))
+		fast_record(MT_FREE, fn, FREE_NFIELDS, (uintptr_t)p, 0, 0, 0);
+}
+
+/*
  * Records an outermost allocating call's result: its own, or, when it is
  * the call an operator new delegated to, the operator's.
  */
 static inline void record_alloc(int i, uint16_t type, void *p, uint64_t size, uint64_t third,
-				uint64_t stack)
+				uint64_t stack, bool sampled)
 {
 	if (__builtin_expect(tls_new.active, 0)) {
 		tls_new.active = false;
 		if (p)
-			fast_record(tls_new.type, tls_new.fn, nfields_of(tls_new.type),
-				    (uintptr_t)p, tls_new.size, tls_new.align, tls_new.stack);
+			record_block(tls_new.type, tls_new.fn, p, tls_new.size, tls_new.align,
+				     tls_new.stack, tls_new.sampled);
 		return;
 	}
 	if (p)
-		fast_record(type, fn_id[i], nfields_of(type), (uintptr_t)p, size, third, stack);
+		record_block(type, fn_id[i], p, size, third, stack, sampled);
 }
 
 static inline void record_as(uint16_t fn, uint16_t type, void *p, uint64_t size, uint64_t third,
-			     uint64_t stack)
+			     uint64_t stack, bool sampled)
 {
 	if (p)
-		fast_record(type, fn, nfields_of(type), (uintptr_t)p, size, third, stack);
+		record_block(type, fn, p, size, third, stack, sampled);
 }
 
 /* A free inside an operator new (not a program's call) is not recorded. */
 static inline void record_free(int i, void *p)
 {
 	if (p && !tls_new.active)
-		fast_record(MT_FREE, fn_id[i], FREE_NFIELDS, (uintptr_t)p, 0, 0, 0);
+		record_freed(fn_id[i], p);
 }
 
 /*
@@ -387,7 +416,7 @@ static inline uint64_t stack_of(bool rec, uint64_t sp, uint64_t bp, bool (*skip)
 static void hooked_delete(int i, void *p)
 {
 	if (enter() && p && !tls_new.active)
-		fast_record(MT_FREE, natural_fn[i], FREE_NFIELDS, (uintptr_t)p, 0, 0, 0);
+		record_freed(natural_fn[i], p);
 	REAL(I_FREE, void (*)(void *))(p);
 	tls_depth--;
 }
@@ -466,31 +495,31 @@ static bool in_exe_op(uint64_t pc)
 
 EXPORT void *malloc(size_t n)
 {
-	bool rec = enter();
+	bool rec = enter(), smp = rec && sampler_take(n);
 	const struct exe_op *op = NULL;
 	uint64_t stack;
 	void *p;
 
 	if (rec && n_exe_ops && !tls_new.active)
 		op = exe_caller(CALLER_SLOT(), true);
-	stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), op ? in_exe_op : NULL);
+	stack = stack_of(smp, ENTRY_SP(), ENTRY_BP(), op ? in_exe_op : NULL);
 	if (__builtin_expect(!real[I_MALLOC], 0))
 		interpose_resolve();
 	p = real[I_MALLOC] ? REAL(I_MALLOC, void *(*)(size_t))(n) : __libc_malloc(n);
 	if (op) {
-		record_as(op->fn, MT_MALLOC, p, n, 0, stack);
+		record_as(op->fn, MT_MALLOC, p, n, 0, stack, smp);
 		rec = false;
 	}
 	if (rec)
-		record_alloc(I_MALLOC, MT_MALLOC, p, n, 0, stack);
+		record_alloc(I_MALLOC, MT_MALLOC, p, n, 0, stack, smp);
 	tls_depth--;
 	return p;
 }
 
 EXPORT void *calloc(size_t n, size_t size)
 {
-	bool rec = enter();
-	uint64_t stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), NULL);
+	bool rec = enter(), smp = rec && sampler_take((uint64_t)n * size);
+	uint64_t stack = stack_of(smp, ENTRY_SP(), ENTRY_BP(), NULL);
 	void *p;
 
 	if (__builtin_expect(!real[I_MALLOC], 0))
@@ -498,27 +527,38 @@ EXPORT void *calloc(size_t n, size_t size)
 	p = real[I_CALLOC] ? REAL(I_CALLOC, void *(*)(size_t, size_t))(n, size)
 			   : __libc_calloc(n, size);
 	if (rec)
-		record_alloc(I_CALLOC, MT_CALLOC, p, (uint64_t)n * size, 0, stack);
+		record_alloc(I_CALLOC, MT_CALLOC, p, (uint64_t)n * size, 0, stack, smp);
 	tls_depth--;
 	return p;
 }
 
 /* realloc-like results: realloc(NULL, n) allocates, realloc(p, 0) frees p. */
-static void record_realloc(int i, void *old, void *p, uint64_t size, uint64_t stack)
+static void record_realloc(int i, void *old, void *p, uint64_t size, uint64_t stack, bool smp)
 {
-	if (!old)
-		record_alloc(i, MT_MALLOC, p, size, 0, stack);
-	else if (p)
+	bool was;
+
+	if (!old) {
+		record_alloc(i, MT_MALLOC, p, size, 0, stack, smp);
+	} else if (p && !sampler_period) {
 		fast_record(MT_REALLOC, fn_id[i], REALLOC_NFIELDS, (uintptr_t)p, size,
 			    (uintptr_t)old, stack);
-	else if (!size)
-		fast_record(MT_FREE, fn_id[i], FREE_NFIELDS, (uintptr_t)old, 0, 0, 0);
+	} else if (p) {
+		/* sampled: a realloc from or to a sampled block, or the free of the old one */
+		was = sampler_free((uintptr_t)old);
+		if (sampler_alloc((uintptr_t)p, size, smp))
+			fast_record(MT_REALLOC, fn_id[i], REALLOC_NFIELDS, (uintptr_t)p, size,
+				    (uintptr_t)old, stack);
+		else if (was)
+			fast_record(MT_FREE, fn_id[i], FREE_NFIELDS, (uintptr_t)old, 0, 0, 0);
+	} else if (!size) {
+		record_freed(fn_id[i], old);
+	}
 }
 
 EXPORT void *realloc(void *old, size_t n)
 {
-	bool rec = enter();
-	uint64_t stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), NULL);
+	bool rec = enter(), smp = rec && sampler_take(n);
+	uint64_t stack = stack_of(smp, ENTRY_SP(), ENTRY_BP(), NULL);
 	void *p;
 
 	if (__builtin_expect(!real[I_MALLOC], 0))
@@ -526,21 +566,21 @@ EXPORT void *realloc(void *old, size_t n)
 	p = real[I_REALLOC] ? REAL(I_REALLOC, void *(*)(void *, size_t))(old, n)
 			    : __libc_realloc(old, n);
 	if (rec)
-		record_realloc(I_REALLOC, old, p, n, stack);
+		record_realloc(I_REALLOC, old, p, n, stack, smp);
 	tls_depth--;
 	return p;
 }
 
 EXPORT void *reallocarray(void *old, size_t n, size_t size)
 {
-	bool rec = enter();
-	uint64_t stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), NULL);
+	bool rec = enter(), smp = rec && sampler_take((uint64_t)n * size);
+	uint64_t stack = stack_of(smp, ENTRY_SP(), ENTRY_BP(), NULL);
 	void *p;
 
 	interpose_resolve();
 	p = REAL(I_REALLOCARRAY, void *(*)(void *, size_t, size_t))(old, n, size);
 	if (rec)
-		record_realloc(I_REALLOCARRAY, old, p, (uint64_t)n * size, stack);
+		record_realloc(I_REALLOCARRAY, old, p, (uint64_t)n * size, stack, smp);
 	tls_depth--;
 	return p;
 }
@@ -552,7 +592,7 @@ EXPORT void free(void *p)
 			n_exe_ops && !exe_deletes_patched ? exe_caller(CALLER_SLOT(), false) : NULL;
 
 		if (op && p && !tls_new.active)
-			fast_record(MT_FREE, op->fn, FREE_NFIELDS, (uintptr_t)p, 0, 0, 0);
+			record_freed(op->fn, p);
 		else
 			record_free(I_FREE, p);
 	}
@@ -568,14 +608,14 @@ EXPORT void free(void *p)
 /* @sp, @bp: the exported entry point's (ENTRY_SP, ENTRY_BP) */
 static void *aligned(int i, size_t align, size_t n, uint64_t sp, uint64_t bp)
 {
-	bool rec = enter();
-	uint64_t stack = stack_of(rec, sp, bp, NULL);
+	bool rec = enter(), smp = rec && sampler_take(n);
+	uint64_t stack = stack_of(smp, sp, bp, NULL);
 	void *p;
 
 	interpose_resolve();
 	p = real[i] ? REAL(i, void *(*)(size_t, size_t))(align, n) : __libc_memalign(align, n);
 	if (rec)
-		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align, stack);
+		record_alloc(i, MT_ALIGNED_ALLOC, p, n, align, stack, smp);
 	tls_depth--;
 	return p;
 }
@@ -597,8 +637,8 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
 
 EXPORT int posix_memalign(void **pp, size_t align, size_t n)
 {
-	bool rec = enter();
-	uint64_t stack = stack_of(rec, ENTRY_SP(), ENTRY_BP(), NULL);
+	bool rec = enter(), smp = rec && sampler_take(n);
+	uint64_t stack = stack_of(smp, ENTRY_SP(), ENTRY_BP(), NULL);
 	int ret;
 
 	interpose_resolve();
@@ -606,21 +646,22 @@ EXPORT int posix_memalign(void **pp, size_t align, size_t n)
 	if (rec && tls_new.active)
 		tls_new.active = false; /* an operator new's delegate that returns no pointer */
 	else if (rec && !ret)
-		record_alloc(I_POSIX_MEMALIGN, MT_ALIGNED_ALLOC, *pp, n, align, stack);
+		record_alloc(I_POSIX_MEMALIGN, MT_ALIGNED_ALLOC, *pp, n, align, stack, smp);
 	tls_depth--;
 	return ret;
 }
 
 static void *page_aligned(int i, size_t n, uint64_t sp, uint64_t bp)
 {
-	bool rec = enter();
-	uint64_t stack = stack_of(rec, sp, bp, NULL);
+	bool rec = enter(), smp = rec && sampler_take(n);
+	uint64_t stack = stack_of(smp, sp, bp, NULL);
 	void *p;
 
 	interpose_resolve();
 	p = REAL(i, void *(*)(size_t))(n);
 	if (rec)
-		record_alloc(i, MT_ALIGNED_ALLOC, p, n, (uint64_t)sysconf(_SC_PAGESIZE), stack);
+		record_alloc(i, MT_ALIGNED_ALLOC, p, n, (uint64_t)sysconf(_SC_PAGESIZE), stack,
+			     smp);
 	tls_depth--;
 	return p;
 }
@@ -656,15 +697,17 @@ static inline void new_done(bool *mine)
 static inline bool new_begin(int i, uint16_t type, size_t n, size_t align, uint64_t sp, uint64_t bp)
 {
 	uint64_t stack = 0;
+	bool smp;
 
 	if (tls_depth || tls_new.active || !fast_recording || !*fast_heap_switch)
 		return false;
-	if (fast_unwinding()) { /* with the depth raised: see fast_take_stack */
+	smp = sampler_take(n);
+	if (smp && fast_unwinding()) { /* with the depth raised: see fast_take_stack */
 		tls_depth++;
 		stack = fast_take_stack(sp, bp, NULL);
 		tls_depth--;
 	}
-	tls_new = (struct pending_new){ true, fn_id[i], type, n, align, stack };
+	tls_new = (struct pending_new){ true, fn_id[i], type, n, align, stack, smp };
 	return true;
 }
 

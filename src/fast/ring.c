@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -14,6 +15,7 @@
 #include "fast/ring.h"
 #include "fast/unwind.h"
 #include "fast/own_map.h"
+#include "fast/sampler.h"
 
 volatile int fast_recording;
 __thread uint32_t fast_vfork_flag TLS_IE;
@@ -54,7 +56,11 @@ static bool wait_slot(struct mt_fast_slot *s, uint64_t lap)
 		if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == lap)
 			return true;
 		if (i < 256) {
+#if defined(__x86_64__)
 			__builtin_ia32_pause();
+#elif defined(__aarch64__)
+			__asm__ __volatile__("yield" ::: "memory");
+#endif
 			continue;
 		}
 		if (i % 64 == 0) {
@@ -130,6 +136,42 @@ void fast_record(uint16_t type, uint16_t fn, uint32_t nfields, uint64_t a, uint6
 		link_poke();
 }
 
+/*
+ * Writes @len bytes of @src into the data slots after the head at @pos
+ * (fast_ring.h: MT_FAST_FRAMES_PER_SLOT frames, 48 bytes, a slot; the last
+ * one's tail zeroed), each published on its own.  false: memtrack is gone.
+ */
+static bool put_data_slots(uint64_t pos, const void *src, uint32_t len)
+{
+	uint32_t k = MT_FAST_DATA_SLOTS(len);
+	uint64_t lap;
+
+	for (uint32_t j = 0; j < k; j++) {
+		struct mt_fast_frames *f = (struct mt_fast_frames *)slot_at(pos + 1 + j, &lap);
+		uint32_t at = j * (uint32_t)sizeof(f->fr),
+			 n = len - at < sizeof(f->fr) ? len - at : sizeof(f->fr);
+
+		if (!f)
+			return false;
+		f->mark = MT_FAST_FRAMES_MARK;
+		f->index = j;
+		memcpy(f->fr, (const char *)src + at, n);
+		memset((char *)f->fr + n, 0, sizeof(f->fr) - n);
+		__atomic_store_n(&f->seq, lap + 1, __ATOMIC_RELEASE);
+	}
+	return true;
+}
+
+/* Pokes memtrack when positions [@pos, @pos + @k] cross a wake-up boundary. */
+static void poke_across(uint64_t pos, uint32_t k)
+{
+	if (__builtin_expect((pos & ~(uint64_t)(MT_FAST_WAKE_EVERY - 1)) !=
+					     ((pos + k) & ~(uint64_t)(MT_FAST_WAKE_EVERY - 1)) ||
+				     !(pos & (MT_FAST_WAKE_EVERY - 1)),
+			     0))
+		link_poke();
+}
+
 bool fast_record_stack(const struct fast_stack *st)
 {
 	uint32_t n = st->n, k = MT_FAST_FRAME_SLOTS(n);
@@ -148,26 +190,38 @@ bool fast_record_stack(const struct fast_stack *st)
 	s->f[2] = n;
 	s->f[3] = 0;
 	__atomic_store_n(&s->seq, lap + 1, __ATOMIC_RELEASE);
-	for (uint32_t j = 0; j < k; j++) {
-		struct mt_fast_frames *f = (struct mt_fast_frames *)slot_at(pos + 1 + j, &lap);
-
-		if (!f)
-			return false;
-		f->mark = MT_FAST_FRAMES_MARK;
-		f->index = j;
-		for (uint32_t i = 0; i < MT_FAST_FRAMES_PER_SLOT; i++) {
-			uint32_t at = j * MT_FAST_FRAMES_PER_SLOT + i;
-
-			f->fr[i] = at < n ? st->frames[at] : (struct mt_rec_frame){ 0, 0, 0 };
-		}
-		__atomic_store_n(&f->seq, lap + 1, __ATOMIC_RELEASE);
-	}
-	if (__builtin_expect((pos & ~(uint64_t)(MT_FAST_WAKE_EVERY - 1)) !=
-					     ((pos + k) & ~(uint64_t)(MT_FAST_WAKE_EVERY - 1)) ||
-				     !(pos & (MT_FAST_WAKE_EVERY - 1)),
-			     0))
-		link_poke();
+	if (!put_data_slots(pos, st->frames, n * (uint32_t)sizeof(st->frames[0])))
+		return false;
+	poke_across(pos, k);
 	return true;
+}
+
+bool fast_record_pycode(const struct mt_rec_pycode *c)
+{
+	uint32_t len = (uint32_t)(sizeof(c->f) + mt_pycode_blob_len(c->f)),
+		 k = MT_FAST_DATA_SLOTS(len);
+	struct mt_fast_slot *s;
+	uint64_t pos, lap;
+
+	if (len > sizeof(c->f) + MT_PYCODE_BLOB_MAX || !may_record())
+		return false;
+	pos = __atomic_fetch_add(&R.hdr->head, 1 + k, __ATOMIC_RELAXED);
+	s = slot_at(pos, &lap);
+	if (!s)
+		return false;
+	fill_head(s, MT_PYCODE, 0, PYCODE_NFIELDS);
+	s->f[0] = len;
+	s->f[1] = s->f[2] = s->f[3] = 0;
+	__atomic_store_n(&s->seq, lap + 1, __ATOMIC_RELEASE);
+	if (!put_data_slots(pos, c->f, len))
+		return false;
+	poke_across(pos, k);
+	return true;
+}
+
+uint32_t fast_ring_pid(void)
+{
+	return (uint32_t)R.pid;
 }
 
 int ring_create(void)
@@ -200,6 +254,7 @@ fail:
 void ring_start(const volatile uint32_t *heap_switch)
 {
 	fast_heap_switch = heap_switch;
+	sampler_start(R.hdr); /* memtrack wrote the period before its answer */
 	fast_recording = 1;
 }
 
@@ -207,6 +262,7 @@ void ring_drop(void)
 {
 	fast_recording = 0;
 	fast_heap_switch = &always_on;
+	sampler_drop();
 	if (R.ring)
 		munmap(R.ring, MT_FAST_RING_BYTES);
 	R.ring = NULL;

@@ -57,6 +57,18 @@ struct fast_stack;
  */
 bool fast_record_stack(const struct fast_stack *st) HIDDEN;
 
+struct mt_rec_pycode;
+
+/*
+ * Appends a PYCODE record (a head, f[0] the bytes that follow: @c's fields
+ * and its blob, in data slots) before the STACK record whose frames name
+ * it.  As fast_record_stack().
+ */
+bool fast_record_pycode(const struct mt_rec_pycode *c) HIDDEN;
+
+/* The process the ring is of (its keys of Python code objects: py_key.h). */
+uint32_t fast_ring_pid(void) HIDDEN;
+
 /*
  * Makes this process's ring: a memfd sealed at its size (memtrack maps no
  * other), mapped here, its header filled.  Returns the memfd (the caller

@@ -12,6 +12,8 @@
 #include "fast/unwind.h"
 #include "fast/own_map.h"
 #include "fast/table_pages.h"
+#include "fast/python.h"
+#include "stack_id.h"
 
 /*
  * The tables memtrack gave this process (handover.c), or none.  Set once
@@ -25,6 +27,8 @@ static struct {
 
 /* One stack per thread: only a thread's outermost allocator call unwinds. */
 static __thread struct fast_stack tls_stack TLS_IE;
+/* The code objects of tls_stack's Python frames (python.h), at their frames' indexes. */
+static __thread uint64_t tls_codes[MT_STACK_MAX] TLS_IE;
 
 bool fast_unwind_attach(struct fast_table_pages *pages, uint64_t index_off, uint32_t rows_cap,
 			uint32_t index_cap, const struct mt_fast_umaps *umaps)
@@ -95,6 +99,7 @@ uint64_t fast_take_stack(uint64_t entry_sp, uint64_t bp, bool (*skip)(uint64_t p
 	const struct mt_fast_umaps *um = __atomic_load_n(&U.umaps, __ATOMIC_ACQUIRE);
 	struct fast_unwind_tables t;
 	uint64_t lo, hi, gen, id;
+	struct mt_py py;
 
 	if (!um || fast_thread_stack(entry_sp, &lo, &hi))
 		return 0;
@@ -104,12 +109,19 @@ uint64_t fast_take_stack(uint64_t entry_sp, uint64_t bp, bool (*skip)(uint64_t p
 	t = U.t;
 	t.cache = cache();
 	t.gen = gen;
+	py = um->maps.py;
 	id = fast_unwind_skip(&t, entry_sp, bp, lo, hi, skip, &tls_stack);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (!id || __atomic_load_n(&um->gen, __ATOMIC_RELAXED) != gen)
 		return 0; /* the mappings changed under the walk: no stack is better than a wrong one */
+	if (py.runtime && fast_python_frames(&py, fast_ring_pid(), &tls_stack, tls_codes))
+		id = tls_stack.id = mt_stack_id(tls_stack.frames, tls_stack.n, tls_stack.truncated);
 	/* marked once written: a vfork child's dropped record must not hide it from its parent */
-	if (!fast_stack_seen(id) && fast_record_stack(&tls_stack))
-		fast_stack_mark(id);
+	if (!fast_stack_seen(id)) {
+		if (py.runtime)
+			fast_python_codes(&py, &tls_stack, tls_codes);
+		if (fast_record_stack(&tls_stack))
+			fast_stack_mark(id);
+	}
 	return id;
 }

@@ -140,6 +140,27 @@ static bool row_cfa(const struct walk *w, const struct mt_unwind_row *row, uint6
 }
 
 /*
+ * The return address @row gives (unwind.bpf.c's rules), its pac-ret
+ * signature stripped; false: none (unknown rule, unreadable, x30 past the
+ * first frame).
+ */
+static bool row_ra(const struct walk *w, const struct mt_unwind_row *row, uint64_t cfa,
+		   uint64_t *ra)
+{
+	bool ok;
+
+	*ra = 0;
+	switch (row->ra) {
+	case MT_RA_CFA_MINUS_8: ok = read_word(w, cfa - 8, ra); break;
+	case MT_RA_AT_CFA: ok = read_word(w, cfa + row->ra_off, ra); break;
+	/* x30 is the caller's only where a task stopped: a walk here starts at a call */
+	default: ok = false; break;
+	}
+	*ra &= FAST_RA_MASK;
+	return ok;
+}
+
+/*
  * What a pc resolves to, as the frame cache keeps it: the frame it records,
  * the row's rule, and the index of its mapping in the mappings (the next
  * search's hint).
@@ -151,24 +172,37 @@ struct resolved {
 	uint32_t k;		  /* the mapping's index, MT_MAX_UMAPS: none */
 };
 
-/* cfa_off, rbp_off, then cfa, rbp (3 bits each) and k (9 bits) in the top 16. */
+/*
+ * cfa_off, rbp_off, ra_off (16 bits each), then cfa (3 bits), rbp, ra (2
+ * bits each) and k (9 bits).  A row whose cfa_off needs more than 16 bits
+ * (a frame of 32 KiB or more) is not cached: fits_rule().
+ */
 static uint64_t pack_rule(const struct resolved *r)
 {
 	uint64_t cfa = r->row.cfa <= 7 ? r->row.cfa : MT_CFA_NONE;
-	uint64_t rbp = r->row.rbp <= 7 ? r->row.rbp : 7; /* 7: no rule (as any unknown one) */
+	uint64_t rbp = r->row.rbp <= 3 ? r->row.rbp : 3; /* 3: no rule (as any unknown one) */
+	uint64_t ra = r->row.ra <= 3 ? r->row.ra : 3;	 /* 3: no rule: the walk ends */
 
 	_Static_assert(MT_MAX_UMAPS < 512, "k fits 9 bits");
-	return (uint64_t)(uint32_t)r->row.cfa_off | (uint64_t)(uint16_t)r->row.rbp_off << 32 |
-	       cfa << 48 | rbp << 51 | (uint64_t)r->k << 54;
+	return (uint64_t)(uint16_t)r->row.cfa_off | (uint64_t)(uint16_t)r->row.rbp_off << 16 |
+	       (uint64_t)(uint16_t)r->row.ra_off << 32 | cfa << 48 | rbp << 51 | ra << 53 |
+	       (uint64_t)r->k << 55;
+}
+
+static bool fits_rule(const struct resolved *r)
+{
+	return r->row.cfa_off >= INT16_MIN && r->row.cfa_off <= INT16_MAX;
 }
 
 static void unpack_rule(uint64_t w, struct resolved *r)
 {
-	r->row = (struct mt_unwind_row){ .cfa_off = (int32_t)(uint32_t)w,
-					 .rbp_off = (int16_t)(uint16_t)(w >> 32),
+	r->row = (struct mt_unwind_row){ .cfa_off = (int16_t)(uint16_t)w,
+					 .rbp_off = (int16_t)(uint16_t)(w >> 16),
+					 .ra_off = (int16_t)(uint16_t)(w >> 32),
 					 .cfa = (uint8_t)(w >> 48 & 7),
-					 .rbp = (uint8_t)(w >> 51 & 7) };
-	r->k = (uint32_t)(w >> 54);
+					 .rbp = (uint8_t)(w >> 51 & 3),
+					 .ra = (uint8_t)(w >> 53 & 3) };
+	r->k = (uint32_t)(w >> 55);
 }
 
 /* Three independent products: a torn entry (two writers) fails it, at one multiply's latency. */
@@ -234,7 +268,7 @@ static void resolve(struct walk *w, struct resolved *r)
 	r->addr = m ? w->pc - m->bias : w->pc;
 	r->row = row ? *row : (struct mt_unwind_row){ .cfa = MT_CFA_NONE };
 	r->k = m ? (uint32_t)(m - w->t->maps->m) : MT_MAX_UMAPS;
-	if (cache && m && r->addr <= 0xffffffffull)
+	if (cache && m && r->addr <= 0xffffffffull && fits_rule(r))
 		cache_put(w, r);
 }
 
@@ -255,7 +289,7 @@ static bool step(struct walk *w)
 		w->status = COMPLETE;
 		return false;
 	}
-	if (!row_cfa(w, &r.row, &cfa) || !read_word(w, cfa - 8, &ra))
+	if (!row_cfa(w, &r.row, &cfa) || !row_ra(w, &r.row, cfa, &ra))
 		goto truncated;
 	if (r.row.rbp == MT_RBP_AT_CFA) {
 		if (!read_word(w, cfa + r.row.rbp_off, &w->bp))
@@ -275,6 +309,34 @@ truncated:
 	return false;
 }
 
+#if defined(__aarch64__)
+/*
+ * The caller's frame at an allocator's entry: @entry_sp is sp there (the
+ * caller's), w->bp the entry point's own frame record {caller's x29, x30},
+ * so the return address is the record's second word (its pac-ret
+ * signature stripped).
+ */
+static bool entry_frame(struct walk *w, uint64_t entry_sp)
+{
+	uint64_t rec = w->bp;
+
+	if (!read_word(w, rec, &w->bp) || !read_word(w, rec + 8, &w->pc))
+		return false;
+	w->pc &= FAST_RA_MASK;
+	w->sp = entry_sp;
+	return true;
+}
+#else
+/* The caller's frame at an allocator's entry: @entry_sp holds the return address. */
+static bool entry_frame(struct walk *w, uint64_t entry_sp)
+{
+	if (!read_word(w, entry_sp, &w->pc))
+		return false;
+	w->sp = entry_sp + 8;
+	return true;
+}
+#endif /* __aarch64__ */
+
 uint64_t fast_unwind(const struct fast_unwind_tables *t, uint64_t entry_sp, uint64_t bp,
 		     uint64_t lo, uint64_t hi, struct fast_stack *out)
 {
@@ -293,9 +355,8 @@ uint64_t fast_unwind_skip(const struct fast_unwind_tables *t, uint64_t entry_sp,
 	out->n = 0;
 	out->truncated = 0;
 	w.hash = 0xcbf29ce484222325ull;
-	if (!read_word(&w, entry_sp, &w.pc))
+	if (!entry_frame(&w, entry_sp))
 		return 0;
-	w.sp = entry_sp + 8;
 	for (unsigned i = 0; i < MT_STACK_MAX + 1 + w.skipped && step(&w); i++)
 		;
 	if (w.status == RUNNING)

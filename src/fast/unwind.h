@@ -70,6 +70,17 @@ struct fast_unwind_tables {
 	struct fast_table_pages *pages;
 };
 
+/*
+ * The bits of a return address that are its address: aarch64's pac-ret
+ * signs return addresses in the bits above the 48-bit user address space
+ * (unwind.bpf.h's UNWIND_RA_MASK), stripped without the key.
+ */
+#if defined(__aarch64__)
+#define FAST_RA_MASK ((1ull << 48) - 1)
+#else
+#define FAST_RA_MASK (~0ull)
+#endif
+
 /* One unwound stack, as a STACK record carries it. */
 struct fast_stack {
 	uint64_t id;	    /* 0: no stack (the entry's return address unreadable) */
@@ -81,7 +92,9 @@ struct fast_stack {
 /*
  * Unwinds the stack of an allocator call at its entry: @entry_sp points at
  * the return address (the caller's rsp before its call returns), @bp is
- * rbp at the entry.  Reads stay inside [@lo, @hi) (the thread's stack).
+ * rbp at the entry.  aarch64: @entry_sp is sp at the entry (the caller's),
+ * @bp the address of the entry point's frame record {x29, x30 at the
+ * entry} (interpose.c's ENTRY_SP, ENTRY_BP).  Reads stay inside [@lo, @hi) (the thread's stack).
  * Fills @out and returns its id (unwind.bpf.h's take_stack with exact
  * false, and emit_stack's id).
  */
