@@ -38,6 +38,9 @@ struct mt_event {
 	/* OBJECT records */
 	__u8 build_id[MT_BUILD_ID_MAX];
 	__u8 build_id_len; /* 0: none */
+	/* PYCODE records: name, qualname, file, line table (lengths in f[PYCODE_STRINGS], f[PYCODE_LINES]) */
+	__u16 blob_len;
+	__u8 blob[MT_PYCODE_BLOB_MAX];
 };
 
 /*
@@ -67,6 +70,7 @@ struct mt_header {
 	int64_t wall_offset_ns;	   /* CLOCK_REALTIME - clock_id at start */
 	uint64_t start_ns;	   /* clock_id time when tracking started */
 	char kernel_release[65];   /* uname -r */
+	char arch[65];		   /* uname -m: x86_64, aarch64; "" from older writers */
 	/* per facility (MT_KERNEL_FACILITIES) the mechanism used, "" if unsaid */
 	char kernel_mech[MT_KERNEL_NFACILITIES][MT_KERNEL_MECH_MAX];
 	char command[MT_CMDLINE_MAX]; /* the command line, argv joined by ' ' */
@@ -214,6 +218,14 @@ MT_MUST_CHECK int mt_reader__next(struct mt_reader *r, struct mt_event *ev);
  * read again), or another -errno.
  */
 MT_MUST_CHECK int mt_reader__follow(struct mt_reader *r);
+
+/*
+ * Following: whether a writer still holds the file (the LOCK_EX flock a
+ * recording keeps on its artifact until it is finished, FORMAT.md §2; the
+ * kernel drops it when the writer dies, SIGKILL included).  False for a
+ * file nobody writes: a finished, copied or truncated one.
+ */
+bool mt_reader__writer_holds(const struct mt_reader *r);
 
 const struct mt_header *mt_reader__header(const struct mt_reader *r);
 

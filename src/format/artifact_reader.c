@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <zstd.h>
 #include "format/artifact.h"
@@ -265,6 +266,8 @@ static int header_kv(void *ctx, const char *key, const char *val)
 		h->start_ns = u;
 	} else if (!strcmp(key, "kernel_release")) {
 		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", val);
+	} else if (!strcmp(key, "arch")) {
+		snprintf(h->arch, sizeof(h->arch), "%s", val);
 	} else if (!strcmp(key, "command")) {
 		snprintf(h->command, sizeof(h->command), "%s", val);
 	} else if (!strncmp(key, "kernel_", 7)) {
@@ -498,8 +501,8 @@ static int bad_record(struct mt_reader *r, const char *why)
 }
 
 /*
- * Decodes the part of an OBJECT or STACK record between its fields and its
- * string (FORMAT.md §8.2) into @ev.  Returns 0 or -EBADMSG.
+ * Decodes the part of an OBJECT, STACK or PYCODE record between its fields
+ * and its string (FORMAT.md §8.2, §8.3) into @ev.  Returns 0 or -EBADMSG.
  */
 static int decode_tail(const uint8_t **p, const uint8_t *bend, unsigned type, struct mt_event *ev)
 {
@@ -510,6 +513,15 @@ static int decode_tail(const uint8_t **p, const uint8_t *bend, unsigned type, st
 			return -EBADMSG;
 		memcpy(ev->build_id, *p, n);
 		ev->build_id_len = (__u8)n;
+		*p += n;
+		return 0;
+	}
+	if (type == MT_PYCODE) {
+		if (mt_varint_get(p, bend, &n) || n > MT_PYCODE_BLOB_MAX ||
+		    n > (uint64_t)(bend - *p) || n != mt_pycode_blob_len(ev->f))
+			return -EBADMSG;
+		memcpy(ev->blob, *p, n);
+		ev->blob_len = (__u16)n;
 		*p += n;
 		return 0;
 	}
@@ -590,8 +602,9 @@ static int decode_record(struct mt_reader *r, struct mt_event *ev)
 	ev->str[0] = '\0';
 	ev->stack = r->stack_field[type] >= 0 ? ev->f[r->stack_field[type]] : 0;
 	if (type >= MT_OBJECT && decode_tail(&p, bend, type, ev))
-		return bad_record(r, type == MT_STACK ? "has malformed frames"
-						      : "has a malformed build-id");
+		return bad_record(r, type == MT_STACK	 ? "has malformed frames"
+				     : type == MT_PYCODE ? "has a malformed code object"
+							 : "has a malformed build-id");
 	if (r->has_string[type]) {
 		uint64_t sl;
 		size_t n;
@@ -665,6 +678,16 @@ int mt_reader__follow(struct mt_reader *r)
 		return -ESPIPE;
 	r->follow = true;
 	return 0;
+}
+
+bool mt_reader__writer_holds(const struct mt_reader *r)
+{
+	/* a shared lock is refused only while someone holds the exclusive one */
+	if (!flock(r->fd, LOCK_SH | LOCK_NB)) {
+		flock(r->fd, LOCK_UN);
+		return false;
+	}
+	return errno == EWOULDBLOCK;
 }
 
 const struct mt_header *mt_reader__header(const struct mt_reader *r)

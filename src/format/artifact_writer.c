@@ -187,7 +187,7 @@ static int put_kernel_mechs(char *body, size_t *len, size_t cap, const struct mt
 static int write_header(struct mt_writer *w, const struct mt_header *h)
 {
 	char *buf;
-	char cmd[MT_CMDLINE_MAX], kr[sizeof(h->kernel_release)];
+	char cmd[MT_CMDLINE_MAX], kr[sizeof(h->kernel_release)], arch[sizeof(h->arch)];
 	char ver[sizeof(h->memtrack_version)];
 	size_t len = 0, cap = MT_FILE_PREFIX_LEN + HEADER_BODY_CAP + 4;
 	char *body;
@@ -200,6 +200,7 @@ static int write_header(struct mt_writer *w, const struct mt_header *h)
 	cap -= MT_FILE_PREFIX_LEN + 4;
 	bounded_str(cmd, sizeof(cmd), h->command, sizeof(h->command));
 	bounded_str(kr, sizeof(kr), h->kernel_release, sizeof(h->kernel_release));
+	bounded_str(arch, sizeof(arch), h->arch, sizeof(h->arch));
 	bounded_str(ver, sizeof(ver), h->memtrack_version, sizeof(h->memtrack_version));
 
 	err = err ?: put_kv_u64(body, &len, cap, "format_version", MT_FORMAT_VERSION);
@@ -209,6 +210,7 @@ static int write_header(struct mt_writer *w, const struct mt_header *h)
 	err = err ?: put_kv_s64(body, &len, cap, "wall_offset_ns", h->wall_offset_ns);
 	err = err ?: put_kv_u64(body, &len, cap, "start_ns", h->start_ns);
 	err = err ?: put_kv(body, &len, cap, "kernel_release", kr);
+	err = err ?: put_kv(body, &len, cap, "arch", arch);
 	err = err ?: put_kv(body, &len, cap, "command", cmd);
 	err = err ?: put_kv_u64(body, &len, cap, "flags", h->flags);
 	err = err ?: put_kernel_mechs(body, &len, cap, h);
@@ -300,8 +302,9 @@ bool mt_encoder__full(const struct mt_encoder *e)
 }
 
 /*
- * The part of an OBJECT or STACK record between its fields and its string
- * (FORMAT.md §8.2): an OBJECT's build-id, a STACK's frames.  @tail is the
+ * The part of an OBJECT, STACK or PYCODE record between its fields and its
+ * string (FORMAT.md §8.2, §8.3): an OBJECT's build-id, a STACK's frames, a
+ * PYCODE's strings and line table.  @tail is the
  * whole record as userspace or BPF made it.  Returns the end of what was
  * written, or NULL for a record the format cannot describe.
  */
@@ -316,6 +319,17 @@ static uint8_t *encode_tail(uint8_t *q, unsigned type, const void *tail)
 		q += mt_varint_encode(q, n);
 		if (n)
 			memcpy(q, o->build_id, n);
+		return q + n;
+	}
+	if (type == MT_PYCODE) {
+		const struct mt_rec_pycode *c = tail;
+		size_t n = c ? mt_pycode_blob_len(c->f) : 0;
+
+		if (n > MT_PYCODE_BLOB_MAX)
+			return NULL;
+		q += mt_varint_encode(q, n);
+		if (n)
+			memcpy(q, c->blob, n);
 		return q + n;
 	}
 	if (type == MT_STACK) {

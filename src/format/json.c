@@ -37,7 +37,8 @@ static int utf8_len(const unsigned char *p)
 	return n;
 }
 
-void json_print_string(FILE *out, const char *s)
+/* json_print_string(); @html: also <, > and & as \u00XX (see json.h). */
+static void print_string(FILE *out, const char *s, bool html)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	int n;
@@ -67,7 +68,7 @@ void json_print_string(FILE *out, const char *s)
 			continue;
 		default: break;
 		}
-		if (*p < 0x20 || *p == 0x7f) {
+		if (*p < 0x20 || *p == 0x7f || (html && (*p == '<' || *p == '>' || *p == '&'))) {
 			fprintf(out, "\\u%04x", *p++);
 			continue;
 		}
@@ -81,4 +82,14 @@ void json_print_string(FILE *out, const char *s)
 		p += n;
 	}
 	fputc('"', out);
+}
+
+void json_print_string(FILE *out, const char *s)
+{
+	print_string(out, s, false);
+}
+
+void json_print_string_html(FILE *out, const char *s)
+{
+	print_string(out, s, true);
 }

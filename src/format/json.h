@@ -3,6 +3,7 @@
 #ifndef MEMTRACK_JSON_H
 #define MEMTRACK_JSON_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 /*
@@ -13,5 +14,12 @@
  * the original bytes can be recovered (docs/FORMAT.md).
  */
 void json_print_string(FILE *out, const char *s);
+
+/*
+ * json_print_string() for JSON inside an HTML <script>: <, > and & are
+ * written \u003c, \u003e and \u0026 too, so no string (a command or
+ * function name from a tracked program) can close the script element.
+ */
+void json_print_string_html(FILE *out, const char *s);
 
 #endif /* MEMTRACK_JSON_H */

@@ -251,26 +251,28 @@ static bool stack_valid(const struct fast_reader *r, const struct mt_rec_hdr *h,
 	if (!r->stacks || h->fn || h->nfields != STACK_NFIELDS || f[STACK_TRUNCATED] > 1 || f[3])
 		return false;
 	for (uint32_t i = 0; i < n; i++)
-		if (fr[i].pad || fr[i].object > r->objects)
-			return false;
+		if (fr[i].pad ||
+		    (fr[i].object & MT_PY_FRAME ? !(fr[i].addr & 1) : fr[i].object > r->objects))
+			return false; /* a Python frame's key is odd (py_key.h) */
 	return f[STACK_ID] == mt_stack_id(fr, n, f[STACK_TRUNCATED]);
 }
 
 /*
- * The frame slots of the STACK head at r->tail (copied in @head), each
- * copied into @s.  Returns 1 when all are written, 0 when one is not yet,
- * -1 for a slot out of its lap (a lie), -2 for a slot that is not a frame
- * slot of this head (the head is refused alone).
+ * The @len bytes in the data slots after the head at r->tail (a STACK's
+ * frames, a PYCODE's fields and blob: fast_ring.h), copied into @dst.
+ * Returns 1 when all are written, 0 when one is not yet, -1 for a slot out
+ * of its lap (a lie), -2 for a slot that is not a data slot of this head
+ * (the head is refused alone).
  */
-static int stack_slots(struct fast_reader *r, const struct mt_rec *head, struct mt_rec_stack *s)
+static int data_slots(struct fast_reader *r, uint32_t len, void *dst)
 {
 	struct mt_fast_slot *slots = mt_fast_slots(r->ring);
-	uint32_t n = (uint32_t)head->f[2];
 
-	for (uint32_t j = 0; j < MT_FAST_FRAME_SLOTS(n); j++) {
+	for (uint32_t j = 0; j < MT_FAST_DATA_SLOTS(len); j++) {
 		uint64_t pos = r->tail + 1 + j, lap = pos & ~(uint64_t)(MT_FAST_SLOTS - 1), seq;
 		const struct mt_fast_frames *src =
 			(const struct mt_fast_frames *)&slots[pos & (MT_FAST_SLOTS - 1)];
+		uint32_t at = j * MT_FAST_DATA_BYTES;
 		struct mt_fast_frames copy;
 
 		seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
@@ -282,9 +284,8 @@ static int stack_slots(struct fast_reader *r, const struct mt_rec *head, struct 
 		__asm__ __volatile__("" ::: "memory");
 		if (copy.mark != MT_FAST_FRAMES_MARK || copy.index != j)
 			return -2;
-		for (uint32_t k = 0; k < MT_FAST_FRAMES_PER_SLOT; k++)
-			if (j * MT_FAST_FRAMES_PER_SLOT + k < n)
-				s->frames[j * MT_FAST_FRAMES_PER_SLOT + k] = copy.fr[k];
+		memcpy((char *)dst + at, copy.fr,
+		       len - at < MT_FAST_DATA_BYTES ? len - at : MT_FAST_DATA_BYTES);
 	}
 	return 1;
 }
@@ -306,7 +307,9 @@ static int feed_stack(struct fast_reader *r, struct pipeline *p, const struct mt
 		r->refused++;
 		return 1;
 	}
-	got = stack_slots(r, rec, &s);
+	_Static_assert(MT_FAST_DATA_BYTES == MT_FAST_FRAMES_PER_SLOT * sizeof(s.frames[0]),
+		       "frame slots are data slots");
+	got = data_slots(r, n * (uint32_t)sizeof(s.frames[0]), s.frames);
 	if (got == 0 && !r->closing)
 		return 0;
 	if (got == -1) {
@@ -335,6 +338,69 @@ static int feed_stack(struct fast_reader *r, struct pipeline *p, const struct mt
 	r->records++;
 	r->stacks_fed++;
 	return 1 + (int)MT_FAST_FRAME_SLOTS(n);
+}
+
+/*
+ * Whether @c, a PYCODE record of the ring's, is one the library can have
+ * written (python.c): an odd key, string lengths and kinds it copies, a
+ * line table of a known format no longer than it keeps.
+ */
+static bool pycode_valid(const struct mt_rec_pycode *c)
+{
+	uint64_t str = c->f[PYCODE_STRINGS], lines = c->f[PYCODE_LINES];
+	const uint32_t cap[3] = { MT_PYCODE_NAME_MAX, MT_PYCODE_QUAL_MAX, MT_PYCODE_FILE_MAX };
+
+	if (!(c->f[PYCODE_KEY] & 1) || str >> 39 || lines >> 34 ||
+	    (lines & 0xffffffffu) > MT_PYCODE_LINES_MAX || c->f[PYCODE_FIRSTLINE] > INT32_MAX)
+		return false;
+	for (int i = 0; i < 3; i++) {
+		uint32_t k = MT_PYCODE_STR_KIND(str, i);
+
+		if (MT_PYCODE_STR_LEN(str, i) > cap[i] || (k != 0 && k != 1 && k != 2 && k != 4))
+			return false;
+	}
+	return (lines >> 32) <= MT_PY_LINES_311;
+}
+
+/*
+ * A PYCODE head at r->tail (copied in @rec): as feed_stack(), for the
+ * record's fields and blob in the data slots after it.
+ */
+static int feed_pycode(struct fast_reader *r, struct pipeline *p, const struct mt_rec *rec)
+{
+	uint64_t len = rec->f[0];
+	struct mt_rec_pycode c;
+	int got, err, used;
+
+	if (!r->stacks || rec->h.fn || rec->h.nfields != PYCODE_NFIELDS || rec->f[1] || rec->f[2] ||
+	    rec->f[3] || len < sizeof(c.f) || len > sizeof(c.f) + MT_PYCODE_BLOB_MAX) {
+		r->refused++;
+		return 1;
+	}
+	used = 1 + (int)MT_FAST_DATA_SLOTS((uint32_t)len);
+	got = data_slots(r, (uint32_t)len, c.f);
+	if (got == 0 && !r->closing)
+		return 0;
+	if (got == -1) {
+		lie(r);
+		return 1;
+	}
+	if (got <= 0 || (r->closing && r->tail + (uint64_t)used > r->end)) {
+		r->refused += got < 0;
+		r->lost += got == 0;
+		return 1;
+	}
+	if (!pycode_valid(&c) || sizeof(c.f) + mt_pycode_blob_len(c.f) != len) {
+		r->refused++;
+		return used;
+	}
+	c.h = rec->h;
+	c.h.pid = r->pid;
+	err = pipeline_feed(p, &c, (size_t)len + sizeof(c.h));
+	if (err)
+		return err;
+	r->records++;
+	return used;
 }
 
 /* Marks @k positions from the tail consumed. */
@@ -387,10 +453,11 @@ int fast_reader_feed(struct fast_reader *r, struct pipeline *p, uint64_t until, 
 				*next = rec.h.ts;
 				break;
 			}
-			if (rec.h.type == MT_STACK) {
+			if (rec.h.type == MT_STACK || rec.h.type == MT_PYCODE) {
 				uint64_t before = r->records;
 
-				err = feed_stack(r, p, &rec);
+				err = rec.h.type == MT_STACK ? feed_stack(r, p, &rec)
+							     : feed_pycode(r, p, &rec);
 				if (err < 0)
 					return err;
 				if (!err) { /* its frames are being written */

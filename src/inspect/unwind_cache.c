@@ -22,7 +22,7 @@
 #include "util/pread_all.h"
 
 #define ENTRY_MAGIC "MTUWTAB1"
-#define ENTRY_VERSION 1
+#define ENTRY_VERSION 2		   /* 2: rows carry the return address rule (aarch64) */
 #define ENTRY_MAX_ROWS (64u << 20) /* --unwind-rows' own ceiling */
 #define ENTRY_NAME_LEN 16	   /* hex digits of the key's hash */
 #define SUM_SEED 0xcbf29ce484222325ull
@@ -314,7 +314,8 @@ static void check_rows(struct entry_check *k, const struct mt_unwind_row *r, siz
 			k->first_pc = r[i].pc;
 		else if (r[i].pc <= k->last_pc)
 			k->bad = true;
-		k->bad |= r[i].cfa > MT_CFA_END || r[i].rbp > MT_RBP_LOST || r[i].pad;
+		k->bad |= r[i].cfa > MT_CFA_END || r[i].rbp > MT_RBP_LOST || r[i].ra > MT_RA_LR ||
+			  r[i].pad;
 		k->last_pc = r[i].pc;
 	}
 }

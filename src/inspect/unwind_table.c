@@ -25,9 +25,26 @@
 #include "inspect/unwind_table.h"
 #include "util/pread_all.h"
 
-#define REG_RBP 6
-#define REG_RSP 7
-#define REG_RA 16
+/*
+ * The DWARF registers a row follows, by the object's machine.  On aarch64
+ * the return address column is x30, saved wherever the prologue puts it or
+ * still in x30, and the ABI's default rule for x29 and x30 (libdw's
+ * aarch64_cfi.c) is "same value".
+ */
+struct cfi_arch {
+	unsigned sp, fp, ra; /* DWARF numbers: stack pointer, frame pointer, return address */
+	bool lr;	     /* aarch64: the return address has its own rules (enum mt_ra_rule) */
+};
+
+static const struct cfi_arch arch_x86_64 = { .sp = 7, .fp = 6, .ra = 16 };
+static const struct cfi_arch arch_aarch64 = { .sp = 31, .fp = 29, .ra = 30, .lr = true };
+
+static const struct cfi_arch *elf_cfi_arch(Elf *elf)
+{
+	GElf_Ehdr eh;
+
+	return gelf_getehdr(elf, &eh) && eh.e_machine == EM_AARCH64 ? &arch_aarch64 : &arch_x86_64;
+}
 
 struct row_vec {
 	struct mt_unwind_row *v;
@@ -63,7 +80,7 @@ static bool at_cfa(const Dwarf_Op *ops, size_t n, int64_t *off)
 }
 
 /* The CFA rule of @f into @r; leaves MT_CFA_NONE for what we cannot follow. */
-static void cfa_rule(Dwarf_Frame *f, struct mt_unwind_row *r)
+static void cfa_rule(const struct cfi_arch *a, Dwarf_Frame *f, struct mt_unwind_row *r)
 {
 	Dwarf_Op *ops;
 	size_t n;
@@ -72,10 +89,10 @@ static void cfa_rule(Dwarf_Frame *f, struct mt_unwind_row *r)
 	if (dwarf_frame_cfa(f, &ops, &n) || !n)
 		return;
 	if (n == 1 && ops[0].atom == DW_OP_bregx &&
-	    (ops[0].number == REG_RSP || ops[0].number == REG_RBP)) {
+	    (ops[0].number == a->sp || ops[0].number == a->fp)) {
 		off = (int64_t)ops[0].number2;
-		r->cfa = ops[0].number == REG_RSP ? MT_CFA_RSP : MT_CFA_RBP;
-	} else if (n == 2 && ops[0].atom == DW_OP_breg0 + REG_RBP && ops[1].atom == DW_OP_deref) {
+		r->cfa = ops[0].number == a->sp ? MT_CFA_RSP : MT_CFA_RBP;
+	} else if (n == 2 && ops[0].atom == DW_OP_breg0 + a->fp && ops[1].atom == DW_OP_deref) {
 		off = (int64_t)ops[0].number;
 		r->cfa = MT_CFA_DEREF_RBP;
 	} else {
@@ -88,8 +105,34 @@ static void cfa_rule(Dwarf_Frame *f, struct mt_unwind_row *r)
 	r->cfa_off = (int32_t)off;
 }
 
+/*
+ * The return address rule of libdw's answer into @r: false when no row can
+ * follow it (x86-64: anything but CFA-8; aarch64: anything but saved at
+ * CFA + N or the same value, still in x30).
+ */
+static bool ra_rule(const struct cfi_arch *a, const Dwarf_Op *ops, size_t n,
+		    struct mt_unwind_row *r)
+{
+	int64_t off;
+
+	if (a->lr && !n && !ops) {
+		r->ra = MT_RA_LR;
+		return true;
+	}
+	if (!at_cfa(ops, n, &off))
+		return false;
+	if (!a->lr)
+		return off == -8;
+	if (off < INT16_MIN || off > INT16_MAX)
+		return false;
+	r->ra = MT_RA_AT_CFA;
+	r->ra_off = (int16_t)off;
+	return true;
+}
+
 /* One row from libdw's answer for a pc. */
-static void frame_row(Dwarf_Frame *f, uint32_t pc, struct mt_unwind_row *r)
+static void frame_row(const struct cfi_arch *a, Dwarf_Frame *f, uint32_t pc,
+		      struct mt_unwind_row *r)
 {
 	Dwarf_Op mem[3], *ops;
 	size_t n;
@@ -97,16 +140,19 @@ static void frame_row(Dwarf_Frame *f, uint32_t pc, struct mt_unwind_row *r)
 
 	memset(r, 0, sizeof(*r));
 	r->pc = pc;
-	if (dwarf_frame_register(f, REG_RA, mem, &ops, &n))
+	if (dwarf_frame_register(f, a->ra, mem, &ops, &n))
 		return;
 	if (!n && ops == mem) { /* undefined: no caller */
 		r->cfa = MT_CFA_END;
 		return;
 	}
-	if (!at_cfa(ops, n, &off) || off != -8)
+	if (!ra_rule(a, ops, n, r)) {
+		r->ra = MT_RA_CFA_MINUS_8;
+		r->ra_off = 0;
 		return;
-	cfa_rule(f, r);
-	if (dwarf_frame_register(f, REG_RBP, mem, &ops, &n) || n == 0)
+	}
+	cfa_rule(a, f, r);
+	if (dwarf_frame_register(f, a->fp, mem, &ops, &n) || n == 0)
 		return; /* same value (or undefined: it is not needed to go on) */
 	if (at_cfa(ops, n, &off) && off >= INT16_MIN && off <= INT16_MAX) {
 		r->rbp = MT_RBP_AT_CFA;
@@ -260,7 +306,7 @@ static int sleb(struct nprog *g, int64_t *v)
 }
 
 /* A def_cfa_expression block: the two forms cfa_rule() follows, else "other". */
-static void cfa_expr(const uint8_t *b, uint64_t len, struct nstate *s)
+static void cfa_expr(const struct cfi_arch *a, const uint8_t *b, uint64_t len, struct nstate *s)
 {
 	struct nprog g = { b, b + len };
 	uint64_t reg;
@@ -270,11 +316,11 @@ static void cfa_expr(const uint8_t *b, uint64_t len, struct nstate *s)
 	if (len && b[0] == DW_OP_bregx) {
 		g.p++;
 		if (!uleb(&g, &reg) && !sleb(&g, &off) && g.p == g.end &&
-		    (reg == REG_RSP || reg == REG_RBP)) {
-			s->cfa = reg == REG_RSP ? NC_EXPR_RSP : NC_EXPR_RBP;
+		    (reg == a->sp || reg == a->fp)) {
+			s->cfa = reg == a->sp ? NC_EXPR_RSP : NC_EXPR_RBP;
 			s->cfa_off = off;
 		}
-	} else if (len && b[0] == DW_OP_breg0 + REG_RBP) {
+	} else if (len && b[0] == DW_OP_breg0 + a->fp) {
 		g.p++;
 		if (!sleb(&g, &off) && g.end - g.p == 1 && *g.p == DW_OP_deref) {
 			s->cfa = NC_EXPR_DEREF;
@@ -299,12 +345,13 @@ static int64_t wrap_mul(uint64_t v, int64_t daf)
 	return (int64_t)(v * (uint64_t)daf);
 }
 
-static void set_reg(struct nstate *s, uint64_t reg, uint8_t rule, int64_t v)
+static void set_reg(const struct cfi_arch *a, struct nstate *s, uint64_t reg, uint8_t rule,
+		    int64_t v)
 {
-	if (reg == REG_RBP) {
+	if (reg == a->fp) {
 		s->rbp = rule;
 		s->rbp_v = v;
-	} else if (reg == REG_RA) {
+	} else if (reg == a->ra) {
 		s->ra = rule;
 		s->ra_v = v;
 	}
@@ -316,8 +363,26 @@ struct ncie {
 	const struct nstate *init; /* NULL while running the CIE's own instructions */
 };
 
+/* The return address rule of @s into @r, as ra_rule() makes libdw's; false: none. */
+static bool native_ra(const struct cfi_arch *a, const struct nstate *s, struct mt_unwind_row *r)
+{
+	if (!a->lr)
+		return s->ra == NR_OFFSET && s->ra_v == -8;
+	if (s->ra == NR_SAME) {
+		r->ra = MT_RA_LR;
+		return true;
+	}
+	/* offset 0 is libdw's one-op [DW_OP_call_frame_cfa]: no at_cfa() form */
+	if (s->ra != NR_OFFSET || !s->ra_v || s->ra_v < INT16_MIN || s->ra_v > INT16_MAX)
+		return false;
+	r->ra = MT_RA_AT_CFA;
+	r->ra_off = (int16_t)s->ra_v;
+	return true;
+}
+
 /* The row libdw's frame_row() makes of @s at @pc (signal frame: MT_CFA_NONE). */
-static int native_row(const struct nstate *s, uint64_t pc, bool sig, struct mt_unwind_row *r)
+static int native_row(const struct cfi_arch *a, const struct nstate *s, uint64_t pc, bool sig,
+		      struct mt_unwind_row *r)
 {
 	int64_t off;
 
@@ -329,14 +394,17 @@ static int native_row(const struct nstate *s, uint64_t pc, bool sig, struct mt_u
 		r->cfa = MT_CFA_END;
 		goto sig;
 	}
-	if (s->ra != NR_OFFSET || s->ra_v != -8)
+	if (!native_ra(a, s, r)) {
+		r->ra = MT_RA_CFA_MINUS_8;
+		r->ra_off = 0;
 		goto sig;
+	}
 	switch (s->cfa) {
 	case NC_UNSET: return -ENOTSUP;
 	case NC_REG:
-		if (s->cfa_reg != REG_RSP && s->cfa_reg != REG_RBP)
+		if (s->cfa_reg != a->sp && s->cfa_reg != a->fp)
 			goto rbp;
-		r->cfa = s->cfa_reg == REG_RSP ? MT_CFA_RSP : MT_CFA_RBP;
+		r->cfa = s->cfa_reg == a->sp ? MT_CFA_RSP : MT_CFA_RBP;
 		break;
 	case NC_EXPR_RSP: r->cfa = MT_CFA_RSP; break;
 	case NC_EXPR_RBP: r->cfa = MT_CFA_RBP; break;
@@ -363,6 +431,7 @@ sig:
 }
 
 struct nrun {
+	const struct cfi_arch *arch;
 	struct nstate st, stack[NATIVE_STACK];
 	unsigned depth;
 	uint64_t loc, pc, hi;
@@ -381,7 +450,7 @@ static int advance(struct nrun *n, uint64_t loc)
 	if (loc <= n->pc)
 		return 0;
 	if (n->pc < n->hi) {
-		if (native_row(&n->st, n->pc, n->sig, &r))
+		if (native_row(n->arch, &n->st, n->pc, n->sig, &r))
 			return -ENOTSUP;
 		push_row(n->rv, &r);
 	}
@@ -402,7 +471,7 @@ static int reg_op(struct nrun *n, const struct ncie *c, uint8_t op, uint64_t reg
 	case DW_CFA_offset_extended:
 		if (uleb(g, &u))
 			return -ENOTSUP;
-		set_reg(&n->st, reg, NR_OFFSET, wrap_mul(u, c->daf));
+		set_reg(n->arch, &n->st, reg, NR_OFFSET, wrap_mul(u, c->daf));
 		return 0;
 	case DW_CFA_offset_extended_sf:
 	case DW_CFA_GNU_negative_offset_extended:
@@ -410,37 +479,37 @@ static int reg_op(struct nrun *n, const struct ncie *c, uint8_t op, uint64_t reg
 			return -ENOTSUP;
 		if (op == DW_CFA_GNU_negative_offset_extended)
 			sv = (int64_t)(0 - u);
-		set_reg(&n->st, reg, NR_OFFSET, wrap_mul((uint64_t)sv, c->daf));
+		set_reg(n->arch, &n->st, reg, NR_OFFSET, wrap_mul((uint64_t)sv, c->daf));
 		return 0;
 	case DW_CFA_val_offset:
 	case DW_CFA_val_offset_sf:
 		if (op == DW_CFA_val_offset ? uleb(g, &u) : sleb(g, &sv))
 			return -ENOTSUP;
-		set_reg(&n->st, reg, NR_OTHER, 0);
+		set_reg(n->arch, &n->st, reg, NR_OTHER, 0);
 		return 0;
 	case DW_CFA_restore:
 	case DW_CFA_restore_extended:
 		if (!c->init)
 			return -ENOTSUP;
-		if (reg == REG_RBP)
-			set_reg(&n->st, reg, c->init->rbp, c->init->rbp_v);
-		else if (reg == REG_RA)
-			set_reg(&n->st, reg, c->init->ra, c->init->ra_v);
+		if (reg == n->arch->fp)
+			set_reg(n->arch, &n->st, reg, c->init->rbp, c->init->rbp_v);
+		else if (reg == n->arch->ra)
+			set_reg(n->arch, &n->st, reg, c->init->ra, c->init->ra_v);
 		return 0;
-	case DW_CFA_undefined: set_reg(&n->st, reg, NR_UNDEF, 0); return 0;
-	case DW_CFA_same_value: set_reg(&n->st, reg, NR_SAME, 0); return 0;
+	case DW_CFA_undefined: set_reg(n->arch, &n->st, reg, NR_UNDEF, 0); return 0;
+	case DW_CFA_same_value: set_reg(n->arch, &n->st, reg, NR_SAME, 0); return 0;
 	case DW_CFA_register:
 		if (uleb(g, &u))
 			return -ENOTSUP;
-		set_reg(&n->st, reg, NR_OTHER, 0);
+		set_reg(n->arch, &n->st, reg, NR_OTHER, 0);
 		return 0;
 	case DW_CFA_expression:
 	case DW_CFA_val_expression:
 		if (uleb(g, &u) || u > (uint64_t)(g->end - g->p))
 			return -ENOTSUP;
-		if ((reg == REG_RBP || reg == REG_RA) && !plain_breg(g->p, u))
+		if ((reg == n->arch->fp || reg == n->arch->ra) && !plain_breg(g->p, u))
 			return -ENOTSUP;
-		set_reg(&n->st, reg, NR_OTHER, 0);
+		set_reg(n->arch, &n->st, reg, NR_OTHER, 0);
 		g->p += u;
 		return 0;
 	default: return -ENOTSUP;
@@ -481,7 +550,7 @@ static int cfa_op(struct nrun *n, const struct ncie *c, uint8_t op, struct nprog
 	case DW_CFA_def_cfa_expression:
 		if (uleb(g, &u) || u > (uint64_t)(g->end - g->p))
 			return -ENOTSUP;
-		cfa_expr(g->p, u, &n->st);
+		cfa_expr(n->arch, g->p, u, &n->st);
 		g->p += u;
 		return 0;
 	default: return -ENOTSUP;
@@ -518,6 +587,8 @@ static int run_cfi(struct nrun *n, const struct ncie *c, const uint8_t *p, const
 			err = advance(n, n->loc + d * c->caf);
 		} else if (op == DW_CFA_nop) {
 			continue;
+		} else if (op == DW_CFA_AARCH64_negate_ra_state && n->arch->lr) {
+			continue; /* PAC: libdw ignores it too; the unwinders strip the bits */
 		} else if (op == DW_CFA_GNU_args_size) {
 			err = uleb(&g, &u);
 		} else if (op == DW_CFA_remember_state) {
@@ -555,11 +626,15 @@ struct cie_enc {
 	struct nstate init;
 };
 
-/* The state after the ABI's defaults (rbp same value) and @e's initial instructions. */
-static void native_cie(const Dwarf_CIE *e, struct cie_enc *ce)
+/*
+ * The state after the ABI's defaults (rbp same value; aarch64: x29 and x30
+ * same value) and @e's initial instructions.
+ */
+static void native_cie(const struct cfi_arch *arch, const Dwarf_CIE *e, struct cie_enc *ce)
 {
 	const char *a = e->augmentation;
-	struct nrun n = { .st = { .rbp = NR_SAME } };
+	struct nrun n = { .arch = arch,
+			  .st = { .rbp = NR_SAME, .ra = arch->lr ? NR_SAME : NR_UNSPEC } };
 
 	ce->native = false;
 	if (!a || (a[0] && a[0] != 'z') || !e->code_alignment_factor)
@@ -574,11 +649,13 @@ static void native_cie(const Dwarf_CIE *e, struct cie_enc *ce)
 }
 
 /* The rows of one FDE (@p: its address range's field) the native way. */
-static int native_fde(const struct cie_enc *ce, const uint8_t *p, const uint8_t *end, uint64_t lo,
-		      uint64_t hi, struct row_vec *rv)
+static int native_fde(const struct cfi_arch *a, const struct cie_enc *ce, const uint8_t *p,
+		      const uint8_t *end, uint64_t lo, uint64_t hi, struct row_vec *rv)
 {
 	struct ncie c = ce->c;
-	struct nrun n = { .loc = lo, .pc = lo, .hi = hi, .sig = ce->sig, .emit = true, .rv = rv };
+	struct nrun n = {
+		.arch = a, .loc = lo, .pc = lo, .hi = hi, .sig = ce->sig, .emit = true, .rv = rv
+	};
 	struct nprog g;
 	uint64_t alen;
 	struct mt_unwind_row r;
@@ -598,7 +675,7 @@ static int native_fde(const struct cie_enc *ce, const uint8_t *p, const uint8_t 
 	if (run_cfi(&n, &c, g.p, g.end))
 		return -ENOTSUP;
 	if (n.pc < hi) {
-		if (native_row(&n.st, n.pc, n.sig, &r))
+		if (native_row(a, &n.st, n.pc, n.sig, &r))
 			return -ENOTSUP;
 		push_row(rv, &r);
 	}
@@ -611,7 +688,8 @@ static int native_fde(const struct cie_enc *ce, const uint8_t *p, const uint8_t 
 
 
 /* Adds the rows of the FDE covering [lo, hi) and the gap row at its end. */
-static void fde_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, struct row_vec *rv)
+static void fde_rows(const struct cfi_arch *a, Dwarf_CFI *cfi, uint64_t lo, uint64_t hi,
+		     struct row_vec *rv)
 {
 	struct mt_unwind_row r;
 	uint64_t pc = lo;
@@ -629,7 +707,7 @@ static void fde_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, struct row_vec *r
 			free(f);
 			break;
 		}
-		frame_row(f, (uint32_t)pc, &r);
+		frame_row(a, f, (uint32_t)pc, &r);
 		if (sig)
 			r.cfa = MT_CFA_NONE; /* a signal trampoline: its caller is no call */
 		free(f);
@@ -643,6 +721,7 @@ static void fde_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, struct row_vec *r
 }
 
 struct walk {
+	const struct cfi_arch *arch;
 	bool native;	       /* the native interpreter; false: libdw's */
 	bool failed;	       /* the native path met what it does not model */
 	uint64_t (*ranges)[2]; /* each FDE's [lo, hi): overlaps go to libdw */
@@ -698,11 +777,11 @@ static void walk_fde(Dwarf_CFI *cfi, const struct cie_enc *ce, const Dwarf_CFI_E
 	    read_encoded(&p, e->fde.end, ce->enc & 0x0f, 0, false, &len))
 		return;
 	if (!w->native) {
-		fde_rows(cfi, lo, lo + len, rv);
+		fde_rows(w->arch, cfi, lo, lo + len, rv);
 		return;
 	}
 	add_range(w, lo, lo + len);
-	if (lo + len < lo || native_fde(ce, e->fde.start, e->fde.end, lo, lo + len, rv))
+	if (lo + len < lo || native_fde(w->arch, ce, e->fde.start, e->fde.end, lo, lo + len, rv))
 		w->failed = true;
 }
 
@@ -724,7 +803,7 @@ static void walk_eh_frame(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_
 				cies[ncies] = (struct cie_enc){ .off = off,
 								.enc = cie_fde_encoding(&e.cie) };
 				if (w->native)
-					native_cie(&e.cie, &cies[ncies]);
+					native_cie(w->arch, &e.cie, &cies[ncies]);
 				ncies++;
 			}
 		} else if (rc == 0) {
@@ -752,7 +831,7 @@ static void walk_eh_frame(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_
 static void eh_frame_rows(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_addr,
 			  enum unwind_cfi_mode mode, struct row_vec *rv, bool *fell_back)
 {
-	struct walk w = { .native = mode != UNWIND_CFI_LIBDW };
+	struct walk w = { .arch = elf_cfi_arch(elf), .native = mode != UNWIND_CFI_LIBDW };
 
 	if (w.native) {
 		walk_eh_frame(elf, cfi, data, sh_addr, &w, rv);
@@ -762,7 +841,7 @@ static void eh_frame_rows(Elf *elf, Dwarf_CFI *cfi, Elf_Data *data, uint64_t sh_
 		rv->n = 0;
 		rv->err = 0;
 		free(w.ranges);
-		w = (struct walk){ .native = false };
+		w = (struct walk){ .arch = w.arch, .native = false };
 	}
 	walk_eh_frame(elf, cfi, data, sh_addr, &w, rv);
 out:
@@ -852,7 +931,7 @@ out:
 static bool same_rule(const struct mt_unwind_row *a, const struct mt_unwind_row *b)
 {
 	return a->cfa == b->cfa && a->cfa_off == b->cfa_off && a->rbp == b->rbp &&
-	       a->rbp_off == b->rbp_off;
+	       a->rbp_off == b->rbp_off && a->ra == b->ra && a->ra_off == b->ra_off;
 }
 
 /* Sorts, lets an FDE win over a gap at the same pc, merges equal neighbours. */

@@ -61,6 +61,19 @@ const char *human_bytes(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
+const char *human_delta(int64_t change, char *buf, size_t len)
+{
+	uint64_t mag = change < 0 ? 0 - (uint64_t)change : (uint64_t)change;
+	char b[32];
+
+	snprintf(buf, len, "%s%s",
+		 change > 0   ? "+"
+		 : change < 0 ? "-"
+			      : "",
+		 human_bytes(mag, b, sizeof(b)));
+	return buf;
+}
+
 /*
  * The printable form of the character at @p into @out (up to 8 bytes and a
  * NUL): itself, or \xNN for a C0 control or DEL, \xc2\xNN for a C1

@@ -16,6 +16,15 @@
 /* @bytes as "512 B", "1.5 KiB", ... in @buf (@len bytes); returns @buf. */
 const char *human_bytes(uint64_t bytes, char *buf, size_t len);
 
+/* @change as "+1.5 KiB", "-512 B", "0 B" (a signed human_bytes) in @buf; returns @buf. */
+const char *human_delta(int64_t change, char *buf, size_t len);
+
+/* "s" unless @n is 1: printf("%llu allocation%s", n, plural(n)). */
+static inline const char *plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
 /*
  * @s as a terminal may show it: every control character (C0, DEL, and C1 in
  * UTF-8) written as \xNN, into @buf (@len bytes; cut short when it does not
