@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include "util/as_user.h"
 #include "cli/cli.h"
+#include "analyze/filter.h"
+#include "format/artifact.h"
 
 void die_msg(const char *fmt, ...)
 {
@@ -129,4 +131,89 @@ FILE *output_fopen(const char *path, const char *opt)
 		close(fd);
 	}
 	return f;
+}
+
+int cli_filter_arg(struct proc_filter *f, int argc, char **argv, int *i)
+{
+	const char *opt = argv[*i];
+	bool pid = !strcmp(opt, "--pid");
+	int err;
+
+	if (!pid && strcmp(opt, "--comm") != 0)
+		return 0;
+	if (*i + 1 >= argc) {
+		die_msg("%s needs a value, e.g. %s", opt, pid ? "--pid 1234" : "--comm python3");
+		return -1;
+	}
+	++*i;
+	err = pid ? proc_filter_add_pid(f, argv[*i]) : proc_filter_add_comm(f, argv[*i]);
+	if (err == -E2BIG)
+		die_msg("at most %d %s options", FILTER_MAX, opt);
+	else if (err && pid)
+		die_msg("--pid takes a process id (a number from 1), not '%s'", argv[*i]);
+	else if (err)
+		die_msg("--comm takes a command name as the report lists it (no '/'), not '%s'",
+			argv[*i]);
+	return err ? -1 : 1;
+}
+
+/* --top's N: 0, or -EINVAL after one line. */
+static int parse_top(const char *arg, size_t *n)
+{
+	char *end;
+	unsigned long v;
+
+	if (!arg) {
+		die_msg("--top needs a number of call sites, e.g. --top 10");
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (*end || end == arg || arg[0] == '-' || !v || errno || v > 1000000) {
+		die_msg("--top takes a number of call sites from 1 to 1000000, not '%s'", arg);
+		return -EINVAL;
+	}
+	*n = v;
+	return 0;
+}
+
+int cli_top_arg(int argc, char **argv, int *i, size_t *n, bool *by_stack)
+{
+	const char *opt = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+
+	if (strcmp(opt, "--top") != 0 && strcmp(opt, "--by") != 0)
+		return 0;
+	++*i;
+	if (!strcmp(opt, "--top"))
+		return parse_top(val, n) ? -1 : 1;
+	if (val && (!strcmp(val, "function") || !strcmp(val, "stack"))) {
+		*by_stack = !strcmp(val, "stack");
+		return 1;
+	}
+	die_msg("--by takes function or stack, not '%s'", val ? val : "");
+	return -1;
+}
+
+int cli_no_stacks(const char *path, const struct mt_header *h)
+{
+	if (h->flags & MT_HDR_ATTACHED)
+		die_msg("'%s' has no call stacks: attach records them only with --stacks; record again with memtrack attach --stacks PID",
+			path);
+	else if (!(h->flags & MT_HDR_ALLOCATORS))
+		die_msg("'%s' has no call stacks: track --no-allocators records them only with --stacks; record again with --stacks",
+			path);
+	else
+		die_msg("'%s' has no call stacks: it was recorded with track --no-stacks; record again without --no-stacks (stacks are track's default)",
+			path);
+	return 1;
+}
+
+void cli_filter_warn_unmatched(const struct proc_filter *f, const char *path)
+{
+	char desc[256];
+
+	if (proc_filter_active(f) && !f->kept)
+		die_msg("warning: no record of '%s' is of a process matching %s (%llu processes recorded); see memtrack report %s for their pids and commands",
+			path, proc_filter_describe(f, desc, sizeof(desc)),
+			(unsigned long long)f->nprocs, path);
 }

@@ -25,8 +25,10 @@
 #include "bpf_abi.h"
 #include "cli/cli.h"
 #include "cli/help.h"
+#include "cli/track_daemon.h"
 #include "cli/track_output.h"
 #include "format/artifact.h"
+#include "inspect/authority.h"
 #include "inspect/unwind_cache.h"
 #include "kernel/kernel_features.h"
 #include "record/adopt.h"
@@ -36,6 +38,8 @@ struct attach_opts {
 	const char *output; /* artifact path */
 	bool quiet;	    /* -q: no summary line */
 	pid_t pid;
+	struct authority auth;	 /* under sudo: the invoking user's processes only */
+	struct daemon_choice dc; /* --daemon[=PATH], --no-daemon */
 	struct kernel_features kf;
 	struct session_opts s;
 };
@@ -50,6 +54,10 @@ enum {
 	OPT_DURATION,
 	OPT_UNWIND_CACHE,
 	OPT_NO_UNWIND_CACHE,
+	OPT_NO_PYTHON_FRAMES,
+	OPT_DAEMON,
+	OPT_NO_DAEMON,
+	OPT_SAMPLE_BYTES,
 };
 
 static const struct option attach_options[] = {
@@ -63,6 +71,10 @@ static const struct option attach_options[] = {
 	{ "duration", required_argument, NULL, OPT_DURATION },
 	{ "unwind-cache", required_argument, NULL, OPT_UNWIND_CACHE },
 	{ "no-unwind-cache", no_argument, NULL, OPT_NO_UNWIND_CACHE },
+	{ "no-python-frames", no_argument, NULL, OPT_NO_PYTHON_FRAMES },
+	{ "daemon", optional_argument, NULL, OPT_DAEMON },
+	{ "no-daemon", no_argument, NULL, OPT_NO_DAEMON },
+	{ "sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -133,6 +145,10 @@ static int parse_option(int c, char **argv, struct attach_opts *o)
 	case OPT_DURATION: return parse_duration(optarg, &s->duration_ns);
 	case OPT_UNWIND_CACHE: return track_unwind_cache_opt(optarg, s);
 	case OPT_NO_UNWIND_CACHE: return track_unwind_cache_opt(NULL, s);
+	case OPT_NO_PYTHON_FRAMES: s->no_python_frames = true; return 0;
+	case OPT_DAEMON: return track_daemon_opt(optarg, &o->dc);
+	case OPT_NO_DAEMON: o->dc = (struct daemon_choice){ .mode = -1 }; return 0;
+	case OPT_SAMPLE_BYTES: return track_sample_opt(optarg, s);
 	case OPT_CONTROL:
 		if (!*optarg) {
 			die_msg("empty --control path; give the path of a socket to create, e.g. --control /tmp/memtrack.sock");
@@ -174,8 +190,16 @@ static int parse_attach_opts(int argc, char **argv, struct attach_opts *o)
 			optind >= argc ? "no PID given" : "more than one PID given");
 		return 2;
 	}
+	if (o->s.stacks && !MT_ARCH_STACKS) {
+		die_msg(MT_NO_STACKS_MSG);
+		return 2;
+	}
 	if (o->s.stacks && !o->s.allocators) {
 		die_msg("--stacks needs the allocator probes (it learns each process's code while they are attached); drop --no-allocators");
+		return 2;
+	}
+	if (o->s.sample_bytes && !o->s.allocators) {
+		die_msg("--sample-bytes samples the heap calls and --no-allocators records none; drop one of them");
 		return 2;
 	}
 	if (parse_pid(argv[optind], &o->pid))
@@ -243,6 +267,24 @@ static int check_target(pid_t pid)
 	return 2;
 }
 
+/*
+ * Under sudo, whether the invoking user could trace @pid themselves
+ * (inspect/authority.h); 0, or 2 after one line naming its owner and the
+ * rule.
+ */
+static int check_authority(const struct authority *a, pid_t pid)
+{
+	struct authority_creds c = { 0 };
+	enum authority_verdict v = authority_check(a, pid, &c);
+	char msg[640];
+
+	if (v == AUTH_OK)
+		return 0;
+	authority_explain(a, pid, v, &c, msg, sizeof(msg));
+	die_msg("%s", msg);
+	return 2;
+}
+
 static uint64_t total_drops(const struct mt_trailer *t)
 {
 	uint64_t n = 0;
@@ -257,18 +299,23 @@ static int report_end(const struct attach_opts *o, const struct session_stats *s
 		      const struct mt_trailer *t)
 {
 	uint64_t drops = total_drops(t);
-	char unprobed[64] = "";
+	char unprobed[64] = "", owner[160] = "";
 
 	if (t->unprobed)
 		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
 			 (unsigned long long)t->unprobed);
+	if (st->refused_procs || st->left_procs)
+		snprintf(
+			owner, sizeof(owner),
+			"; not yours to trace: %u left out at the attach, %u left at a privileged exec or prctl",
+			st->refused_procs, st->left_procs);
 	if (!o->quiet)
 		fprintf(stderr,
-			"memtrack: wrote %s: %llu events, %llu lost%s, attached to %d (%u processes) for %.1f s%s\n",
+			"memtrack: wrote %s: %llu events, %llu lost%s, attached to %d (%u processes) for %.1f s%s%s\n",
 			o->output, (unsigned long long)st->events, (unsigned long long)drops,
 			unprobed, (int)o->pid, st->attached_procs,
 			(st->t_exited - st->t_loaded) / 1e9,
-			st->tree_exited ? ", the tree exited" : "");
+			st->tree_exited ? ", the tree exited" : "", owner);
 	if (o->s.verbose)
 		fprintf(stderr,
 			"memtrack: attach: %.2f ms from tracking to the root's probes, %.2f ms to all\n",
@@ -288,6 +335,48 @@ static void attach_notice(void *ctx, const char *msg)
 	die_msg("%s", msg);
 }
 
+/* The moment recording starts, for whoever waits for it. */
+static void print_attached(const struct attach_opts *o, unsigned procs)
+{
+	if (o->quiet)
+		return;
+	if (o->s.duration_ns)
+		fprintf(stderr, "memtrack: attached to %d (%u processes), recording for %g s\n",
+			(int)o->pid, procs, o->s.duration_ns / 1e9);
+	else
+		fprintf(stderr,
+			"memtrack: attached to %d (%u processes), recording until Ctrl-C or its exit\n",
+			(int)o->pid, procs);
+}
+
+static void attached(void *ctx, unsigned procs)
+{
+	print_attached(ctx, procs);
+}
+
+/* The first option given that the daemon cannot serve, or NULL. */
+static const char *daemon_unsupported(const struct attach_opts *o)
+{
+	if (o->s.physical)
+		return "--physical";
+	if (o->s.control)
+		return "--control";
+	if (o->s.unwind_cache_given)
+		return "--unwind-cache DIR (the daemon keeps its own)";
+	if (o->s.sample_bytes)
+		return "--sample-bytes (the daemon's loaded BPF side records every call)";
+	return NULL;
+}
+
+/* The daemon on @sock records the target, which it checks is the user's to record. */
+static int attach_through_daemon(struct attach_opts *o, int sock)
+{
+	struct client_result res;
+	int ret = daemon_record(&o->s, &o->output, sock, attached, o, &res);
+
+	return ret ? ret : report_end(o, &res.st, &res.t);
+}
+
 /* From the running session to the exit status. */
 static int record(struct session *s, struct attach_opts *o, struct track_out *out)
 {
@@ -296,16 +385,7 @@ static int record(struct session *s, struct attach_opts *o, struct track_out *ou
 
 	track_place_or_keep(out, &o->output);
 	session_stats(s, &st);
-	if (!o->quiet) { /* the moment recording starts, for whoever waits for it */
-		if (o->s.duration_ns)
-			fprintf(stderr,
-				"memtrack: attached to %d (%u processes), recording for %g s\n",
-				(int)o->pid, st.attached_procs, o->s.duration_ns / 1e9);
-		else
-			fprintf(stderr,
-				"memtrack: attached to %d (%u processes), recording until Ctrl-C or its exit\n",
-				(int)o->pid, st.attached_procs);
-	}
+	print_attached(o, st.attached_procs);
 
 	if (track_wait_finish(s, o->output, &trailer, &st))
 		return 1;
@@ -339,14 +419,25 @@ int cmd_attach(int argc, char **argv)
 	int ret;
 
 	ret = parse_attach_opts(argc, argv, &o);
-	if (!ret && check_recording_host(&o.kf, &o.s))
-		ret = 1;
-	if (!ret)
-		ret = check_target(o.pid);
 	if (ret)
 		return ret;
 	if (!o.output)
 		o.output = default_output(o.pid);
 	o.s.notice = attach_notice;
+	ret = daemon_pick(&o.dc, daemon_unsupported(&o), o.s.verbose);
+	if (ret == -2)
+		return 1;
+	if (ret >= 0)
+		return attach_through_daemon(&o, ret);
+	ret = check_recording_host(&o.kf, &o.s) ? 1 : 0;
+	if (!ret)
+		ret = check_target(o.pid);
+	if (!ret) {
+		authority_init(&o.auth);
+		o.s.authority = &o.auth;
+		ret = check_authority(&o.auth, o.pid);
+	}
+	if (ret)
+		return ret;
 	return track_run_session(&o.s, o.output, record_attach, &o, "; nothing is left attached");
 }

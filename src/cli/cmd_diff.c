@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * cmd_diff.c - `memtrack diff BASE NEW [--json] [--fail-above PCT]
- * [--metric NAME]...`: metric by metric, tree and matched processes; exit 1
- * when a gated metric grew beyond PCT, so a CI job can gate on memory.
+ * [--metric NAME]... [--top N] [--by function|stack]`: metric by metric,
+ * tree and matched processes, then (--top) the call sites that changed
+ * most (diff_top.c); exit 1 when a gated metric, or a gated function's or
+ * stack's metric, grew beyond PCT, so a CI job can gate on memory.
  */
 #include <errno.h>
 #include <math.h>
@@ -11,12 +13,16 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "analyze/diff.h"
+#include "analyze/filter.h"
+#include "cli/diff_top.h"
 #include "cli/help.h"
 #include "format/json.h"
 #include "analyze/load.h"
+#include "cli/report_top.h"
 
-#define DIFF_USAGE \
-	"usage: memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]...; see memtrack help diff"
+#define DIFF_USAGE                                                                                \
+	"usage: memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]... [--top N] " \
+	"[--by function|stack] [--pid PID] [--comm NAME]; see memtrack help diff"
 
 struct diff_opts {
 	const char *base, *new;
@@ -25,6 +31,8 @@ struct diff_opts {
 	double fail_above;	    /* percent */
 	bool chosen[DIFF_NMETRICS]; /* --metric; none given: all */
 	bool any_chosen;
+	struct diff_top_opts top;     /* --top, --by, --metric function:M / stack:M */
+	struct proc_filter filter[2]; /* --pid, --comm: [0] parsed, [1] its copy for NEW */
 };
 
 static int parse_args(int argc, char **argv, struct diff_opts *o)
@@ -32,23 +40,33 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		char *end;
-		int m;
+		int m = cli_top_arg(argc, argv, &i, &o->top.top, &o->top.by_stack);
 
+		if (!m)
+			m = cli_filter_arg(&o->filter[0], argc, argv, &i);
+		if (m < 0)
+			return -EINVAL;
+		if (m)
+			continue;
 		if (!strcmp(arg, "--json")) {
-			o->json = true;
+			o->json = o->top.json = true;
 		} else if (!strcmp(arg, "--fail-above") || !strcmp(arg, "--metric")) {
 			if (i + 1 == argc) {
 				die_msg("%s needs a value; " DIFF_USAGE, arg);
 				return -EINVAL;
 			}
 			if (!strcmp(arg, "--metric")) {
-				m = diff_metric_lookup(argv[++i]);
+				m = diff_top_metric(&o->top, argv[++i]);
+				if (!m)
+					m = diff_metric_lookup(argv[i]) < 0 ? -EINVAL : 0;
 				if (m < 0) {
-					die_msg("unknown metric '%s'; use peak_heap_bytes, total_allocated_bytes, alloc_count, leaked_bytes, peak_rss_bytes, peak_physical_bytes, peak_mapped_bytes, peak_memory_bytes, mapped_count or leaked_mapped_bytes",
+					die_msg("unknown metric '%s'; use peak_heap_bytes, total_allocated_bytes, alloc_count, leaked_bytes, peak_rss_bytes, peak_physical_bytes, peak_mapped_bytes, peak_memory_bytes, mapped_count or leaked_mapped_bytes, or function:M or stack:M with M peak, allocations, allocated, leaked, memory, temporary or live_at_end",
 						argv[i]);
 					return -EINVAL;
 				}
-				o->chosen[m] = o->any_chosen = true;
+				if (!m)
+					o->chosen[diff_metric_lookup(argv[i])] = true;
+				o->any_chosen = true;
 				continue;
 			}
 			o->fail_above = strtod(argv[++i], &end);
@@ -58,7 +76,8 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 					argv[i]);
 				return -EINVAL;
 			}
-			o->gate = true;
+			o->gate = o->top.gate = true;
+			o->top.fail_above = o->fail_above;
 		} else if (arg[0] == '-' && arg[1]) {
 			die_msg("unknown option '%s'; " DIFF_USAGE, arg);
 			return -EINVAL;
@@ -78,37 +97,43 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 	if (!o->any_chosen)
 		for (int m = 0; m < DIFF_NMETRICS; m++)
 			o->chosen[m] = true;
+	proc_filter_init_like(&o->filter[1], &o->filter[0]);
 	return 0;
 }
 
-static void print_value_json(const struct diff_value *v)
-{
-	if (!v->known) {
-		printf("null");
-		return;
-	}
-	printf("{\"base\":%llu,\"new\":%llu,\"change\":%lld,\"change_pct\":",
-	       (unsigned long long)v->base, (unsigned long long)v->new, (long long)v->change);
-	if (v->pct_valid)
-		printf("%.4f}", v->pct);
-	else
-		printf("null}");
-}
-
+/* One metric's row; byte counts in KiB/MiB as report prints them (JSON keeps bytes). */
 static void print_value_text(const char *name, const struct diff_value *v, const char *verdict)
 {
-	char pct[32];
+	size_t len = strlen(name);
+	struct diff_cells c;
 
 	if (!v->known) {
 		printf("  %-22s %14s %14s  (not recorded in both)\n", name, "-", "-");
 		return;
 	}
-	if (v->pct_valid)
-		snprintf(pct, sizeof(pct), "%+.1f%%", v->pct);
-	else
-		snprintf(pct, sizeof(pct), "new");
-	printf("  %-22s %14llu %14llu %+14lld %8s%s\n", name, (unsigned long long)v->base,
-	       (unsigned long long)v->new, (long long)v->change, pct, verdict);
+	diff_value_cells(v, len > 6 && !strcmp(name + len - 6, "_bytes"), &c);
+	printf("  %-22s %14s %14s %14s %8s%s\n", name, c.base, c.new, c.change, c.pct, verdict);
+}
+
+/* --sample-bytes: a sampled side's figures are estimates (its line says so). */
+static void print_sampling_text(const char *side, const struct analysis *a)
+{
+	char note[256];
+
+	if (analysis_sampling_note(a, note, sizeof(note)))
+		printf("%s is %s\n", side, note);
+}
+
+/* ,"KEY":{...} (the side's "sampling" object of report --json) or ,"KEY":null */
+static void print_sampling_json(const char *key, const struct analysis *a)
+{
+	if (!a->sample_period) {
+		printf(",\"%s\":null", key);
+		return;
+	}
+	/* analysis_sampling_json writes ,"sampling":{...}: the same object under KEY */
+	printf(",\"%s\":{\"period_bytes\":%llu,\"estimated\":true,\"exact_counts\":%s}", key,
+	       (unsigned long long)a->sample_period, a->counts_exact ? "true" : "false");
 }
 
 /* Tree metrics; returns whether a gated one exceeded the threshold. */
@@ -132,7 +157,7 @@ static bool tree_rows(const struct diff_opts *o, const struct loaded *b, const s
 		regressed |= over;
 		if (o->json) {
 			printf("%s\"%s\":", m ? "," : "", diff_metric_name(m));
-			print_value_json(&v);
+			diff_value_print_json(&v);
 		} else {
 			print_value_text(diff_metric_name(m), &v, over ? "  REGRESSION" : "");
 		}
@@ -179,7 +204,7 @@ static void proc_row(const struct diff_opts *o, const struct loaded *b, const st
 			diff_value_set(&v, x, y);
 		if (o->json) {
 			printf("%s\"%s\":", k++ ? "," : "", diff_metric_name(m));
-			print_value_json(&v);
+			diff_value_print_json(&v);
 		} else {
 			print_value_text(diff_metric_name(m), &v, "");
 		}
@@ -234,13 +259,61 @@ static int check_chosen(const struct diff_opts *o, const struct loaded *b, const
 	return 0;
 }
 
+/*
+ * Reads @path into @l through @filter, with its stacks into @st when the
+ * @sites are wanted.  0, or 1 after one line.
+ */
+static int load_run(const char *path, bool sites, struct proc_filter *filter, struct loaded *l,
+		    struct stack_table *st)
+{
+	struct load_hooks hooks = { .filter = filter };
+
+	if (sites ? load_artifact_stacks(path, l, st, filter) : load_artifact(path, l, &hooks)) {
+		die_msg("cannot read '%s': %s", path, l->error);
+		return 1;
+	}
+	cli_filter_warn_unmatched(filter, path);
+	if (sites && !(l->hdr.flags & MT_HDR_STACKS))
+		return cli_no_stacks(path, &l->hdr);
+	return 0;
+}
+
+/* The call sites (--top, site gates); 0, or 1 after one line.  *@regressed grows. */
+static int sites(const struct diff_opts *o, const struct loaded *b, const struct loaded *n,
+		 const struct stack_table st[2], bool *regressed)
+{
+	struct diff_top_runs in = { .run = { b, n }, .st = { &st[0], &st[1] } };
+	bool over = false;
+	int err;
+
+	if (!diff_top_wanted(&o->top)) {
+		if (o->json)
+			printf(",\"top\":null,\"site_regressions\":[]");
+		return 0;
+	}
+	in.sym = cli_symbolizer_new();
+	err = in.sym ? diff_top_print(&in, &o->top, &over) : -ENOMEM;
+	if (in.sym)
+		symbolizer__save(in.sym);
+	symbolizer__free(in.sym);
+	if (err) {
+		die_msg("out of memory");
+		return 1;
+	}
+	*regressed |= over;
+	return 0;
+}
+
 int cmd_diff(int argc, char **argv)
 {
 	struct diff_opts o = { .base = NULL };
 	struct loaded *b = calloc(1, sizeof(*b)), *n = calloc(1, sizeof(*n));
+	struct stack_table st[2];
 	bool regressed;
 	int ret = 2;
 
+	stack_table_init(&st[0]);
+	stack_table_init(&st[1]);
 	if (help_wanted(argc, argv)) {
 		ret = help_show("diff");
 		goto out;
@@ -253,14 +326,9 @@ int cmd_diff(int argc, char **argv)
 	if (parse_args(argc, argv, &o))
 		goto out;
 	ret = 1;
-	if (load_artifact(o.base, b, NULL)) {
-		die_msg("cannot read '%s': %s", o.base, b->error);
+	if (load_run(o.base, diff_top_wanted(&o.top), &o.filter[0], b, &st[0]) ||
+	    load_run(o.new, diff_top_wanted(&o.top), &o.filter[1], n, &st[1]))
 		goto out;
-	}
-	if (load_artifact(o.new, n, NULL)) {
-		die_msg("cannot read '%s': %s", o.new, n->error);
-		goto out;
-	}
 	if (b->truncated || n->truncated)
 		die_msg("warning: '%s' is truncated (%s); comparing what it holds",
 			b->truncated ? o.base : o.new, b->truncated ? b->error : n->error);
@@ -274,6 +342,8 @@ int cmd_diff(int argc, char **argv)
 		json_print_string(stdout, o.new);
 		printf(o.gate ? ",\"fail_above_pct\":%g" : ",\"fail_above_pct\":null",
 		       o.fail_above);
+		print_sampling_json("base_sampling", &b->a);
+		print_sampling_json("new_sampling", &n->a);
 	} else {
 		/* the commands are the artifacts' (anyone's bytes), the paths the user's own */
 		printf("base: %s (", o.base);
@@ -281,13 +351,17 @@ int cmd_diff(int argc, char **argv)
 		printf(")\nnew:  %s (", o.new);
 		fputs_printable(n->hdr.command, stdout);
 		printf(")\n");
+		print_sampling_text("base", &b->a);
+		print_sampling_text("new", &n->a);
 	}
 	regressed = tree_rows(&o, b, n);
+	ret = 1;
 	if (proc_rows(&o, b, n)) {
 		die_msg("out of memory");
-		ret = 1;
 		goto out;
 	}
+	if (sites(&o, b, n, st, &regressed))
+		goto out;
 	if (o.json)
 		printf(",\"regression\":%s}\n", regressed ? "true" : "false");
 	else if (o.gate)
@@ -299,6 +373,10 @@ out:
 		analysis_release(&b->a);
 	if (n)
 		analysis_release(&n->a);
+	stack_table_release(&st[0]);
+	stack_table_release(&st[1]);
+	proc_filter_release(&o.filter[0]);
+	proc_filter_release(&o.filter[1]);
 	free(b);
 	free(n);
 	return ret;

@@ -13,23 +13,31 @@
 #include "cli/cli.h"
 #include "cli/report_top.h"
 #include "analyze/export.h"
+#include "analyze/filter.h"
 #include "cli/help.h"
 #include "analyze/load.h"
 #include "analyze/pprof.h"
 
-#define EXPORT_USAGE \
-	"usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT; see memtrack help export"
+#define EXPORT_USAGE                                                                  \
+	"usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT [--pid PID] " \
+	"[--comm NAME]; see memtrack help export"
 
 struct export_opts {
 	const char *in, *out;
 	const char *format;
+	struct proc_filter filter; /* --pid, --comm */
 };
 
 static int parse_args(int argc, char **argv, struct export_opts *o)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
+		int k = cli_filter_arg(&o->filter, argc, argv, &i);
 
+		if (k < 0)
+			return -EINVAL;
+		if (k)
+			continue;
 		if (!strncmp(arg, "--format=", 9)) {
 			o->format = arg + 9;
 		} else if (!strcmp(arg, "--format") || !strcmp(arg, "-o") ||
@@ -77,8 +85,17 @@ static void on_header(void *ctx, const struct mt_header *h)
 	export_begin(x);
 }
 
+/* A sampled recording's exports hold estimates: one line says so. */
+static void sampling_notice(const struct analysis *a)
+{
+	char note[256];
+
+	if (analysis_sampling_note(a, note, sizeof(note)))
+		die_msg("note: %s", note);
+}
+
 /* --format=pprof: the call sites, symbolized, as a gzipped profile.proto. */
-static int export_pprof(const struct export_opts *o)
+static int export_pprof(struct export_opts *o)
 {
 	struct loaded *l = calloc(1, sizeof(*l));
 	struct symbolizer *sym = cli_symbolizer_new();
@@ -91,10 +108,11 @@ static int export_pprof(const struct export_opts *o)
 		die_msg("out of memory");
 		goto out;
 	}
-	if (load_artifact_stacks(o->in, l, &st)) {
+	if (load_artifact_stacks(o->in, l, &st, &o->filter)) {
 		die_msg("cannot read '%s': %s", o->in, l->error);
 		goto out;
 	}
+	cli_filter_warn_unmatched(&o->filter, o->in);
 	if (!st.nstacks)
 		die_msg("warning: '%s' has no call stacks (record with `memtrack track --stacks`)",
 			o->in);
@@ -106,6 +124,7 @@ static int export_pprof(const struct export_opts *o)
 			die_msg("cannot write to stdout: %s", strerror(errno));
 		goto out; /* said why */
 	}
+	sampling_notice(&l->a);
 	err = pprof_write(&l->a, &st, sym, &run, fd);
 	if (err) {
 		die_msg("cannot write '%s': %s", o->out, strerror(-err));
@@ -115,6 +134,8 @@ static int export_pprof(const struct export_opts *o)
 	if (l->truncated)
 		die_msg("warning: '%s' is truncated: %s; exported what precedes it", o->in,
 			l->error);
+	if (strcmp(o->out, "-") != 0)
+		die_msg("wrote %s", o->out);
 	ret = 0;
 out:
 	symbolizer__free(sym);
@@ -129,16 +150,20 @@ int cmd_export(int argc, char **argv)
 {
 	struct export_opts o = { .in = NULL };
 	struct exporter x = { .out = NULL };
-	struct load_hooks hooks = { .header = on_header, .observer = export_observe, .ctx = &x };
+	struct load_hooks hooks = {
+		.header = on_header, .observer = export_observe, .ctx = &x, .filter = &o.filter
+	};
 	struct loaded *l = NULL;
 	int ret = 2;
 
 	if (help_wanted(argc, argv))
 		return help_show("export");
 	if (parse_args(argc, argv, &o))
-		return 2;
-	if (!strcmp(o.format, "pprof"))
-		return export_pprof(&o);
+		goto out;
+	if (!strcmp(o.format, "pprof")) {
+		ret = export_pprof(&o);
+		goto out;
+	}
 	ret = 1;
 	l = calloc(1, sizeof(*l));
 	if (!l) {
@@ -154,7 +179,9 @@ int cmd_export(int argc, char **argv)
 		die_msg("cannot read '%s': %s", o.in, l->error);
 		goto out;
 	}
+	cli_filter_warn_unmatched(&o.filter, o.in);
 	export_end(&x);
+	sampling_notice(&l->a);
 	if (fflush(x.out) || ferror(x.out)) {
 		die_msg("cannot write '%s': %s", o.out, strerror(errno));
 		goto out;
@@ -167,9 +194,11 @@ out:
 	if (x.out && x.out != stdout && fclose(x.out) && !ret) {
 		die_msg("cannot write '%s': %s", o.out, strerror(errno));
 		ret = 1;
-	}
+	} else if (x.out && x.out != stdout && !ret)
+		die_msg("wrote %s", o.out);
 	if (l)
 		analysis_release(&l->a);
 	free(l);
+	proc_filter_release(&o.filter);
 	return ret;
 }

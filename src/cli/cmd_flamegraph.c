@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * cmd_flamegraph.c - `memtrack flamegraph FILE -o OUT.svg [--metric M]
- * [--folded]`: the call sites of a run (track --stacks) as an interactive
- * SVG flame graph, or as folded stacks for other tools.
+ * [--flame] [--folded]`: the call sites of a run recorded with stacks as an
+ * interactive SVG icicle graph (root at the top; --flame: at the bottom),
+ * or as folded stacks for other tools.  A run without stacks is refused.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,24 +11,32 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "cli/report_top.h"
+#include "analyze/filter.h"
 #include "analyze/flamegraph.h"
 #include "cli/help.h"
 #include "analyze/load.h"
 
 #define FLAME_USAGE \
-	"usage: memtrack flamegraph FILE -o OUT.svg [--metric peak|allocations|allocated|leaked|memory] [--folded]; see memtrack help flamegraph"
+	"usage: memtrack flamegraph FILE -o OUT.svg [--metric peak|allocations|allocated|leaked|memory] [--flame] [--folded] [--pid PID] [--comm NAME]; see memtrack help flamegraph"
 
 struct flame_opts {
 	const char *in, *out;
 	enum site_metric metric;
 	bool folded;
+	bool flame;		   /* root at the bottom */
+	struct proc_filter filter; /* --pid, --comm */
 };
 
 static int parse_args(int argc, char **argv, struct flame_opts *o)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *val = NULL;
+		int k = cli_filter_arg(&o->filter, argc, argv, &i);
 
+		if (k < 0)
+			return -EINVAL;
+		if (k)
+			continue;
 		if (!strncmp(arg, "--metric=", 9))
 			val = arg + 9;
 		else if (!strcmp(arg, "--metric") || !strcmp(arg, "-o") ||
@@ -43,6 +52,9 @@ static int parse_args(int argc, char **argv, struct flame_opts *o)
 			val = argv[++i];
 		} else if (!strcmp(arg, "--folded")) {
 			o->folded = true;
+			continue;
+		} else if (!strcmp(arg, "--flame")) {
+			o->flame = true;
 			continue;
 		} else if (arg[0] == '-' && arg[1]) {
 			die_msg("unknown option '%s'; " FLAME_USAGE, arg);
@@ -77,10 +89,13 @@ static const char *const titles[SITE_NMETRICS] = {
 	"Bytes allocated by call site",
 	"Bytes leaked by call site",
 	"Memory at its peak by call site (heap + mapped bytes at the tree's memory peak)",
+	"Temporary allocations by call site (freed before their thread allocated again)",
+	"Bytes live at the end of the attach by call site (processes still running)",
 };
 
 /* Writes the graph to @path ("-" or NULL: stdout).  Returns 0 or 1 after one line. */
-static int write_out(const struct flame *f, const struct flame_opts *o, const char *cmd)
+static int write_out(const struct flame *f, const struct flame_opts *o, const char *cmd,
+		     bool estimated)
 {
 	bool to_stdout = !o->out || !strcmp(o->out, "-");
 	FILE *out = to_stdout ? stdout : output_fopen(o->out, "-o");
@@ -89,8 +104,10 @@ static int write_out(const struct flame *f, const struct flame_opts *o, const ch
 
 	if (!out)
 		return 1; /* said why */
-	snprintf(title, sizeof(title), "%s: %.300s", titles[o->metric], cmd);
-	err = o->folded ? flame_write_folded(f, out) : flame_write_svg(f, title, out);
+	/* --sample-bytes: the widths are estimates */
+	snprintf(title, sizeof(title), "%s%s: %.300s", estimated ? "Estimated (sampled): " : "",
+		 titles[o->metric], cmd);
+	err = o->folded ? flame_write_folded(f, out) : flame_write_svg(f, title, o->flame, out);
 	if (to_stdout)
 		return err ? 1 : close_stdout("flame graph");
 	if (err || fflush(out) || ferror(out)) {
@@ -102,6 +119,7 @@ static int write_out(const struct flame *f, const struct flame_opts *o, const ch
 		die_msg("cannot write '%s': %s", o->out, strerror(errno));
 		return 1;
 	}
+	die_msg("wrote %s", o->out);
 	return 0;
 }
 
@@ -116,27 +134,31 @@ int cmd_flamegraph(int argc, char **argv)
 
 	if (help_wanted(argc, argv))
 		return help_show("flamegraph");
-	if (parse_args(argc, argv, &o))
-		return 2;
 	stack_table_init(&st);
+	if (parse_args(argc, argv, &o)) {
+		ret = 2;
+		goto out;
+	}
 	l = calloc(1, sizeof(*l));
 	sym = cli_symbolizer_new();
 	if (!l || !sym) {
 		die_msg("out of memory");
 		goto out;
 	}
-	if (load_artifact_stacks(o.in, l, &st)) {
+	if (load_artifact_stacks(o.in, l, &st, &o.filter)) {
 		die_msg("cannot read '%s': %s", o.in, l->error);
 		goto out;
 	}
-	if (!st.nstacks)
-		die_msg("warning: '%s' has no call stacks (record with `memtrack track --stacks`)",
-			o.in);
+	cli_filter_warn_unmatched(&o.filter, o.in);
+	if (!(l->hdr.flags & MT_HDR_STACKS)) {
+		ret = cli_no_stacks(o.in, &l->hdr);
+		goto out;
+	}
 	if (flame_build(&f, &l->a, &st, sym, o.metric)) {
 		die_msg("out of memory");
 		goto out;
 	}
-	ret = write_out(&f, &o, l->hdr.command);
+	ret = write_out(&f, &o, l->hdr.command, l->a.sample_period != 0);
 	symbolizer__save(sym);
 	if (l->truncated)
 		die_msg("warning: '%s' is truncated: %s; drew what precedes it", o.in, l->error);
@@ -144,6 +166,7 @@ out:
 	flame_release(&f);
 	symbolizer__free(sym);
 	stack_table_release(&st);
+	proc_filter_release(&o.filter);
 	if (l)
 		analysis_release(&l->a);
 	free(l);

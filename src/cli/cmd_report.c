@@ -9,12 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "analyze/analysis.h"
+#include "analyze/filter.h"
+#include "analyze/proc_groups.h"
 #include "format/artifact.h"
 #include "cli/cli.h"
 #include "format/json.h"
 #include "cli/help.h"
 #include "cli/report_top.h"
 #include "format/schema.h"
+#include "analyze/report_html.h"
 #include "analyze/timeline.h"
 
 struct report {
@@ -24,12 +27,24 @@ struct report {
 	bool truncated;
 	bool physical; /* physical was recorded (maybe no change seen) */
 	uint64_t dropped;
-	const char *error; /* reader's message, "" if none */
-	size_t top;	   /* --top N: call sites per ranking, 0 = no rankings */
-	size_t brief_top;  /* text, stacks recorded, no --top: this many sites by peak heap */
+	const char *error;   /* reader's message, "" if none */
+	size_t top;	     /* --top N: call sites per ranking, 0 = no rankings */
+	size_t brief_top;    /* text, stacks recorded, no --top: this many sites by peak heap */
+	bool by_stack;	     /* --by stack: text ranks whole stacks, not functions */
+	bool sizes;	     /* --sizes: the size histogram in text */
+	enum proc_sort sort; /* --sort: the process table's order */
+	bool sort_given;
+	struct proc_filter filter; /* --pid, --comm */
+	bool html_stacks; /* --html of a run with stacks: the page's sites and flame graph */
 	struct stack_table stacks;
-	struct symbolizer *sym; /* owned; only with --top or brief_top */
+	struct symbolizer *sym; /* owned; only with --top, brief_top or html_stacks */
 };
+
+/* Whether the call stacks are read (and a symbolizer is made). */
+static bool wants_stacks(const struct report *r)
+{
+	return r->top || r->brief_top || r->html_stacks;
+}
 
 static uint64_t duration_ns(const struct report *r)
 {
@@ -95,6 +110,44 @@ static void print_stack_tables_text(const struct report *r)
 	       (unsigned long long)t->stack_no_room, (unsigned long long)t->stack_no_cfi);
 }
 
+static const char *const py_verdicts[] = {
+	[MT_PY_OFF] = "off (--no-python-frames)",
+	[MT_PY_ON] = "Python frames in its stacks",
+	[MT_PY_UNSUPPORTED] = "a version memtrack has no offsets for: native frames only",
+	[MT_PY_UNREADABLE] = "its symbols or version could not be read: native frames only",
+};
+
+/* "3.11.2" of PY_VERSION_HEX @v in @buf. */
+static const char *py_version(uint32_t v, char *buf, size_t len)
+{
+	if (!v)
+		return "?";
+	snprintf(buf, len, "%u.%u.%u", v >> 24, v >> 16 & 0xff, v >> 8 & 0xff);
+	return buf;
+}
+
+/* The CPython interpreters the run had (PYTHON records) and whether their stacks show Python frames. */
+static void print_python_text(const struct analysis *a)
+{
+	char v[32];
+
+	for (unsigned i = 0; i < a->npython; i++)
+		printf("python:       %s, %s\n", py_version(a->python[i].version, v, sizeof(v)),
+		       a->python[i].verdict < 4 ? py_verdicts[a->python[i].verdict] : "unknown");
+}
+
+static void print_python_json(const struct analysis *a)
+{
+	char v[32];
+
+	printf(",\"python\":[");
+	for (unsigned i = 0; i < a->npython; i++)
+		printf("%s{\"version\":\"%s\",\"frames\":%s}", i ? "," : "",
+		       py_version(a->python[i].version, v, sizeof(v)),
+		       a->python[i].verdict == MT_PY_ON ? "true" : "false");
+	printf("]");
+}
+
 /* The mapped-memory lines of @a (docs/METRICS.md "Mapped memory"); @end: when "still mapped". */
 static void print_mapped_text(const struct analysis *a, const char *end)
 {
@@ -108,12 +161,157 @@ static void print_mapped_text(const struct analysis *a, const char *end)
 	       human_bytes(a->peak_memory_bytes, b1, sizeof(b1)));
 }
 
+/* The machine the run was recorded on (the header's arch and kernel_release); nothing for a file older than arch. */
+static void print_recorded_on(const struct mt_header *h)
+{
+	char arch[PRINTABLE_LEN(sizeof(h->arch))], kr[PRINTABLE_LEN(sizeof(h->kernel_release))];
+
+	if (h->arch[0])
+		printf("recorded on:  %s, Linux %s\n", printable(h->arch, arch, sizeof(arch)),
+		       printable(h->kernel_release, kr, sizeof(kr)));
+}
+
+/* Seconds of the recording, for rates; 0 when it has no length. */
+static double duration_s(const struct report *r)
+{
+	return duration_ns(r) / 1e9;
+}
+
+/* Temporary allocations (METRICS.md): how many, how often, what share. */
+static void print_temporary_text(const struct report *r)
+{
+	const struct analysis *a = &r->a;
+
+	printf("temporary:    %llu allocation%s freed before their thread allocated again",
+	       (unsigned long long)a->temporary_count, plural(a->temporary_count));
+	if (duration_s(r) > 0)
+		printf(" (%.0f/s", a->temporary_count / duration_s(r));
+	else
+		printf(" (");
+	if (a->alloc_count)
+		printf("%s%.1f%% of allocations", duration_s(r) > 0 ? ", " : "",
+		       100.0 * a->temporary_count / a->alloc_count);
+	printf(")\n");
+}
+
+/* One row of the process table: a process, or a fold of several ("bash ×38"). */
+static void print_proc_row(const struct report *r, const struct proc_group *g)
+{
+	const struct proc_summary *p = g->first;
+	char b1[32], b2[32], cmd[PRINTABLE_LEN(sizeof(p->command))], who[64];
+
+	printable(p->command[0] ? p->command : "?", cmd, sizeof(cmd));
+	if (g->count == 1) {
+		printf("  %-7u ppid %-7u %-16s", p->pid, p->ppid, cmd);
+	} else { /* "bash ×38 (pids 120..161)": the first and the last seen */
+		fputs("  ", stdout);
+		fputs(cmd, stdout);
+		snprintf(who, sizeof(who), " \u00d7%u (pids %u..%u)", g->count, p->pid,
+			 g->last->pid);
+		fputs(who, stdout);
+	}
+	printf(" %8llu alloc%s %10s", (unsigned long long)g->allocs, plural(g->allocs),
+	       human_bytes(g->allocated_bytes, b1, sizeof(b1)));
+	printf("  peak heap %s", human_bytes(g->peak_heap_bytes, b2, sizeof(b2)));
+	if (g->peak_mapped_bytes)
+		printf("  peak mapped %s", human_bytes(g->peak_mapped_bytes, b2, sizeof(b2)));
+	if (r->a.has_rss)
+		printf("  peak RSS %s", human_bytes(g->peak_rss_bytes, b2, sizeof(b2)));
+	if (g->count > 1)
+		printf(" (largest)");
+	if (g->count == 1 && p->fast_heap)
+		printf("  heap in-process");
+	if (g->count == 1 && (r->hdr->flags & MT_HDR_STACKS))
+		printf("  unwinder %s", proc_unwinder(p));
+	if (g->count == 1 && p->left)
+		printf("  left (%s)", proc_left_reason(p));
+	printf("\n");
+}
+
+#define PROC_ROWS 20 /* rows of the text process table */
+
+static const char *const sort_titles[PROC_SORT_N] = {
+	"peak RSS",	"peak heap",   "allocations",		"allocated bytes",
+	"leaked bytes", "peak memory", "temporary allocations", "pid",
+};
+
+/* The process table: ranked, short-lived twins folded (proc_groups.h). */
+static int print_procs_text(const struct report *r)
+{
+	const struct analysis *a = &r->a;
+	size_t n = 0, folded = 0, rows = 0;
+	struct proc_group *g = proc_groups(a, r->sort, &n);
+	char desc[256];
+
+	if (!g && a->nprocs)
+		return -ENOMEM;
+	for (size_t i = 0; g && i < n; i++) {
+		folded += g[i].count > 1 ? g[i].count : 0;
+		rows += g[i].count > 1;
+	}
+	printf("processes:    %u", a->nprocs);
+	if (proc_filter_active(&r->filter))
+		printf(" of %llu (%s)", (unsigned long long)r->filter.nprocs,
+		       proc_filter_describe(&r->filter, desc, sizeof(desc)));
+	printf(", by %s", sort_titles[r->sort]);
+	if (folded)
+		printf("; %zu short-lived processes folded into %zu row%s by command", folded, rows,
+		       plural(rows));
+	if (n > PROC_ROWS)
+		printf("; the first %d rows (report --json lists all)", PROC_ROWS);
+	printf("\n");
+	for (size_t i = 0; g && i < n && i < PROC_ROWS; i++)
+		print_proc_row(r, &g[i]);
+	free(g);
+	return 0;
+}
+
+/* 2^@k bytes exactly: "512 B", "1 KiB", "16 EiB". */
+static const char *pow2_text(unsigned k, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+
+	snprintf(buf, len, "%llu %s", 1ull << (k % 10), unit[k / 10]);
+	return buf;
+}
+
+/* report --sizes: the power-of-two size histogram. */
+static void print_sizes_text(const struct analysis *a)
+{
+	uint64_t most = 0;
+	char b1[32], b2[32], range[80];
+
+	for (unsigned b = 0; b < SIZE_BUCKETS; b++)
+		if (a->sizes.count[b] > most)
+			most = a->sizes.count[b];
+	printf("\nallocation sizes (powers of two):\n");
+	if (!most)
+		printf("  (no allocation)\n");
+	for (unsigned b = 0; b < SIZE_BUCKETS; b++) {
+		uint64_t c = a->sizes.count[b];
+		int bar;
+
+		if (!c)
+			continue;
+		if (b <= 1)
+			snprintf(range, sizeof(range), "%s", b ? "1 B" : "0 B");
+		else
+			snprintf(range, sizeof(range), "%s .. < %s",
+				 pow2_text(b - 1, b1, sizeof(b1)), pow2_text(b, b2, sizeof(b2)));
+		bar = (int)((c * 40 + most - 1) / most);
+		printf("  %-22s %10llu allocation%s %10s  %.*s\n", range, (unsigned long long)c,
+		       c == 1 ? " " : "s", human_bytes(a->sizes.bytes[b], b1, sizeof(b1)), bar,
+		       "########################################");
+	}
+}
+
 static int print_text(struct report *r)
 {
 	const struct analysis *a = &r->a;
-	char b1[32], b2[32], b3[32], cmd[PRINTABLE_LEN(sizeof(r->hdr->command))];
+	char b1[32], b2[32], b3[32], cmd[PRINTABLE_LEN(sizeof(r->hdr->command))], note[256];
 
 	printf("command:      %s\n", printable(r->hdr->command, cmd, sizeof(cmd)));
+	print_recorded_on(r->hdr);
 	printf("duration:     %.3f s%s\n", duration_ns(r) / 1e9,
 	       r->truncated ? " (file truncated)" : "");
 	if (r->hdr->flags & MT_HDR_ATTACHED)
@@ -122,13 +320,22 @@ static int print_text(struct report *r)
 	else if (r->trailer)
 		printf("exit:         %s %d\n", r->trailer->exit_signal ? "signal" : "code",
 		       r->trailer->exit_signal ? r->trailer->exit_signal : r->trailer->exit_code);
-	printf("allocations:  %llu (%s requested), %llu frees\n",
+	printf("allocations:  %llu (%s requested), %llu free%s\n",
 	       (unsigned long long)a->alloc_count,
 	       human_bytes(a->total_allocated_bytes, b1, sizeof(b1)),
-	       (unsigned long long)a->free_count);
+	       (unsigned long long)a->free_count, plural(a->free_count));
+	if (analysis_sampling_note(a, note, sizeof(note)))
+		printf("sampling:     %s\n", note);
 	printf("peak heap:    %s live\n", human_bytes(a->peak_live_bytes, b1, sizeof(b1)));
-	printf("leaked:       %llu allocations, %s never freed\n",
-	       (unsigned long long)a->leaked_count, human_bytes(a->leaked_bytes, b2, sizeof(b2)));
+	printf("leaked:       %llu allocation%s, %s never freed\n",
+	       (unsigned long long)a->leaked_count, plural(a->leaked_count),
+	       human_bytes(a->leaked_bytes, b2, sizeof(b2)));
+	if (a->attached)
+		printf("live at end:  %llu allocation%s, %s held by %u process%s still running (not leaks: they may yet be freed)\n",
+		       (unsigned long long)a->live_end_count, plural(a->live_end_count),
+		       human_bytes(a->live_end_bytes, b2, sizeof(b2)), a->live_end_procs,
+		       a->live_end_procs == 1 ? "" : "es");
+	print_temporary_text(r);
 	print_mapped_text(a, "at exit");
 	if (a->has_rss)
 		printf("peak RSS:     %s (tree)\n", human_bytes(a->peak_rss_bytes, b3, sizeof(b3)));
@@ -143,6 +350,9 @@ static int print_text(struct report *r)
 	if (r->trailer && r->trailer->unprobed)
 		printf("unprobed:     %llu processes ran without allocator probes (their heap calls are missing)\n",
 		       (unsigned long long)r->trailer->unprobed);
+	if (a->cut_rings)
+		printf("lost:         the heap calls of %u processes after their in-process ring was cut off (ring_cut_off: the process broke the ring's protocol, nothing more of it was read)\n",
+		       a->cut_rings);
 	if (r->trailer && r->trailer->killed_in_call)
 		printf("cut short:    %llu heap calls a killed process was inside (they never returned: not recorded)\n",
 		       (unsigned long long)r->trailer->killed_in_call);
@@ -152,36 +362,27 @@ static int print_text(struct report *r)
 	if (a->bad_records)
 		printf("refused:      %llu forged records of the in-process rings, from %u processes\n",
 		       (unsigned long long)a->bad_records, a->bad_procs);
+	if (a->left_procs)
+		printf("left:         %u processes left the recording: they exec'd a privileged program or made themselves undumpable, so the user who ran sudo may not trace them\n",
+		       a->left_procs);
 	print_stack_tables_text(r);
+	print_python_text(&r->a);
 	print_control_text(r);
-	if (a->nprocs > 20)
-		printf("processes:    %u (the first 20 listed; report --json lists all)\n",
-		       a->nprocs);
-	else
-		printf("processes:    %u\n", a->nprocs);
-	for (unsigned i = 0; i < a->nprocs && i < 20; i++) {
-		const struct proc_summary *p = &a->procs[i];
-
-		printf("  %-7u ppid %-7u %-16s %8llu allocs %10s", p->pid, p->ppid,
-		       p->command[0] ? printable(p->command, cmd, sizeof(cmd)) : "?",
-		       (unsigned long long)p->allocs,
-		       human_bytes(p->allocated_bytes, b1, sizeof(b1)));
-		if (p->peak_mapped_bytes)
-			printf("  peak mapped %s",
-			       human_bytes(p->peak_mapped_bytes, b2, sizeof(b2)));
-		if (a->has_rss)
-			printf("  peak RSS %s", human_bytes(p->peak_rss_bytes, b2, sizeof(b2)));
-		if (p->fast_heap)
-			printf("  heap in-process");
-		if (r->hdr->flags & MT_HDR_STACKS)
-			printf("  unwinder %s", proc_unwinder(p));
-		printf("\n");
-	}
+	if (print_procs_text(r))
+		return -ENOMEM;
+	if (r->sizes)
+		print_sizes_text(a);
 	if (r->truncated)
 		printf("warning:      %s\n", r->error);
 	if (r->top)
-		return report_top_print(&r->a, &r->stacks, r->sym, r->top, false);
-	return r->brief_top ? report_top_print_peak(&r->a, &r->stacks, r->sym, r->brief_top) : 0;
+		return report_top_print(
+			&r->a, &r->stacks, r->sym,
+			&(struct top_opts){ .n = r->top, .json = false, .by_stack = r->by_stack });
+	if (!r->brief_top)
+		return 0;
+	return report_top_print_peak(
+		&r->a, &r->stacks, r->sym,
+		&(struct top_opts){ .n = r->brief_top, .json = false, .by_stack = r->by_stack });
 }
 
 /* Prints ,"key":value, or ,"key":null when the run did not record it. */
@@ -231,6 +432,56 @@ static void print_stack_tables_json(const struct report *r)
 	print_opt_u64("stack_no_cfi", on, on ? t->stack_no_cfi : 0);
 }
 
+/* ,"temporary_count":N,"temporary_per_s":R (null for a run of no length). */
+static void print_temporary_json(const struct report *r)
+{
+	printf(",\"temporary_count\":%llu,\"temporary_per_s\":",
+	       (unsigned long long)r->a.temporary_count);
+	if (duration_s(r) > 0)
+		printf("%.3f", r->a.temporary_count / duration_s(r));
+	else
+		printf("null");
+}
+
+/* ,"sizes":[{"min":..,"max":..,"count":..,"bytes":..}...]: the non-empty buckets. */
+static void print_sizes_json(const struct analysis *a)
+{
+	bool first = true;
+
+	printf(",\"sizes\":[");
+	for (unsigned b = 0; b < SIZE_BUCKETS; b++) {
+		if (!a->sizes.count[b])
+			continue;
+		printf("%s{\"min\":%llu,\"max\":%llu,\"count\":%llu,\"bytes\":%llu}",
+		       first ? "" : ",", (unsigned long long)size_bucket_min(b),
+		       (unsigned long long)size_bucket_max(b),
+		       (unsigned long long)a->sizes.count[b],
+		       (unsigned long long)a->sizes.bytes[b]);
+		first = false;
+	}
+	printf("]");
+}
+
+/* ,"filter":{"pids":[..],"comms":[..],"processes_seen":N}, or null without one. */
+static void print_filter_json(const struct report *r)
+{
+	const struct proc_filter *f = &r->filter;
+
+	if (!proc_filter_active(f)) {
+		printf(",\"filter\":null");
+		return;
+	}
+	printf(",\"filter\":{\"pids\":[");
+	for (unsigned i = 0; i < f->npids; i++)
+		printf("%s%u", i ? "," : "", f->pids[i]);
+	printf("],\"comms\":[");
+	for (unsigned i = 0; i < f->ncomms; i++) {
+		printf("%s", i ? "," : "");
+		json_print_string(stdout, f->comms[i]);
+	}
+	printf("],\"processes_seen\":%llu}", (unsigned long long)f->nprocs);
+}
+
 static int print_json(struct report *r)
 {
 	const struct analysis *a = &r->a;
@@ -240,6 +491,11 @@ static int print_json(struct report *r)
 		total += a->events[t];
 	printf("{\"command\":");
 	json_print_string(stdout, r->hdr->command);
+	printf(",\"arch\":"); /* null: an older writer did not say */
+	if (r->hdr->arch[0])
+		json_print_string(stdout, r->hdr->arch);
+	else
+		printf("null");
 	printf(",\"attached\":%s", r->hdr->flags & MT_HDR_ATTACHED ? "true" : "false");
 	print_opt_u64("attach_ns", r->hdr->flags & MT_HDR_ATTACHED, r->hdr->attach_ns);
 	printf(",\"duration_ns\":%llu,\"events\":%llu,\"events_by_type\":{",
@@ -259,7 +515,13 @@ static int print_json(struct report *r)
 	       r->trailer ? (unsigned long long)r->trailer->killed_in_call : 0ull);
 	printf(",\"env_overflow\":%llu",
 	       r->trailer ? (unsigned long long)r->trailer->env_overflow : 0ull);
-	printf(",\"bad_records\":%llu", (unsigned long long)a->bad_records);
+	printf(",\"bad_records\":%llu,\"left_processes\":%u", (unsigned long long)a->bad_records,
+	       a->left_procs);
+	/* what was lost, by cause: records, processes unprobed, rings cut off (calls unknown) */
+	printf(",\"ring_cut_off\":%u,\"lost_by_cause\":{\"ring_buffer_full\":%llu,\"unprobed\":%llu,"
+	       "\"ring_cut_off\":%u}",
+	       a->cut_rings, (unsigned long long)r->dropped,
+	       r->trailer ? (unsigned long long)r->trailer->unprobed : 0ull, a->cut_rings);
 	printf(",\"truncated\":%s", r->truncated ? "true" : "false");
 	if (r->trailer)
 		printf(",\"exit_code\":%d,\"exit_signal\":%d", r->trailer->exit_code,
@@ -277,7 +539,15 @@ static int print_json(struct report *r)
 	       (unsigned long long)a->mapped_count, (unsigned long long)a->leaked_mapped_bytes);
 	print_opt_u64("peak_rss_bytes", a->has_rss, a->peak_rss_bytes);
 	print_opt_u64("peak_physical_bytes", r->physical, a->peak_physical_bytes);
+	print_temporary_json(r);
+	printf(",\"live_at_end_count\":%llu,\"live_at_end_bytes\":%llu,\"live_at_end_processes\":%u",
+	       (unsigned long long)a->live_end_count, (unsigned long long)a->live_end_bytes,
+	       a->live_end_procs);
+	print_sizes_json(a);
+	print_filter_json(r);
+	analysis_sampling_json(a, stdout);
 	print_stack_tables_json(r);
+	print_python_json(&r->a);
 	print_kernel_json(r->hdr);
 	printf(",\"markers\":[");
 	for (unsigned i = 0; i < a->nmarks; i++) {
@@ -308,18 +578,24 @@ static int print_json(struct report *r)
 		       (unsigned long long)p->mapped_count,
 		       (unsigned long long)p->leaked_mapped_bytes);
 		print_opt_u64("peak_rss_bytes", a->has_rss, p->peak_rss_bytes);
+		printf(",\"temporary_count\":%llu,\"live_at_end_count\":%llu,\"live_at_end_bytes\":%llu",
+		       (unsigned long long)p->temporary, (unsigned long long)p->live_end_count,
+		       (unsigned long long)p->live_end_bytes);
 		printf(",\"heap_path\":\"%s\",\"unwinder\":\"%s\",\"bad_records\":%llu",
 		       p->fast_heap ? "in-process" : "uprobes", proc_unwinder(p),
 		       (unsigned long long)p->bad_records);
 		if (p->exited)
 			printf(",\"exit_code\":%lld,\"exit_signal\":%u", (long long)p->exit_code,
 			       p->exit_signal);
+		if (p->left)
+			printf(",\"left\":\"%s\"", proc_left_reason(p));
 		printf("}");
 	}
 	printf("]");
 	if (r->top) {
-		printf(",\"top\":");
-		if (report_top_print(&r->a, &r->stacks, r->sym, r->top, true))
+		printf(",\"by\":\"%s\",\"top\":", r->by_stack ? "stack" : "function");
+		if (report_top_print(&r->a, &r->stacks, r->sym,
+				     &(struct top_opts){ .n = r->top, .json = true }))
 			return -ENOMEM;
 	}
 	printf("}\n");
@@ -389,14 +665,15 @@ static void print_section(const struct report *r, const struct section *s, bool 
 	printf("command:      %s\n", printable(r->hdr->command, cmd, sizeof(cmd)));
 	printf("section:      mark '%s' (+%.6f s) .. mark '%s' (+%.6f s): %.3f ms\n", s->from,
 	       rel_s(r, s->start_ns), s->to, rel_s(r, s->end_ns), dur / 1e6);
-	printf("allocations:  %llu (%s requested), %llu frees\n",
+	printf("allocations:  %llu (%s requested), %llu free%s\n",
 	       (unsigned long long)a->alloc_count,
 	       human_bytes(a->total_allocated_bytes, b1, sizeof(b1)),
-	       (unsigned long long)a->free_count);
+	       (unsigned long long)a->free_count, plural(a->free_count));
 	printf("peak heap:    %s live (of the section's allocations)\n",
 	       human_bytes(a->peak_live_bytes, b1, sizeof(b1)));
-	printf("leaked:       %llu allocations, %s not freed by the end of the section\n",
-	       (unsigned long long)a->leaked_count, human_bytes(a->leaked_bytes, b2, sizeof(b2)));
+	printf("leaked:       %llu allocation%s, %s not freed by the end of the section\n",
+	       (unsigned long long)a->leaked_count, plural(a->leaked_count),
+	       human_bytes(a->leaked_bytes, b2, sizeof(b2)));
 	print_mapped_text(a, "at the end of the section");
 	if (!section_complete(s))
 		printf("note:         heap recording was off during part of the section; its allocations then are not counted\n");
@@ -423,7 +700,32 @@ static int section_missing(const char *path, const struct report *r, const struc
 	return 1;
 }
 
-/* Writes the timeline to @path as HTML or SVG; returns 0 or 1 (after saying why). */
+/* The whole report as one page (report_html.h), its timeline drawn by @m. */
+static int write_html(const struct report *r, const struct timeline *tl,
+		      const struct timeline_meta *m, FILE *f)
+{
+	struct report_html_in in = {
+		.command = r->hdr->command,
+		.a = &r->a,
+		.tl = tl,
+		.meta = m,
+		.st = r->html_stacks ? &r->stacks : NULL,
+		.sym = r->sym,
+		.start_ns = r->hdr->start_ns,
+		.duration_ns = duration_ns(r),
+		.dropped = r->dropped,
+		.attached = r->hdr->flags & MT_HDR_ATTACHED,
+		.has_exit = r->trailer && !(r->hdr->flags & MT_HDR_ATTACHED),
+		.exit_code = r->trailer ? r->trailer->exit_code : 0,
+		.exit_signal = r->trailer ? r->trailer->exit_signal : 0,
+		.truncated = r->truncated,
+		.kernel = r->hdr->kernel_release,
+	};
+
+	return report_html_write(&in, f);
+}
+
+/* Writes the report page (--html) or the timeline (--svg) to @path; returns 0 or 1 (after saying why). */
 static int write_picture(const struct report *r, const struct timeline *tl, const char *path,
 			 bool html, bool per_process)
 {
@@ -438,7 +740,7 @@ static int write_picture(const struct report *r, const struct timeline *tl, cons
 
 	if (!f)
 		return 1; /* said why */
-	err = html ? timeline_write_html(tl, &m, f) : timeline_write_svg(tl, &m, f);
+	err = html ? write_html(r, tl, &m, f) : timeline_write_svg(tl, &m, f);
 	if (err || fflush(f) || ferror(f)) {
 		die_msg("cannot write '%s': %s", path, strerror(err ? -err : errno));
 		fclose(f);
@@ -448,32 +750,56 @@ static int write_picture(const struct report *r, const struct timeline *tl, cons
 		die_msg("cannot write '%s': %s", path, strerror(errno));
 		return 1;
 	}
-	return 0;
-}
-
-/* --top N: a count of call sites, 1 or more. */
-static int parse_top(const char *arg, size_t *n)
-{
-	char *end;
-	unsigned long v;
-
-	if (!arg) {
-		die_msg("--top needs a number of call sites, e.g. --top 10");
-		return -EINVAL;
-	}
-	errno = 0;
-	v = strtoul(arg, &end, 10);
-	if (*end || end == arg || arg[0] == '-' || !v || errno || v > 1000000) {
-		die_msg("--top takes a number of call sites from 1 to 1000000, not '%s'", arg);
-		return -EINVAL;
-	}
-	*n = v;
+	die_msg("wrote %s", path);
 	return 0;
 }
 
 #define REPORT_USAGE                                                                              \
 	"usage: memtrack report FILE [--json] [--html OUT.html] [--svg OUT.svg] [--per-process] " \
-	"[--between MARK_A MARK_B] [--top N]; see memtrack help report"
+	"[--between MARK_A MARK_B] [--top N] [--by function|stack] [--sizes] [--sort KEY] "       \
+	"[--pid PID] [--comm NAME]; see memtrack help report"
+
+/*
+ * The options that choose what the report shows: --pid, --comm, --top,
+ * --by, --sort, --sizes.  Returns 1 (taken, *@i at its last word), 0 (not one of
+ * them) or -1 after one line saying what is wrong.
+ */
+static int parse_view_arg(struct report *r, int argc, char **argv, int *i)
+{
+	const char *opt = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+	int k = cli_filter_arg(&r->filter, argc, argv, i);
+
+	if (k)
+		return k;
+	if (!strcmp(opt, "--sizes")) {
+		r->sizes = true;
+		return 1;
+	}
+	k = cli_top_arg(argc, argv, i, &r->top, &r->by_stack);
+	if (k)
+		return k;
+	if (strcmp(opt, "--sort") != 0)
+		return 0;
+	++*i;
+	if (val && !proc_sort_parse(val, &r->sort)) {
+		r->sort_given = true;
+		return 1;
+	}
+	die_msg("--sort takes rss, peak, allocations, allocated, leaked, memory, temporary or pid, not '%s'",
+		val ? val : "");
+	return -1;
+}
+
+/* Folds a kept record into the report (and the section, the stacks); 0 or -ENOMEM. */
+static int read_event(struct report *r, struct section *sec, const char *from,
+		      const struct mt_event *ev)
+{
+	if ((from && section_add(sec, ev, &r->a)) || analysis_add(&r->a, ev))
+		return -ENOMEM;
+	if (wants_stacks(r) && stack_table_add_event(&r->stacks, ev) == -ENOMEM)
+		return -ENOMEM;
+	return 0;
+}
 
 int cmd_report(int argc, char **argv)
 {
@@ -493,6 +819,14 @@ int cmd_report(int argc, char **argv)
 	if (help_wanted(argc, argv))
 		return help_show("report");
 	for (int i = 1; i < argc; i++) {
+		int k = parse_view_arg(&r, argc, argv, &i);
+
+		if (k < 0) {
+			proc_filter_release(&r.filter);
+			return 2;
+		}
+		if (k)
+			continue;
 		if (!strcmp(argv[i], "--json"))
 			json = true;
 		else if (!strcmp(argv[i], "--between")) {
@@ -504,11 +838,7 @@ int cmd_report(int argc, char **argv)
 			to = argv[++i];
 		} else if (!strcmp(argv[i], "--per-process"))
 			per_process = true;
-		else if (!strcmp(argv[i], "--top")) {
-			if (parse_top(i + 1 < argc ? argv[i + 1] : NULL, &r.top))
-				return 2;
-			i++;
-		} else if (!strcmp(argv[i], "--html") || !strcmp(argv[i], "--svg")) {
+		else if (!strcmp(argv[i], "--html") || !strcmp(argv[i], "--svg")) {
 			if (i + 1 == argc) {
 				die_msg("%s needs an output file; " REPORT_USAGE, argv[i]);
 				return 2;
@@ -544,10 +874,13 @@ int cmd_report(int argc, char **argv)
 	/* stacks recorded: the text report names the top sites by peak heap */
 	if (!json && !r.top && !from && (mt_reader__header(rd)->flags & MT_HDR_STACKS))
 		r.brief_top = 3;
+	r.html_stacks = html && (mt_reader__header(rd)->flags & MT_HDR_STACKS);
 	analysis_init(&r.a);
 	stack_table_init(&r.stacks);
 	r.a.heap_off = mt_reader__header(rd)->flags & MT_HDR_START_DISABLED;
+	analysis_set_attached(&r.a, mt_reader__header(rd)->flags & MT_HDR_ATTACHED);
 	section_init(&sec, from, to);
+	r.a.filtered = sec.a.filtered = proc_filter_active(&r.filter);
 	analysis_set_page_size(&r.a, mt_reader__header(rd)->page_size);
 	analysis_set_page_size(&sec.a, mt_reader__header(rd)->page_size);
 	if (html || svg) {
@@ -559,17 +892,20 @@ int cmd_report(int argc, char **argv)
 		}
 		timeline_attach(tl, &r.a);
 	}
-	while ((ret = mt_reader__next(rd, &ev)) == 1)
-		if ((from && section_add(&sec, &ev, &r.a)) || analysis_add(&r.a, &ev) ||
-		    ((r.top || r.brief_top) && stack_table_add_event(&r.stacks, &ev) == -ENOMEM)) {
+	while ((ret = mt_reader__next(rd, &ev)) == 1) {
+		int keep = proc_filter_keep(&r.filter, &ev);
+
+		if (keep < 0 || (keep && read_event(&r, &sec, from, &ev))) {
 			ret = -ENOMEM;
 			break;
 		}
+	}
 	/* a truncated file still ranks the call sites of the events before the cut */
-	if ((r.top || r.brief_top) && (ret >= 0 || ret == -ENODATA) &&
-	    !(r.sym = cli_symbolizer_new()))
+	if (wants_stacks(&r) && (ret >= 0 || ret == -ENODATA) && !(r.sym = cli_symbolizer_new()))
 		ret = -ENOMEM;
 	analysis_finish(&r.a);
+	if (!r.sort_given)
+		r.sort = r.a.has_rss ? PROC_SORT_RSS : PROC_SORT_PEAK;
 	r.hdr = mt_reader__header(rd);
 	r.trailer = mt_reader__trailer(rd);
 	r.truncated = ret == -ENODATA;
@@ -596,20 +932,21 @@ int cmd_report(int argc, char **argv)
 			die_msg("out of memory while printing the call sites");
 			ret = 1;
 		}
-		if (r.sym)
-			symbolizer__save(r.sym);
 		if (tl)
 			timeline_finish(tl, r.hdr->start_ns + duration_ns(&r));
 		if (html && !ret)
 			ret = write_picture(&r, tl, html, true, per_process);
 		if (svg && !ret)
 			ret = write_picture(&r, tl, svg, false, per_process);
+		if (r.sym) /* after the page, which symbolizes its sites too */
+			symbolizer__save(r.sym);
 	}
 	timeline__free(tl);
 	symbolizer__free(r.sym);
 	stack_table_release(&r.stacks);
 	analysis_release(&r.a);
 	section_release(&sec);
+	proc_filter_release(&r.filter);
 	mt_reader__free(rd);
 	return ret;
 }

@@ -6,13 +6,19 @@
  * run: elapsed time, events/s, the tree's heap and RSS, the busiest
  * processes and, with --stacks, the call sites holding the most heap.  It
  * ends when the trailer arrives (the view then shows the final numbers,
- * those of `report`), or on q, Ctrl-C, SIGTERM or SIGHUP.  When stdout is
+ * those of `report`), when its writer is gone without finishing it (the
+ * writer's flock released: killed, or a copied or cut file), or on q,
+ * Ctrl-C, SIGTERM or SIGHUP.  When stdout is
  * not a terminal it prints one logfmt line (key=value, exact byte counts)
  * per interval instead.
  *
  * The file shows what track has flushed: at most track's --flush-ms (500 ms
  * by default) behind.  Drops are counted by the kernel and written in the
  * trailer only, so they are known at the end.
+ *
+ * `top [-o FILE] -- CMD` runs track on CMD itself and follows its artifact
+ * (top_cmd.c).  A file that does not exist is waited for: on a terminal
+ * until q, otherwise TOP_WAIT_S seconds, then top says so and exits 1.
  */
 #include <errno.h>
 #include <math.h>
@@ -29,26 +35,38 @@
 #include "analyze/analysis.h"
 #include "format/artifact.h"
 #include "analyze/callsites.h"
+#include "analyze/filter.h"
 #include "cli/cli.h"
 #include "cli/help.h"
 #include "analyze/stacks.h"
 #include "analyze/symbolize.h"
+#include "cli/top_cmd.h"
+#include "cli/track_output.h"
 
-#define TOP_USAGE "usage: memtrack top [--interval SECONDS] FILE; see memtrack help top"
+#define TOP_USAGE                                                                               \
+	"usage: memtrack top [--interval SECONDS] [--pid PID] [--comm NAME] FILE, or memtrack " \
+	"top [--interval SECONDS] [--pid PID] [--comm NAME] [-o FILE] -- CMD [ARGS...]; see "   \
+	"memtrack help top"
+#define TOP_WAIT_S 10	  /* stdout not a terminal: how long a missing file is waited for */
 #define TOP_SITES 5	  /* call sites shown */
 #define TOP_SITE_FRAMES 3 /* frames of each, innermost first */
 
 struct top {
 	const char *path;
-	double interval_s;   /* between two views */
-	bool tty;	     /* stdout is a terminal: redraw in place */
-	struct mt_reader *r; /* owned */
+	char **cmd;		   /* top -- CMD: the command track runs (in argv), else NULL */
+	const char *out;	   /* -o: its artifact */
+	struct top_track track;	   /* the track child of top -- CMD */
+	double interval_s;	   /* between two views */
+	struct proc_filter filter; /* --pid, --comm: the view is theirs alone */
+	bool tty;		   /* stdout is a terminal: redraw in place */
+	struct mt_reader *r;	   /* owned */
 	const struct mt_header *hdr;
 	struct analysis a;
 	struct stack_table st;
 	struct symbolizer *sym;	   /* owned; only when stacks were recorded */
 	struct site_frame *frames; /* owned scratch, SITE_MAX_FRAMES */
 	bool complete;		   /* the trailer was read */
+	bool stopped;		   /* no trailer, and no writer holds the file any more */
 	uint64_t prev_events;	   /* records at the previous view */
 	double prev_s;		   /* monotonic seconds of the previous view */
 	double data_s;		   /* monotonic seconds when records last arrived */
@@ -75,10 +93,25 @@ static int parse_args(int argc, char **argv, struct top *t)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *val = NULL;
+		int k = cli_filter_arg(&t->filter, argc, argv, &i);
 		char *end;
 
+		if (k < 0)
+			return 2;
+		if (k)
+			continue;
 		if (!strncmp(arg, "--interval=", 11)) {
 			val = arg + 11;
+		} else if (!strcmp(arg, "--")) {
+			t->cmd = argv + i + 1;
+			break;
+		} else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) {
+			if (i + 1 == argc) {
+				die_msg("%s needs a file; " TOP_USAGE, arg);
+				return 2;
+			}
+			t->out = argv[++i];
+			continue;
 		} else if (!strcmp(arg, "--interval")) {
 			if (i + 1 == argc) {
 				die_msg("--interval needs a value; " TOP_USAGE);
@@ -103,11 +136,45 @@ static int parse_args(int argc, char **argv, struct top *t)
 			return 2;
 		}
 	}
-	if (!t->path) {
+	if (t->cmd && !t->cmd[0]) {
+		die_msg("no command after --; " TOP_USAGE);
+		return 2;
+	}
+	if (t->cmd && t->path) {
+		die_msg("top -- CMD records its own artifact: give -o %s instead of '%s'", t->path,
+			t->path);
+		return 2;
+	}
+	if (t->out && !t->cmd) {
+		die_msg("-o names the artifact of top -- CMD; to follow a file give it alone: memtrack top %s",
+			t->out);
+		return 2;
+	}
+	if (!t->path && !t->cmd) {
 		die_msg("no artifact given; " TOP_USAGE);
 		return 2;
 	}
 	return 0;
+}
+
+/*
+ * While the artifact does not exist: true when top is to stop waiting
+ * (after one line): the track child ended without it, or stdout is no
+ * terminal and TOP_WAIT_S passed (nobody may ever create it).
+ */
+static bool give_up_waiting(struct top *t, double since_s)
+{
+	if (t->track.pid && top_track_exited(&t->track)) {
+		die_msg("memtrack track ended before writing '%s'; its messages are in %s", t->path,
+			t->track.log);
+		return true;
+	}
+	if (!t->tty && !t->track.pid && now_s() - since_s >= TOP_WAIT_S) {
+		die_msg("'%s' does not exist after %d s; start memtrack track -o %s first, or run memtrack top -- CMD",
+			t->path, TOP_WAIT_S, t->path);
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -145,6 +212,7 @@ static int open_artifact(struct top *t)
 {
 	char err[512];
 	bool said = false;
+	double since = now_s();
 	int rc;
 
 	for (;;) {
@@ -155,7 +223,10 @@ static int open_artifact(struct top *t)
 			die_msg("cannot read '%s': %s", t->path, err);
 			return 1;
 		}
-		if (!said && t->tty)
+		if (give_up_waiting(t, since))
+			return 1;
+		/* not a terminal: stderr stays quiet unless top gives up */
+		if (!said && t->tty && !t->track.pid)
 			fprintf(stderr, "memtrack: waiting for '%s' (q quits)\n", t->path);
 		said = true;
 		if (wait_for_quit(t, 0.1))
@@ -181,12 +252,14 @@ static int open_artifact(struct top *t)
 static int drain(struct top *t)
 {
 	struct mt_event ev;
-	int rc;
+	int rc, keep;
 
-	while ((rc = mt_reader__next(t->r, &ev)) == 1)
-		if (analysis_add(&t->a, &ev) ||
-		    (t->sym && stack_table_add_event(&t->st, &ev) == -ENOMEM))
+	while ((rc = mt_reader__next(t->r, &ev)) == 1) {
+		keep = proc_filter_keep(&t->filter, &ev);
+		if (keep < 0 || (keep && analysis_add(&t->a, &ev)) ||
+		    (keep && t->sym && stack_table_add_event(&t->st, &ev) == -ENOMEM))
 			return -ENOMEM;
+	}
 	if (rc == -EAGAIN)
 		return 0;
 	if (rc == 0) {
@@ -215,6 +288,9 @@ static double elapsed_s(const struct top *t)
 
 	if (tr)
 		return tr->duration_ns / 1e9;
+	if (t->stopped) /* up to its last record: nothing ran on after it that it saw */
+		return t->a.last_ts > t->hdr->start_ns ? (t->a.last_ts - t->hdr->start_ns) / 1e9
+						       : 0;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	/* the header's clock is CLOCK_MONOTONIC of this machine (FORMAT.md) */
@@ -320,7 +396,7 @@ static const char *site_name(struct top *t, const struct site *s, char *buf, siz
 			 (unsigned long long)s->stack);
 	for (int i = 0; i < n && i < TOP_SITE_FRAMES && used < len; i++)
 		used += snprintf(buf + used, len - used, "%s%s", i ? " < " : "",
-				 site_frame_name(&t->frames[i], name, sizeof(name)));
+				 site_frame_label(&t->frames[i], name, sizeof(name)));
 	return buf;
 }
 
@@ -430,6 +506,10 @@ static void view_status(const struct top *t, int cols)
 		view_line(cols, "complete: the command was killed by signal %d", tr->exit_signal);
 	else if (tr)
 		view_line(cols, "complete: the command exited with %d", tr->exit_code);
+	else if (t->stopped)
+		view_line(
+			cols,
+			"the recording stopped without finishing: its writer is gone (no trailer)");
 	else if (now_s() - t->data_s > 10)
 		view_line(cols, "no new record for %.0f s (is track still running?)   q quits",
 			  now_s() - t->data_s);
@@ -476,6 +556,8 @@ static void print_line(struct top *t)
 		       " busiest_rss_bytes=%llu",
 		       v[0]->pid, (unsigned long long)v[0]->live_bytes,
 		       (unsigned long long)v[0]->mapped.bytes, (unsigned long long)v[0]->rss_bytes);
+	if (t->stopped)
+		printf(" stopped=1");
 	if (t->complete)
 		printf(" complete=1 dropped=%llu peak_heap_bytes=%llu peak_rss_bytes=%llu "
 		       "leaked_bytes=%llu peak_mapped_bytes=%llu peak_memory_bytes=%llu "
@@ -558,13 +640,34 @@ static void catch_stop_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-/* Views until the artifact is complete or the user quits; returns drain()'s last result. */
+/*
+ * Whether the recording stopped without finishing: no trailer, and no
+ * writer holds the file (memtrack was killed, or this is a copy of a cut
+ * file).  The lock is looked at first and the file read once more, so a
+ * writer that finished in between is seen finished.  Returns drain()'s
+ * result, with t->stopped set when it stopped.
+ */
+static int check_stopped(struct top *t)
+{
+	int rc;
+
+	if (mt_reader__writer_holds(t->r))
+		return 0;
+	rc = drain(t);
+	t->stopped = rc == 0;
+	return rc;
+}
+
+/*
+ * Views until the artifact is complete, its writer is gone, or the user
+ * quits; returns drain()'s last result (0 also when it stopped).
+ */
 static int follow(struct top *t)
 {
 	int rc;
 
 	t->prev_s = t->data_s = now_s();
-	while (!(rc = drain(t))) {
+	while (!(rc = drain(t)) && !(rc = check_stopped(t)) && !t->stopped) {
 		show(t);
 		if (wait_for_quit(t, t->interval_s))
 			return 0;
@@ -596,9 +699,12 @@ static int top_run(struct top *t)
 		if (rc == 1)
 			tick(t);     /* the final rate */
 		draw_view(t, false); /* the last view stays on the screen */
-	} else if (rc == 1) {
+	} else if (rc == 1 || t->stopped) {
 		show(t);
 	}
+	if (t->stopped)
+		die_msg("%s: the recording stopped without finishing (no trailer, and no memtrack writes it any more: it was killed, or this is a copy); memtrack report reads what it holds",
+			t->path);
 	if (rc < 0)
 		die_msg("%s: %s; top stopped there", t->path,
 			rc == -ENOMEM ? "out of memory" : mt_reader__error(t->r));
@@ -614,18 +720,36 @@ int cmd_top(int argc, char **argv)
 
 	if (help_wanted(argc, argv))
 		return help_show("top");
+	proc_filter_init(&t.filter);
 	ret = parse_args(argc, argv, &t);
-	if (ret)
+	if (ret) {
+		proc_filter_release(&t.filter);
 		return ret;
+	}
 	t.tty = isatty(STDOUT_FILENO);
 	analysis_init(&t.a);
+	t.a.filtered = proc_filter_active(&t.filter);
 	stack_table_init(&t.st);
 	catch_stop_signals();
-	ret = top_run(&t);
+	if (t.cmd) {
+		t.path = t.out ? t.out : track_default_output(t.cmd[0]);
+		ret = top_track_start(&t.track, t.cmd, t.path);
+		if (!ret)
+			ret = top_run(&t);
+		/* the command's status, unless top itself failed (and said why) */
+		if (t.track.pid && !(ret && t.track.reaped)) {
+			int st = top_track_finish(&t.track, !t.complete);
+
+			ret = ret ? ret : st;
+		}
+	} else {
+		ret = top_run(&t);
+	}
 	symbolizer__free(t.sym);
 	free(t.frames);
 	stack_table_release(&t.st);
 	analysis_release(&t.a);
 	mt_reader__free(t.r);
+	proc_filter_release(&t.filter);
 	return ret;
 }

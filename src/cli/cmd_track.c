@@ -24,6 +24,7 @@
 #include "bpf_abi.h"
 #include "cli/cli.h"
 #include "cli/help.h"
+#include "cli/track_daemon.h"
 #include "cli/track_output.h"
 #include "fast/fast_ring.h"
 #include "format/artifact.h"
@@ -41,6 +42,7 @@ struct track_opts {
 	int fast_choice;	   /* --fast 1, --no-fast -1, neither 0 */
 	int stacks_choice;	   /* --stacks 1, --no-stacks -1 (the last wins), neither 0 */
 	struct kernel_features kf; /* what the kernel offers, the mechanisms chosen */
+	struct daemon_choice dc;   /* --daemon[=PATH], --no-daemon */
 	struct session_opts s;
 };
 
@@ -61,6 +63,10 @@ enum {
 	OPT_NO_UNWIND_CACHE,
 	OPT_FAST,
 	OPT_NO_FAST,
+	OPT_NO_PYTHON_FRAMES,
+	OPT_DAEMON,
+	OPT_NO_DAEMON,
+	OPT_SAMPLE_BYTES,
 };
 
 static const struct option track_options[] = {
@@ -81,6 +87,10 @@ static const struct option track_options[] = {
 	{ "no-unwind-cache", no_argument, NULL, OPT_NO_UNWIND_CACHE },
 	{ "fast", no_argument, NULL, OPT_FAST },
 	{ "no-fast", no_argument, NULL, OPT_NO_FAST },
+	{ "no-python-frames", no_argument, NULL, OPT_NO_PYTHON_FRAMES },
+	{ "daemon", optional_argument, NULL, OPT_DAEMON },
+	{ "no-daemon", no_argument, NULL, OPT_NO_DAEMON },
+	{ "sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -140,10 +150,14 @@ static int check_combinations(const struct track_opts *o)
 {
 	const struct session_opts *s = &o->s;
 
-	if (o->stacks_choice > 0 && !s->allocators)
+	if (o->stacks_choice > 0 && !MT_ARCH_STACKS)
+		die_msg(MT_NO_STACKS_MSG);
+	else if (o->stacks_choice > 0 && !s->allocators)
 		die_msg("--stacks needs the allocator probes (it learns each process's code while they are attached); drop --no-allocators");
 	else if (s->start_disabled && !s->control)
 		die_msg("--start-disabled needs --control PATH, or nothing could ever enable recording; add --control PATH");
+	else if (s->sample_bytes && !s->allocators)
+		die_msg("--sample-bytes samples the heap calls and --no-allocators records none; drop one of them");
 	else if (o->fast_choice > 0 && !s->allocators)
 		die_msg("--fast records heap calls and --no-allocators records none; drop one of them");
 	else
@@ -192,6 +206,10 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 			break;
 		case OPT_FAST: o->fast_choice = 1; break;
 		case OPT_NO_FAST: o->fast_choice = -1; break;
+		case OPT_NO_PYTHON_FRAMES: s->no_python_frames = true; break;
+		case OPT_DAEMON: err = track_daemon_opt(optarg, &o->dc); break;
+		case OPT_NO_DAEMON: o->dc = (struct daemon_choice){ .mode = -1 }; break;
+		case OPT_SAMPLE_BYTES: err = track_sample_opt(optarg, s); break;
 		case OPT_UNWIND_ROWS:
 		case OPT_RING:
 		case OPT_BATCH:
@@ -220,7 +238,8 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 	 * figures); they need the allocator probes, so --no-allocators alone
 	 * means none.
 	 */
-	s->stacks = o->stacks_choice > 0 || (!o->stacks_choice && s->allocators);
+	s->stacks =
+		MT_ARCH_STACKS && (o->stacks_choice > 0 || (!o->stacks_choice && s->allocators));
 	/* the in-process path by default, where it can serve (with stacks it unwinds in-process) */
 	s->fast = o->fast_choice > 0 ||
 		  (!o->fast_choice && s->allocators && session_fast_available());
@@ -255,7 +274,8 @@ static int report_end(const struct track_opts *o, const struct session_stats *st
 {
 	uint64_t drops = total_drops(t), events = st->events;
 	int status = exit_status_of(st->status);
-	char unprobed[64] = "", refused[96] = "", killed[96] = "", env[160] = "";
+	char unprobed[64] = "", refused[96] = "", killed[96] = "", env[160] = "", cut[128] = "";
+	uint64_t cut_rings = st->fast ? st->fast_st.cut : 0;
 
 	if (t->unprobed)
 		snprintf(unprobed, sizeof(unprobed), ", %llu processes unprobed",
@@ -270,6 +290,11 @@ static int report_end(const struct track_opts *o, const struct session_stats *st
 			", %llu processes exec'd a program on the uprobes (environment beyond %u entries or a %u-byte LD_PRELOAD)",
 			(unsigned long long)t->env_overflow, MT_FAST_ENV_MAX_ENTRIES,
 			MT_FAST_ENV_MAX_PRELOAD);
+	if (cut_rings)
+		snprintf(
+			cut, sizeof(cut),
+			", the heap calls of %llu processes lost after their in-process ring was cut off (ring_cut_off)",
+			(unsigned long long)cut_rings);
 	if (st->fast && st->fast_st.bad_records)
 		snprintf(refused, sizeof(refused),
 			 ", %llu forged records refused from %llu processes",
@@ -277,9 +302,9 @@ static int report_end(const struct track_opts *o, const struct session_stats *st
 			 (unsigned long long)st->fast_st.bad_procs);
 	if (!o->quiet)
 		fprintf(stderr,
-			"memtrack: wrote %s: %llu events, %llu lost%s%s%s%s, command exited with %d\n",
-			o->output, (unsigned long long)events, (unsigned long long)drops, unprobed,
-			killed, env, refused, status);
+			"memtrack: wrote %s: %llu events, %llu lost%s%s%s%s%s, command exited with %d\n",
+			o->output, (unsigned long long)events, (unsigned long long)drops, cut,
+			unprobed, killed, env, refused, status);
 	if (o->allow_drops)
 		return status;
 	if (t->unprobed)
@@ -288,7 +313,10 @@ static int report_end(const struct track_opts *o, const struct session_stats *st
 	if (drops)
 		die_msg("%llu events were lost (ring buffer full); rerun with a larger --ring-size, or pass --allow-drops to keep the command's exit status",
 			(unsigned long long)drops);
-	return drops || t->unprobed ? 1 : status;
+	if (cut_rings)
+		die_msg("%llu processes wrote their in-process ring against its protocol and were cut off, so their later heap calls are missing; rerun with --no-fast to record them through the uprobes, or pass --allow-drops to keep the command's exit status",
+			(unsigned long long)cut_rings);
+	return drops || t->unprobed || cut_rings ? 1 : status;
 }
 
 
@@ -346,14 +374,11 @@ int check_recording_host(struct kernel_features *kf, struct session_opts *s)
 	return check_kernel(kf, s) ? 1 : 0;
 }
 
-/* Whether memtrack can record here; 0, or the exit status (reported). */
-static int check_host(struct track_opts *o, char *path, size_t len)
+/* Whether the command can run; 0, or the exit status (reported). */
+static int check_command(struct track_opts *o, char *path, size_t len)
 {
-	int ret;
+	int ret = o->s.shell ? 0 : spawn_resolve(o->s.argv[0], path, len);
 
-	if (check_recording_host(&o->kf, &o->s))
-		return 1;
-	ret = o->s.shell ? 0 : spawn_resolve(o->s.argv[0], path, len);
 	if (ret == -ENOENT) {
 		die_msg("command not found: %s; check the name or give its full path",
 			o->s.argv[0]);
@@ -364,6 +389,46 @@ static int check_host(struct track_opts *o, char *path, size_t len)
 		return 126;
 	}
 	return 0;
+}
+
+/* Whether memtrack can record here; 0, or the exit status (reported). */
+static int check_host(struct track_opts *o, char *path, size_t len)
+{
+	if (check_recording_host(&o->kf, &o->s))
+		return 1;
+	return check_command(o, path, len);
+}
+
+/* The first option given that the daemon cannot serve, or NULL. */
+static const char *daemon_unsupported(const struct track_opts *o)
+{
+	if (o->s.physical)
+		return "--physical";
+	if (o->s.control)
+		return "--control";
+	if (o->fast_choice > 0)
+		return "--fast";
+	if (o->s.unwind_cache_given)
+		return "--unwind-cache DIR (the daemon keeps its own)";
+	if (o->s.sample_bytes)
+		return "--sample-bytes (the daemon's loaded BPF side records every call)";
+	return NULL;
+}
+
+/* The session of the daemon on @sock: the user's command, the daemon's BPF side. */
+static int track_through_daemon(struct track_opts *o, int sock)
+{
+	struct client_result res;
+	char path[4096];
+	int ret = check_command(o, path, sizeof(path));
+
+	if (ret) {
+		close(sock);
+		return ret;
+	}
+	o->s.fast = false; /* the daemon records with uprobes (its BPF side is shared) */
+	ret = daemon_record(&o->s, &o->output, sock, NULL, NULL, &res);
+	return ret ? ret : report_end(o, &res.st, &res.t);
 }
 
 /* From the released command to the exit status. */
@@ -398,12 +463,18 @@ int cmd_track(int argc, char **argv)
 	int ret;
 
 	ret = parse_track_opts(argc, argv, &o);
-	if (!ret)
-		ret = check_host(&o, path, sizeof(path));
 	if (ret)
 		return ret;
 	if (!o.output)
 		o.output = track_default_output(o.s.argv[0]);
 	o.s.notice = track_notice;
+	ret = daemon_pick(&o.dc, daemon_unsupported(&o), o.s.verbose);
+	if (ret == -2)
+		return 1;
+	if (ret >= 0)
+		return track_through_daemon(&o, ret);
+	ret = check_host(&o, path, sizeof(path));
+	if (ret)
+		return ret;
 	return track_run_session(&o.s, o.output, record_track, &o, "");
 }

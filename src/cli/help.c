@@ -19,6 +19,13 @@ struct cmd_help {
 	const char *text;    /* "usage: memtrack NAME ...\n" lines, then the rest */
 };
 
+/* --pid and --comm, as every reading command takes them (filter.h) */
+#define FILTER_HELP                                                                      \
+	"      --pid PID         only process PID's records (repeatable; with --comm:\n" \
+	"                        either)\n"                                              \
+	"      --comm NAME       only the records of processes running NAME, as the\n"   \
+	"                        report lists it (repeatable)\n"
+
 static const struct cmd_help commands[] = {
 	{ "track", "run a command and record the memory of its process tree",
 	  "usage: memtrack track [options] -- CMD [ARGS...]\n"
@@ -52,6 +59,16 @@ static const struct cmd_help commands[] = {
 	  "                        library) where possible, uprobes elsewhere; the\n"
 	  "                        default (with stacks the library unwinds)\n"
 	  "      --no-fast         record every heap call with uprobes\n"
+	  "      --no-python-frames CPython's stacks without its Python frames (by\n"
+	  "                        default the in-process path shows function, file, line)\n"
+	  "      --daemon[=PATH]   record through the memtrack daemon (memtrack daemon) at\n"
+	  "                        PATH (default /run/memtrack/daemon.sock): no root\n"
+	  "                        needed, nothing to load; used without the option\n"
+	  "                        when that socket exists\n"
+	  "      --no-daemon       record in-process (root), even with a daemon running\n"
+	  "      --sample-bytes N  record one allocation per N bytes on average (Poisson,\n"
+	  "                        with its stack and the free of the block), count every\n"
+	  "                        call exactly; heap figures become estimates\n"
 	  "  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 	  "  -q, --quiet           no summary line\n"
 	  "  -h, --help            this help\n" },
@@ -67,6 +84,8 @@ static const struct cmd_help commands[] = {
 	  "  -o, --output FILE     artifact to write (default memtrack.<name>.<pid>.mtrk)\n"
 	  "      --duration SECS   stop after SECS seconds (default: until a signal)\n"
 	  "      --no-allocators   do not attach the heap probes (cheaper)\n"
+	  "      --sample-bytes N  record one allocation per N bytes on average, count\n"
+	  "                        every call exactly (as track's)\n"
 	  "      --physical        also record the tree's physical memory (shared pages\n"
 	  "                        counted once)\n"
 	  "      --ring-size SIZE  BPF ring buffer size, power of two (default 2M)\n"
@@ -81,11 +100,29 @@ static const struct cmd_help commands[] = {
 	  "                        with stacks, keep unwind tables across runs in DIR\n"
 	  "                        (default /var/cache/memtrack; only root may write it)\n"
 	  "      --no-unwind-cache build every unwind table, keep none\n"
+	  "      --no-python-frames no Python frames (attach takes none yet: kernel stacks)\n"
+	  "      --daemon[=PATH]   record through the memtrack daemon at PATH (default\n"
+	  "                        /run/memtrack/daemon.sock): your own processes only;\n"
+	  "                        used without the option when that socket exists\n"
+	  "      --no-daemon       record in-process (root), even with a daemon running\n"
 	  "  -v, --verbose         libbpf/verifier messages and pipeline statistics\n"
 	  "  -q, --quiet           no summary line\n"
 	  "  -h, --help            this help\n" },
+	{ "daemon", "serve track and attach to users without root, loaded once",
+	  "usage: memtrack daemon [--socket PATH] [-v]\n"
+	  "Runs as root and serves `memtrack track` and `memtrack attach` of any user\n"
+	  "on a Unix socket: the BPF side is loaded before a session asks, so a short\n"
+	  "command pays almost nothing, and a user records their own processes only\n"
+	  "(authenticated by SO_PEERCRED; the artifact is written to the file the\n"
+	  "user opened).  Stops on SIGTERM or SIGINT, every session finished.\n"
+	  "      --socket PATH     the socket (default /run/memtrack/daemon.sock, made\n"
+	  "                        0666 in a 0755 directory), or systemd's socket\n"
+	  "  -v, --verbose         one line a session on stderr\n"
+	  "  -h, --help            this help\n" },
 	{ "top", "follow an artifact while track writes it: heap, RSS, processes",
-	  "usage: memtrack top [--interval SECONDS] FILE\n"
+	  "usage: memtrack top [--interval SECONDS] [--pid PID] [--comm NAME] FILE\n"
+	  "       memtrack top [--interval SECONDS] [--pid PID] [--comm NAME] [-o FILE]\n"
+	  "                    -- CMD [ARGS...]\n"
 	  "Follows the artifact FILE while memtrack track writes it and redraws a view\n"
 	  "of the run every interval: elapsed time, events/s; heap, mapped memory and\n"
 	  "RSS of the tree, heap and RSS of the busiest processes; with stacks,\n"
@@ -93,48 +130,75 @@ static const struct cmd_help commands[] = {
 	  "complete, or on q or Ctrl-C.\n"
 	  "When stdout is not a terminal it prints one line per interval instead\n"
 	  "(key=value, exact byte counts).  The file is at most track's --flush-ms\n"
-	  "(default 500 ms) behind; drops are known at the end.\n"
+	  "(default 500 ms) behind; drops are known at the end.  A missing FILE is\n"
+	  "waited for: on a terminal until q, otherwise 10 s (then exit 1).\n"
+	  "With -- CMD, top runs memtrack track -q -o FILE -- CMD itself and follows\n"
+	  "it: one terminal.  CMD's output goes to FILE.log; q stops CMD (as Ctrl-C\n"
+	  "stops track); top exits with CMD's status.\n"
 	  "      --interval SECONDS  time between two views (default 1)\n"
+	  "  -o, --output FILE     with -- CMD: the artifact (default\n"
+	  "                        memtrack.<cmd>.<pid>.mtrk)\n" FILTER_HELP
 	  "  -h, --help            this help\n" },
 	{ "dump", "print every recorded event as one JSON object per line",
-	  "usage: memtrack dump FILE\n"
+	  "usage: memtrack dump FILE [--pid PID] [--comm NAME]\n"
 	  "Prints the records of the artifact FILE in file order, one JSON object per\n"
 	  "line: type, ts (ns, CLOCK_MONOTONIC), pid, tid and the fields of the type.\n"
 	  "A damaged or truncated file prints what precedes the damage, then says so.\n"
+	  "With a filter, the records of other processes are left out (a fork is the\n"
+	  "child's; objects, mappings, stacks and marks are always printed).\n" FILTER_HELP
 	  "  -h, --help            this help\n" },
 	{ "report", "summarize a run: heap, leaks, peak RSS, processes, call sites",
-	  "usage: memtrack report FILE [--json] [--top N]\n"
+	  "usage: memtrack report FILE [--json] [--top N] [--by function|stack] [--sizes]\n"
+	  "                       [--sort KEY] [--pid PID] [--comm NAME]\n"
 	  "       memtrack report FILE --between MARK_A MARK_B [--json]\n"
 	  "       memtrack report FILE --html OUT.html [--svg OUT.svg] [--per-process]\n"
 	  "Summarizes the run recorded in FILE: allocations, peak heap, leaks, peak RSS\n"
 	  "(and physical memory), events, drops and every process; with stacks\n"
 	  "also the unwinder of each process, the unwind tables' kernel memory and the\n"
-	  "3 call sites with the most peak heap.\n"
+	  "3 functions with the most peak heap.\n"
 	  "      --json            the summary as one JSON object\n"
-	  "      --top N           with stacks: the N call sites with the most\n"
-	  "                        peak heap, allocations, allocated and leaked bytes,\n"
-	  "                        and memory (heap + mapped at the memory peak)\n"
+	  "      --top N           with stacks: the N functions (an allocation's first\n"
+	  "                        frame outside the allocator) with the most peak\n"
+	  "                        heap, allocations, allocated, leaked and temporary,\n"
+	  "                        and memory (heap + mapped at the memory peak), each\n"
+	  "                        with its heaviest callers\n"
+	  "      --by stack        --top ranks whole stacks instead, each with its\n"
+	  "                        frames (--by function: the default)\n"
+	  "      --sizes           the allocation sizes by powers of two: count, bytes\n"
+	  "      --sort KEY        the process table by rss (the default when RSS was\n"
+	  "                        recorded), peak, allocations, allocated, leaked,\n"
+	  "                        memory, temporary or pid\n" FILTER_HELP
 	  "      --between A B     only the section between the marks A and B\n"
-	  "      --html OUT.html   also write a memory timeline page (no network needed)\n"
+	  "      --html OUT.html   also write the whole report as one page: summary,\n"
+	  "                        timeline, functions, sites, flame graph, leaks...\n"
 	  "      --svg OUT.svg     also write the timeline as a standalone SVG\n"
 	  "      --per-process     timeline: one RSS and one heap line per process\n"
 	  "  -h, --help            this help\n" },
 	{ "diff", "compare two runs metric by metric; gate CI on growth",
 	  "usage: memtrack diff BASE NEW [--json] [--fail-above PCT] [--metric NAME]...\n"
+	  "                     [--top N] [--by function|stack] [--pid PID] [--comm NAME]\n"
 	  "Compares two runs metric by metric, for the tree and for each process\n"
-	  "(paired by command: the k-th cc of BASE with the k-th cc of NEW).\n"
+	  "(paired by command: the k-th cc of BASE with the k-th cc of NEW); bytes\n"
+	  "in KiB/MiB (--json: in bytes).  --pid and --comm filter both runs.\n"
 	  "      --json            the comparison as one JSON object\n"
-	  "      --fail-above PCT  exit 1 when a chosen tree metric grew by more than\n"
+	  "      --fail-above PCT  exit 1 when a chosen metric grew by more than\n"
 	  "                        PCT percent of its BASE value (exactly PCT passes)\n"
-	  "      --metric NAME     gate on NAME only (repeatable; default all):\n"
-	  "                        peak_heap_bytes, total_allocated_bytes, alloc_count,\n"
-	  "                        leaked_bytes, peak_rss_bytes, peak_physical_bytes,\n"
-	  "                        peak_mapped_bytes, peak_memory_bytes, mapped_count,\n"
-	  "                        leaked_mapped_bytes\n"
-	  "  -h, --help            this help\n"
+	  "      --metric NAME     gate on NAME only (repeatable; default all tree\n"
+	  "                        metrics): peak_heap_bytes, total_allocated_bytes,\n"
+	  "                        alloc_count, leaked_bytes, peak_rss_bytes,\n"
+	  "                        peak_physical_bytes, peak_mapped_bytes,\n"
+	  "                        peak_memory_bytes, mapped_count, leaked_mapped_bytes;\n"
+	  "                        or each site's growth: function:M or stack:M, M one\n"
+	  "                        of peak, allocations, allocated, leaked, memory,\n"
+	  "                        temporary, live_at_end (a site only in NEW grew from 0)\n"
+	  "      --top N           the N functions whose numbers changed most, metric\n"
+	  "                        by metric (needs call stacks in both runs)\n"
+	  "      --by stack        --top ranks whole stacks instead (--by function: the\n"
+	  "                        default)\n" FILTER_HELP "  -h, --help            this help\n"
 	  "Exit status: 0, 1 on a regression or an unreadable file, 2 on usage errors.\n" },
 	{ "export", "write a run for Perfetto, a spreadsheet or pprof",
-	  "usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT\n"
+	  "usage: memtrack export --format=perfetto|csv|pprof FILE -o OUT [--pid PID]\n"
+	  "                       [--comm NAME]\n"
 	  "Writes the run recorded in FILE in another tool's format.\n"
 	  "      --format=perfetto Trace Event Format JSON (ui.perfetto.dev,\n"
 	  "                        chrome://tracing): heap and RSS counters per process\n"
@@ -142,19 +206,21 @@ static const struct cmd_help commands[] = {
 	  "                        record, for spreadsheets and pandas\n"
 	  "      --format=pprof    the call sites (stacks) as a gzipped\n"
 	  "                        profile.proto for pprof and speedscope\n"
-	  "  -o, --output OUT      the file to write (perfetto and csv: - is stdout)\n"
+	  "  -o, --output OUT      the file to write (perfetto and csv: - is stdout)\n" FILTER_HELP
 	  "  -h, --help            this help\n" },
 	{ "flamegraph", "draw the call sites of a run as an SVG flame graph",
-	  "usage: memtrack flamegraph FILE -o OUT.svg [--metric METRIC]\n"
+	  "usage: memtrack flamegraph FILE -o OUT.svg [--metric METRIC] [--flame]\n"
+	  "                           [--pid PID] [--comm NAME]\n"
 	  "       memtrack flamegraph FILE --folded [-o OUT] [--metric METRIC]\n"
-	  "Draws the call sites of a run recorded with stacks as an\n"
-	  "interactive SVG flame graph (click to zoom, Ctrl-F to search).\n"
+	  "Draws the call sites of a run recorded with stacks as an interactive SVG\n"
+	  "flame graph (click to zoom, Ctrl-F to search), the root at the top.\n"
 	  "  -o, --output OUT      the file to write (-: stdout)\n"
 	  "      --metric METRIC   peak (the default: bytes live at the tree's heap\n"
 	  "                        peak), allocations, allocated, leaked or memory\n"
 	  "                        (heap + mapped bytes at the tree's memory peak)\n"
+	  "      --flame           the root at the bottom (classic flame graph)\n"
 	  "      --folded          folded stacks (\"main;f;g 1234\") for other tools,\n"
-	  "                        on stdout without -o\n"
+	  "                        on stdout without -o\n" FILTER_HELP
 	  "  -h, --help            this help\n" },
 	{ "ctl", "send enable, disable, ping or mark to a running track --control",
 	  "usage: memtrack ctl PATH enable|disable|ping|mark NAME\n"
@@ -199,6 +265,53 @@ static const struct cmd_help *help_find(const char *name)
 bool help_has(const char *name)
 {
 	return help_find(name) != NULL;
+}
+
+#define TYPO_MAX 2  /* edits a typo may be away from a command */
+#define TYPO_LEN 32 /* longer words are no typo of a command */
+
+/* Optimal string alignment distance of @a and @b (both shorter than TYPO_LEN). */
+static unsigned edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned d[TYPO_LEN + 1][TYPO_LEN + 1];
+
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (unsigned)i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			unsigned del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+			unsigned best = sub < del ? sub : del;
+
+			best = ins < best ? ins : best;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	}
+	return d[la][lb];
+}
+
+const char *help_closest(const char *name)
+{
+	const char *best = NULL;
+	unsigned best_d = TYPO_MAX + 1;
+
+	if (strlen(name) >= TYPO_LEN)
+		return NULL;
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		unsigned d = edit_distance(name, commands[i].name);
+
+		if (d < best_d && d < strlen(name)) {
+			best = commands[i].name;
+			best_d = d;
+		}
+	}
+	return best;
 }
 
 /* The list of commands, for `memtrack help` and `memtrack --help`. */
@@ -250,6 +363,11 @@ int help_show(const char *name)
 {
 	char list[256];
 
+	if (name && !help_has(name) && help_closest(name)) {
+		die_msg("no command '%s'; did you mean %s? (see memtrack help)", name,
+			help_closest(name));
+		return 2;
+	}
 	if (name && !help_has(name)) {
 		die_msg("no command '%s'; the commands are %s (see memtrack help)", name,
 			command_list(list, sizeof(list)));

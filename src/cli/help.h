@@ -25,6 +25,14 @@ bool help_wanted(int argc, char **argv);
 /* Whether @name is a command that has help (the commands main.c runs). */
 bool help_has(const char *name);
 
+/*
+ * The command @name is most likely a typo of ("track" for "trak", "tarck"):
+ * the nearest by edit distance (insertions, deletions, substitutions and
+ * swaps of neighbours), at most 2 edits away and fewer than @name's length;
+ * NULL when none is that near.
+ */
+const char *help_closest(const char *name);
+
 /* The help of @name (NULL: the list of commands) on @out; -ENOENT if unknown. */
 int help_print(FILE *out, const char *name);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "cli/help.h"
+#include "kernel/kernel_features.h"
 
 int main(int argc, char **argv)
 {
@@ -17,6 +18,8 @@ int main(int argc, char **argv)
 		return cmd_track(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "attach"))
 		return cmd_attach(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "daemon"))
+		return cmd_daemon(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "top"))
 		return cmd_top(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "dump"))
@@ -32,11 +35,16 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "ctl"))
 		return cmd_ctl(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--version")) {
-		printf("memtrack %s\n", MT_VERSION);
+		/* one line, the version first: scripts read its first word or its last line */
+		printf("memtrack %s (%s)\n", MT_VERSION, MT_REQUIREMENTS);
 		return 0;
 	}
 	if (is_help_arg(argv[1]))
 		return help_show(NULL);
-	die_msg("unknown command '%s'; see memtrack help for the list", argv[1]);
+	if (help_closest(argv[1]))
+		die_msg("unknown command '%s'; did you mean %s? (see memtrack help for the list)",
+			argv[1], help_closest(argv[1]));
+	else
+		die_msg("unknown command '%s'; see memtrack help for the list", argv[1]);
 	return 2;
 }

@@ -7,8 +7,11 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <linux/types.h>
+#include "sample.h"
 #include "cli/cli.h"
 #include "cli/track_output.h"
 #include "inspect/unwind_cache.h"
@@ -69,6 +72,8 @@ int track_open_output(struct track_out *run, const char *out)
 			strerror(-fd));
 		return 1;
 	}
+	/* held while memtrack writes it: another session with the same -o sees it (place_output) */
+	(void)flock(fd, LOCK_EX | LOCK_NB);
 	run->fd = fd;
 	if (fstat(fd, &run->tmp_st))
 		run->tmp_st.st_ino = 0; /* cannot happen on a file just made: then never removed */
@@ -80,10 +85,31 @@ int track_open_output(struct track_out *run, const char *out)
 	return 0;
 }
 
-/* Moves the artifact to the -o path (as the invoking user).  Returns 0 or -errno. */
+/* Whether the file @name of @dir is an artifact a live memtrack writes (its lock, track_open_output). */
+static bool being_written(int dir, const char *name)
+{
+	int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	bool busy;
+
+	if (fd < 0)
+		return false;
+	busy = flock(fd, LOCK_SH | LOCK_NB) && errno == EWOULDBLOCK;
+	close(fd);
+	return busy;
+}
+
+/*
+ * Moves the artifact to the -o path (as the invoking user).  Returns 0 or
+ * -errno: -EBUSY when another memtrack session is writing that path (a
+ * rename would unlink its recording under it).
+ */
 int track_place_output(struct track_out *run)
 {
-	int err = as_user_renameat(run->dir, run->tmp_base, run->base);
+	int err;
+
+	if (being_written(run->dir, run->base))
+		return -EBUSY;
+	err = as_user_renameat(run->dir, run->tmp_base, run->base);
 
 	if (err)
 		return err;
@@ -116,6 +142,19 @@ int track_unwind_cache_opt(const char *dir, struct session_opts *so)
 	}
 	so->unwind_cache_dir = dir;
 	so->unwind_cache_given = dir != NULL;
+	return 0;
+}
+
+int track_sample_opt(const char *arg, struct session_opts *so)
+{
+	uint64_t v;
+
+	if (parse_size(arg, &v) || v < MT_SAMPLE_MIN || v > MT_SAMPLE_MAX) {
+		die_msg("invalid --sample-bytes '%s'; give the mean bytes between recorded allocations, 1 to 1024G, e.g. 512K",
+			arg);
+		return 2;
+	}
+	so->sample_bytes = v;
 	return 0;
 }
 
@@ -192,9 +231,13 @@ void track_place_or_keep(struct track_out *out, const char **output)
 {
 	int ret = track_place_output(out);
 
-	if (ret) {
+	if (ret == -EBUSY)
+		die_msg("'%s' is being written by another memtrack session; this one records into '%s' (give concurrent sessions different -o paths)",
+			*output, out->tmp_path);
+	else if (ret)
 		die_msg("cannot rename '%s' to '%s': %s; the recording goes on in the first",
 			out->tmp_path, *output, strerror(-ret));
+	if (ret) {
 		*output = out->tmp_path;
 		out->placed = true;
 	}

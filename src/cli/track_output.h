@@ -34,7 +34,11 @@ const char *track_default_output(const char *cmd);
  */
 int track_open_output(struct track_out *run, const char *out);
 
-/* Moves the artifact to the -o path (as the invoking user).  Returns 0 or -errno. */
+/*
+ * Moves the artifact to the -o path (as the invoking user).  Returns 0 or
+ * -errno; -EBUSY: another live memtrack session writes that path (the
+ * artifact's flock, taken by track_open_output), which is left alone.
+ */
 int track_place_output(struct track_out *run);
 
 /* Removes the artifact of a run that recorded nothing (see track_output.c). */
@@ -51,6 +55,12 @@ struct session_stats;
  * Returns 0 or 2 (an empty DIR, reported).
  */
 int track_unwind_cache_opt(const char *dir, struct session_opts *so);
+
+/*
+ * --sample-bytes N (@arg: a byte count, K/M/G suffixes) into @so, for track
+ * and attach.  Returns 0 or 2 (reported).
+ */
+int track_sample_opt(const char *arg, struct session_opts *so);
 
 /*
  * Moves the artifact to the -o path once the session runs; if that fails
