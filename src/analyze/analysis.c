@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* analysis.c - aggregation of an event stream; see analysis.h and docs/METRICS.md. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +13,17 @@ struct live_slot {
 	uint64_t size;	/* bytes */
 	uint64_t stack; /* call site: stack id, 0 = none */
 	uint64_t ts;	/* when it was allocated (a leak's age at the end) */
+	uint64_t count; /* blocks it stands for: 1, or sampled its weight */
 };
 
 void analysis_init(struct analysis *a)
 {
 	memset(a, 0, sizeof(*a));
+}
+
+void analysis_set_attached(struct analysis *a, bool attached)
+{
+	a->attached = attached;
 }
 
 void analysis_set_page_size(struct analysis *a, uint64_t bytes)
@@ -192,6 +199,60 @@ static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 	return p;
 }
 
+/* ---- threads: the temporary test --------------------------------------- */
+
+static bool thread_has(const void *ctx, uint64_t pos, const void *tid)
+{
+	const struct analysis *a = ctx;
+
+	return a->threads[pos].tid == *(const uint32_t *)tid;
+}
+
+static uint64_t thread_hash(const void *ctx, uint64_t pos)
+{
+	const struct analysis *a = ctx;
+
+	return mix64(a->threads[pos].tid);
+}
+
+/*
+ * The last-allocation slot of the thread of @ev, added when new; NULL on
+ * -ENOMEM.  A tid seen before in another process is a new thread (the
+ * kernel reuses ids): it starts with no last allocation.
+ */
+static struct thread_last *thread_get(struct analysis *a, const struct mt_event *ev)
+{
+	uint32_t tid = ev->h.tid;
+	struct thread_last *t;
+	uint64_t at;
+
+	if (a->last_thread && a->threads[a->last_thread - 1].tid == tid) {
+		t = &a->threads[a->last_thread - 1];
+	} else if ((at = hash_index_find(&a->tid_index, mix64(tid), thread_has, a, &tid))) {
+		a->last_thread = at;
+		t = &a->threads[at - 1];
+	} else {
+		if (hash_index_reserve(&a->tid_index, 64, thread_hash, a))
+			return NULL;
+		if (a->nthreads == a->threads_cap) {
+			uint64_t cap = a->threads_cap ? a->threads_cap * 2 : 16;
+
+			t = realloc(a->threads, cap * sizeof(*t));
+			if (!t)
+				return NULL;
+			a->threads = t;
+			a->threads_cap = cap;
+		}
+		t = &a->threads[a->nthreads];
+		*t = (struct thread_last){ .tid = tid, .pid = ev->h.pid };
+		hash_index_add(&a->tid_index, mix64(tid), a->nthreads++);
+		a->last_thread = a->nthreads;
+	}
+	if (t->pid != ev->h.pid)
+		*t = (struct thread_last){ .tid = tid, .pid = ev->h.pid };
+	return t;
+}
+
 /* ---- heap --------------------------------------------------------------- */
 
 /* The block @s leaves its call site's live bytes (freed, replaced or leaked). */
@@ -219,20 +280,51 @@ static void memory_peaks(struct analysis *a, struct proc_summary *p, uint64_t ts
 		p->peak_memory_bytes = mine;
 }
 
-/* Removes the block at @addr of @p; returns whether it was live. */
-static bool heap_release(struct analysis *a, struct proc_summary *p, uint64_t addr)
+/*
+ * Removes the block at @addr of @p; returns whether it was live.  @temporary:
+ * it is freed before its thread allocated anything else (METRICS.md).
+ */
+static bool heap_release(struct analysis *a, struct proc_summary *p, uint64_t addr, bool temporary)
 {
 	struct live_slot *s = live_find(&p->live, addr);
+	struct site *site;
 
 	if (!s) {
 		a->unknown_free_count++;
 		return false;
 	}
-	site_release(a, s);
+	site = site_release(a, s);
+	if (temporary) {
+		a->temporary_count++;
+		p->temporary++;
+		if (site)
+			site->temporary++;
+	}
 	a->live_bytes -= s->size;
 	p->live_bytes -= s->size;
 	live_drop(&p->live, s);
 	return true;
+}
+
+/*
+ * --sample-bytes: what a sampled block of *@size bytes stands for, as
+ * sample.h draws: 1 / (1 - exp(-s/N)) blocks (s at least 1), so *@size
+ * becomes that many times its bytes, and *@count the blocks, rounded up or
+ * down at random (a hash of the record, so a file reads the same every
+ * time) with the fraction's odds: the sum stays unbiased.
+ */
+static void sample_weigh(const struct analysis *a, const struct mt_event *ev, uint64_t addr,
+			 uint64_t *size, uint64_t *count)
+{
+	double s = *size ? (double)*size : 1.0, w, whole;
+	uint64_t u = mix64(addr ^ mix64(ev->h.ts));
+
+	if (!a->sample_period)
+		return;
+	w = 1.0 / -expm1(-s / (double)a->sample_period);
+	whole = floor(w);
+	*count = (uint64_t)whole + ((double)(u >> 11) * 0x1p-53 < w - whole);
+	*size = *size * w >= 0x1p63 ? UINT64_MAX : (uint64_t)llround((double)*size * w);
 }
 
 static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct mt_event *ev,
@@ -241,10 +333,20 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 	struct live_table *t = &p->live;
 	struct live_slot *s;
 	struct site *site;
+	uint64_t count = 1;
 
-	a->alloc_count++;
+	struct thread_last *th = thread_get(a, ev);
+	unsigned b = size_bucket(size);
+
+	if (!th)
+		return -ENOMEM;
+	th->addr = addr; /* a free of @addr before the thread's next allocation: temporary */
+	sample_weigh(a, ev, addr, &size, &count);
+	a->alloc_count += count;
 	a->total_allocated_bytes = sat_add(a->total_allocated_bytes, size);
-	p->allocs++;
+	a->sizes.count[b] += count;
+	a->sizes.bytes[b] = sat_add(a->sizes.bytes[b], size);
+	p->allocs += count;
 	p->allocated_bytes = sat_add(p->allocated_bytes, size);
 	if ((t->nlive + 1) * 2 > t->nslots && live_grow(t))
 		return -ENOMEM;
@@ -261,10 +363,11 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 	s->size = size;
 	s->stack = ev->stack;
 	s->ts = ev->h.ts;
+	s->count = count;
 	site = site_get(&a->sites, ev->stack);
 	if (!site)
 		return -ENOMEM;
-	site->allocs++;
+	site->allocs += count;
 	site->allocated_bytes = sat_add(site->allocated_bytes, size);
 	site_live_add(&a->sites, site, size);
 	a->live_bytes += size;
@@ -280,6 +383,29 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 	return 0;
 }
 
+/* What @p, alive at the end of an attach, still holds: live at end, not leaked. */
+static void sweep_alive(struct analysis *a, struct proc_summary *p, uint64_t end_ts)
+{
+	for (uint64_t i = 0; i < p->live.nslots; i++) {
+		struct live_slot *s = &p->live.slots[i];
+		struct site *site;
+
+		if (!s->addr)
+			continue;
+		site = site_release(a, s);
+		if (site)
+			site_live_end(site, s->size, end_ts > s->ts ? end_ts - s->ts : 0);
+		p->live_end_count++;
+		p->live_end_bytes = sat_add(p->live_end_bytes, s->size);
+		a->live_end_count++;
+		a->live_end_bytes = sat_add(a->live_end_bytes, s->size);
+		a->live_bytes -= s->size;
+		p->live_bytes -= s->size;
+	}
+	a->live_end_procs += p->live_end_count != 0;
+	live_release(&p->live);
+}
+
 /* Everything @p still holds at @end_ts is leaked: its image is gone (exit, exec, end). */
 static void sweep_proc(struct analysis *a, struct proc_summary *p, uint64_t end_ts)
 {
@@ -292,13 +418,13 @@ static void sweep_proc(struct analysis *a, struct proc_summary *p, uint64_t end_
 			continue;
 		site = site_release(a, s);
 		if (site) {
-			site->leaked_count++;
+			site->leaked_count += s->count;
 			site->leaked_bytes = sat_add(site->leaked_bytes, s->size);
 			site_leak_age(site, end_ts > s->ts ? end_ts - s->ts : 0);
 		}
-		p->leaked_count++;
+		p->leaked_count += s->count;
 		p->leaked_bytes = sat_add(p->leaked_bytes, s->size);
-		a->leaked_count++;
+		a->leaked_count += s->count;
 		a->leaked_bytes = sat_add(a->leaked_bytes, s->size);
 		a->live_bytes -= s->size;
 		p->live_bytes -= s->size;
@@ -515,6 +641,11 @@ static int fork_child(struct analysis *a, uint32_t parent, const __u64 *f)
 	return 0;
 }
 
+const char *proc_left_reason(const struct proc_summary *p)
+{
+	return p->left == MT_LEFT_DUMPABLE ? "undumpable" : "privileged exec";
+}
+
 const char *proc_unwinder(const struct proc_summary *p)
 {
 	if (!p->stacked_kernel && !p->stacked_inprocess)
@@ -537,6 +668,19 @@ static void count_stacked(struct proc_summary *p, const struct mt_event *ev, uns
 		p->stacked_kernel++;
 }
 
+/* A free: temporary when it frees its thread's last allocation (heaptrack's test). */
+static int heap_free(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
+{
+	struct thread_last *th = thread_get(a, ev);
+	/* sampled, the thread's unsampled allocations between are unseen: none are told */
+	bool temporary = th && ev->f[0] && th->addr == ev->f[0] && !a->sample_period;
+
+	if (th)
+		th->addr = 0;
+	heap_release(a, p, ev->f[0], temporary);
+	return th ? 0 : -ENOMEM;
+}
+
 static int proc_event(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
 {
 	const __u64 *f = ev->f;
@@ -550,14 +694,15 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		return heap_alloc(a, p, ev, f[0], f[1]);
 	case MT_REALLOC:
 		count_stacked(p, ev, REALLOC_STACK);
-		/* one allocation of the new size; the old block goes without a free */
-		heap_release(a, p, f[2]);
+		/* one allocation of the new size; the old block goes without a free
+		 * (its contents live on: never a temporary allocation) */
+		if (!heap_release(a, p, f[2], false) && a->sample_period)
+			a->unknown_free_count--; /* sampled: an unsampled block it was */
 		return heap_alloc(a, p, ev, f[0], f[1]);
 	case MT_FREE:
 		a->free_count++;
 		p->frees++;
-		heap_release(a, p, f[0]);
-		return 0;
+		return heap_free(a, p, ev);
 	case MT_FORK: return f[2] & MT_FORK_THREAD ? 0 : fork_child(a, ev->h.pid, f);
 	case MT_MMAP:
 		p->stacked_mmap += ev->h.nfields > MMAP_STACK && f[MMAP_STACK];
@@ -583,10 +728,21 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		if (ev->h.nfields > RUNNING_PPID && analysis_proc(a, (uint32_t)ev->f[RUNNING_PPID]))
 			p->ppid = ev->f[RUNNING_PPID];
 		return 0;
+	case MT_COUNTS:
+		/* one per image's ring (in-process) and one of the uprobes': summed */
+		p->has_counts = true;
+		p->exact_allocs += f[COUNTS_ALLOCS];
+		p->exact_alloc_bytes = sat_add(p->exact_alloc_bytes, f[COUNTS_ALLOC_BYTES]);
+		p->exact_frees += f[COUNTS_FREES];
+		p->sampled += f[COUNTS_SAMPLED];
+		p->unmatched += f[COUNTS_UNMATCHED];
+		return 0;
 	case MT_REFUSED:
 		a->bad_procs += !p->bad_records && f[0];
 		p->bad_records += f[0];
 		a->bad_records += f[0];
+		/* a ring cut off: its process's later heap calls were never read */
+		a->cut_rings += ev->h.nfields > REFUSED_CUT && f[REFUSED_CUT];
 		return 0;
 	case MT_EXIT:
 		sweep_proc(a, p, ev->h.ts);
@@ -596,12 +752,41 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		p->exit_signal = f[1];
 		rss_set(a, p, ev->h.ts, 0, 0, 0); /* a dead process holds no memory */
 		return 0;
+	case MT_LEFT:
+		/*
+		 * No longer observed.  After an exec the image whose blocks were
+		 * live is gone (as at an exec); after the prctl they may live on,
+		 * unseen, so they are still live at the end.
+		 */
+		a->left_procs += !p->left;
+		p->left = ev->h.nfields > LEFT_REASON ? (uint32_t)f[LEFT_REASON] : MT_LEFT_EXEC;
+		if (p->left == MT_LEFT_EXEC) {
+			sweep_proc(a, p, ev->h.ts);
+			sweep_mapped(a, p);
+		}
+		rss_set(a, p, ev->h.ts, 0, 0, 0); /* its memory is no longer the tree's to count */
+		return 0;
 	case MT_RSS:
 		a->has_rss = true;
-		if (!p->exited)
+		if (!p->exited && !p->left)
 			rss_set(a, p, ev->h.ts, f[0], f[1], f[2]);
 		return 0;
 	default: return 0;
+	}
+}
+
+/* Notes an interpreter's verdict (report says which stacks lack Python frames). */
+static void python_add(struct analysis *a, const struct mt_event *ev)
+{
+	const unsigned max = sizeof(a->python) / sizeof(a->python[0]);
+	uint32_t v = (uint32_t)ev->f[PYTHON_VERSION], d = (uint32_t)ev->f[PYTHON_FRAMES];
+
+	for (unsigned i = 0; i < a->npython; i++)
+		if (a->python[i].version == v && a->python[i].verdict == d)
+			return;
+	if (a->npython < max) {
+		a->python[a->npython].version = v;
+		a->python[a->npython++].verdict = d;
 	}
 }
 
@@ -622,10 +807,19 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 	if (ev->h.type == MT_PHYSICAL) {
 		/* tree-wide: the pid is whoever freed or faulted the page */
 		physical_set(a, ev->h.ts, ev->f[0]);
+	} else if (ev->h.type == MT_SAMPLING) {
+		/* about the run (pid 0), before any heap record */
+		a->sample_period = ev->f[SAMPLING_PERIOD];
 	} else if (ev->h.type == MT_MARK || ev->h.type == MT_ENABLE || ev->h.type == MT_DISABLE) {
 		err = control_add(a, ev); /* about the run, not a process */
-	} else if (ev->h.type == MT_OBJECT || ev->h.type == MT_MAPPING || ev->h.type == MT_STACK) {
+	} else if (ev->h.type == MT_PYTHON) {
+		python_add(a, ev);
+	} else if (ev->h.type == MT_OBJECT || ev->h.type == MT_MAPPING || ev->h.type == MT_STACK ||
+		   ev->h.type == MT_PYCODE) {
 		/* call-stack vocabulary (stacks.c reads it); an object's pid is 0 */
+	} else if (a->filtered && ev->h.type == MT_FORK && !(ev->f[2] & MT_FORK_THREAD) &&
+		   !analysis_proc(a, ev->h.pid)) {
+		err = fork_child(a, ev->h.pid, ev->f); /* its parent is filtered out */
 	} else {
 		p = proc_get(a, ev->h.pid);
 		if (!p)
@@ -639,15 +833,77 @@ int analysis_add(struct analysis *a, const struct mt_event *ev)
 	return err;
 }
 
+/*
+ * --sample-bytes: the exact totals of the COUNTS records replace the
+ * estimates, per process and for the tree, when every process that made
+ * heap records has one (else the tree's stay estimates: counts_exact false).
+ */
+static void exact_totals(struct analysis *a)
+{
+	uint64_t allocs = 0, bytes = 0, frees = 0;
+	bool all = true;
+
+	for (unsigned i = 0; i < a->nprocs; i++) {
+		struct proc_summary *p = &a->procs[i];
+
+		if (!p->has_counts) {
+			all &= !p->allocs && !p->frees;
+			continue;
+		}
+		p->allocs = p->exact_allocs;
+		p->allocated_bytes = p->exact_alloc_bytes;
+		p->frees = p->exact_frees;
+		allocs += p->exact_allocs;
+		bytes = sat_add(bytes, p->exact_alloc_bytes);
+		frees += p->exact_frees;
+		a->sampled += p->sampled;
+		a->unmatched += p->unmatched;
+	}
+	a->counts_exact = all;
+	if (!all)
+		return;
+	a->alloc_count = allocs;
+	a->total_allocated_bytes = bytes;
+	a->free_count = frees;
+}
+
 void analysis_finish(struct analysis *a)
 {
 	for (unsigned i = 0; i < a->nprocs; i++) {
-		sweep_proc(a, &a->procs[i], a->last_ts);
+		if (a->attached && !a->procs[i].exited)
+			sweep_alive(a, &a->procs[i], a->last_ts);
+		else
+			sweep_proc(a, &a->procs[i], a->last_ts);
 		sweep_mapped(a, &a->procs[i]);
 	}
+	if (a->sample_period)
+		exact_totals(a);
 	site_table_settle(&a->sites);
 	if (!a->heap_off && add_window(a, a->on_since, 0))
 		a->heap_off = true; /* out of memory: the open window is left out */
+}
+
+const char *analysis_sampling_note(const struct analysis *a, char *buf, size_t len)
+{
+	if (!a->sample_period)
+		return NULL;
+	snprintf(
+		buf, len,
+		"sampled (--sample-bytes %llu: one allocation recorded per %llu bytes on average): heap bytes, blocks, peaks, leaks and call sites are estimates, temporary allocations not counted; %s",
+		(unsigned long long)a->sample_period, (unsigned long long)a->sample_period,
+		a->counts_exact ? "the allocation and free totals are exact"
+				: "the totals are estimates too (a process has no counts record)");
+	return buf;
+}
+
+void analysis_sampling_json(const struct analysis *a, FILE *out)
+{
+	if (!a->sample_period)
+		return;
+	fprintf(out,
+		",\"sampling\":{\"period_bytes\":%llu,\"estimated\":true,\"exact_counts\":%s,\"sampled\":%llu,\"unmatched\":%llu}",
+		(unsigned long long)a->sample_period, a->counts_exact ? "true" : "false",
+		(unsigned long long)a->sampled, (unsigned long long)a->unmatched);
 }
 
 void analysis_release(struct analysis *a)
@@ -657,6 +913,8 @@ void analysis_release(struct analysis *a)
 		mapped_release(&a->procs[i].mapped);
 	}
 	hash_index_release(&a->pid_index);
+	hash_index_release(&a->tid_index);
+	free(a->threads);
 	free(a->procs);
 	free(a->marks);
 	free(a->windows);
@@ -711,6 +969,7 @@ int section_add(struct section *s, const struct mt_event *ev, const struct analy
 	}
 	if (ev->h.type == MT_BRK && section_seed_brk(s, ev, whole))
 		return -ENOMEM;
+	s->a.sample_period = whole->sample_period; /* the run's, recorded before the section */
 	return analysis_add(&s->a, ev);
 }
 

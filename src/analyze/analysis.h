@@ -13,6 +13,8 @@
 #define MEMTRACK_ANALYSIS_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include "format/artifact.h"
 #include "analyze/mapped.h"
@@ -41,10 +43,14 @@ struct proc_summary {
 	uint64_t peak_heap_bytes; /* the most live_bytes ever was */
 	uint64_t leaked_count;	  /* never freed before exit/exec/end */
 	uint64_t leaked_bytes;
+	uint64_t temporary;	 /* temporary allocations (METRICS.md "Temporary allocations") */
+	uint64_t live_end_count; /* blocks still held at the end of an attach, alive then */
+	uint64_t live_end_bytes;
 	uint64_t rss_anon, rss_file, rss_shmem; /* bytes, last rss record */
 	uint64_t rss_bytes;			/* anon + file + shmem now */
 	uint64_t peak_rss_bytes;		/* the most it ever was */
 	bool exited;
+	uint32_t left;	   /* MT_LEFT_* when it left an attach made under sudo, else 0 */
 	bool fast_heap;	   /* its current image records heap calls in-process (--fast) */
 	bool fast_stacks;  /* ... and unwinds their stacks in-process (FAST's `stacks`) */
 	int64_t exit_code; /* -1 when killed */
@@ -59,6 +65,10 @@ struct proc_summary {
 	uint64_t leaked_mapped_bytes; /* still mapped at exit/exec/end */
 	uint64_t brk;		      /* the program break, page aligned */
 	bool brk_known;		      /* a brk record of this image was seen */
+	/* --sample-bytes: its COUNTS record's exact totals (has_counts) */
+	bool has_counts;
+	uint64_t exact_allocs, exact_alloc_bytes, exact_frees;
+	uint64_t sampled, unmatched; /* allocations recorded; sampled but not followable */
 	/* heap records naming a stack: unwound by the kernel (an image on the
 	 * uprobes) or in the process (an image on the in-process path); mmap
 	 * records naming one (the kernel unwinds every syscall's) */
@@ -72,6 +82,9 @@ struct proc_summary {
  * (the kernel unwinds at the syscall), else "none".
  */
 const char *proc_unwinder(const struct proc_summary *p);
+
+/* Why @p left the recording (p->left set): "privileged exec" or "undumpable". */
+const char *proc_left_reason(const struct proc_summary *p);
 
 /* A `mark` record (control socket). */
 struct mark_event {
@@ -93,6 +106,41 @@ struct enabled_window {
  */
 typedef void analysis_observer(void *ctx, const struct mt_event *ev, const struct proc_summary *p);
 
+/*
+ * Allocation sizes by power of two: bucket 0 holds size 0, bucket k (1..64)
+ * the sizes from 2^(k-1) to 2^k - 1 (heaptrack -H's histogram, in buckets).
+ */
+#define SIZE_BUCKETS 65
+
+struct size_histogram {
+	uint64_t count[SIZE_BUCKETS]; /* allocations */
+	uint64_t bytes[SIZE_BUCKETS]; /* bytes they requested (saturated) */
+};
+
+/* The bucket of an allocation of @size bytes. */
+static inline unsigned size_bucket(uint64_t size)
+{
+	return size ? 64 - (unsigned)__builtin_clzll(size) : 0;
+}
+
+/* The smallest and largest size bucket @b holds. */
+static inline uint64_t size_bucket_min(unsigned b)
+{
+	return b ? 1ull << (b - 1) : 0;
+}
+
+static inline uint64_t size_bucket_max(unsigned b)
+{
+	return b ? (b == 64 ? UINT64_MAX : (1ull << b) - 1) : 0;
+}
+
+/* Each thread's last allocation: what makes a free "temporary". */
+struct thread_last {
+	uint32_t tid;
+	uint32_t pid;
+	uint64_t addr; /* its last allocation, 0: a free came after it */
+};
+
 struct analysis {
 	uint64_t events[MT_TYPE_MAX];	/* records per type */
 	uint64_t unknown_events;	/* records of types this reader lacks */
@@ -105,13 +153,36 @@ struct analysis {
 	uint64_t peak_live_bytes;
 	uint64_t peak_live_ts; /* ns, when peak_live_bytes was first reached */
 	uint64_t leaked_count, leaked_bytes;
+	uint64_t temporary_count; /* METRICS.md "Temporary allocations" */
+	/* an attach: blocks of processes still alive at the end, not leaked */
+	bool attached; /* set by the caller (analysis_set_attached) */
+	/* set by the caller when a filter (filter.h) drops records: a kept fork
+	 * of a dropped parent adds the child only */
+	bool filtered;
+	uint64_t live_end_count;     /* blocks */
+	uint64_t live_end_bytes;     /* their bytes */
+	unsigned live_end_procs;     /* processes holding them */
+	struct size_histogram sizes; /* every allocation's size */
 	/* mapped memory (METRICS.md "Mapped memory"), sums over processes */
 	uint64_t mapped_bytes, peak_mapped_bytes, peak_mapped_ts;
 	uint64_t peak_memory_bytes, peak_memory_ts; /* heap + mapped at one instant */
 	uint64_t mapped_count, leaked_mapped_bytes;
 	uint64_t page_size;   /* bytes; 0: 4096 (the artifact header's, when the caller sets it) */
 	uint64_t bad_records; /* ring records refused, all processes (REFUSED) */
+	unsigned cut_rings;   /* rings cut off (REFUSED cut): their later heap calls lost */
 	unsigned bad_procs;   /* processes with any */
+	unsigned left_procs;  /* processes that left an attach made under sudo (LEFT) */
+	bool counts_exact; /* --sample-bytes, and the totals are exact (COUNTS of every process) */
+	/*
+	 * --sample-bytes N (the SAMPLING record), 0: every call was recorded.
+	 * Then every heap figure (live, peaks, leaks, sites) is an unbiased
+	 * estimate: a sampled block of s bytes counts as s / (1 - exp(-s/N))
+	 * bytes and 1 / (1 - exp(-s/N)) blocks (rounded at random, per block);
+	 * alloc_count, total_allocated_bytes and free_count are the COUNTS
+	 * records' exact totals (by analysis_finish) when every process has one.
+	 */
+	uint64_t sample_period;
+	uint64_t sampled, unmatched;		   /* sums of the COUNTS records */
 	uint64_t tree_anon, tree_file, tree_shmem; /* sums over live processes */
 	uint64_t tree_rss_bytes;		   /* sum of live processes' RSS */
 	uint64_t peak_rss_bytes;		   /* peak of that sum */
@@ -119,6 +190,12 @@ struct analysis {
 	uint64_t physical_bytes, peak_physical_bytes;
 	uint64_t peak_physical_ts;
 	bool has_rss, has_physical;
+	/* CPython interpreters (PYTHON records): the first ANALYSIS_PYTHON_MAX distinct ones */
+	struct {
+		uint32_t version; /* PY_VERSION_HEX, 0: unread */
+		uint32_t verdict; /* enum mt_py_verdict */
+	} python[8];
+	unsigned npython;
 
 	struct proc_summary *procs; /* owned, nprocs of them, in first-seen order */
 	unsigned nprocs, procs_cap;
@@ -136,6 +213,11 @@ struct analysis {
 
 	struct site_table sites; /* per call site (stack id); settled by analysis_finish */
 
+	struct thread_last *threads; /* owned, nthreads of them: the temporary test */
+	uint64_t nthreads, threads_cap;
+	struct hash_index tid_index; /* owned: threads by tid */
+	uint64_t last_thread;	     /* threads index + 1 of the last lookup, 0 = none */
+
 	analysis_observer *observer; /* NULL: none */
 	void *observer_ctx;
 };
@@ -149,14 +231,35 @@ void analysis_init(struct analysis *a);
  */
 void analysis_set_page_size(struct analysis *a, uint64_t bytes);
 
+/*
+ * The run attached to running processes (header flag MT_HDR_ATTACHED): at
+ * the end, what a process still alive then holds is "live at end", not
+ * leaked (the program goes on and may free it).  Call before the first event.
+ */
+void analysis_set_attached(struct analysis *a, bool attached);
+
 /* Folds one event in.  Returns 0 or -ENOMEM (the event is then lost). */
 int analysis_add(struct analysis *a, const struct mt_event *ev);
 
 /*
  * Closes the books at the end of the stream: what is still live is leaked
- * (also counted in each process's leaked_*).
+ * (also counted in each process's leaked_*), except, in an attached run,
+ * the blocks of the processes still alive: those are live_end_*.
  */
 void analysis_finish(struct analysis *a);
+
+/*
+ * --sample-bytes: the line every output shows of a sampled recording
+ * (without "memtrack: " or "\n"), in @buf; NULL for a recording of every
+ * call.  Say it wherever a heap figure is shown: they are estimates.
+ */
+const char *analysis_sampling_note(const struct analysis *a, char *buf, size_t len);
+
+/*
+ * ,"sampling":{...} of a sampled recording for a JSON object (nothing
+ * otherwise): period_bytes, estimated (true), exact_counts, sampled, unmatched.
+ */
+void analysis_sampling_json(const struct analysis *a, FILE *out);
 
 /* The process @pid, or NULL when no event named it. */
 const struct proc_summary *analysis_proc(const struct analysis *a, uint32_t pid);

@@ -41,7 +41,8 @@ static void te_open(struct exporter *x, const char *name, char ph, uint64_t ts, 
 
 static void te_heap(struct exporter *x, uint64_t ts, const struct proc_summary *p)
 {
-	te_open(x, "heap", 'C', ts, p->pid);
+	/* --sample-bytes: the track says its bytes are estimates */
+	te_open(x, x->a->sample_period ? "heap (estimated)" : "heap", 'C', ts, p->pid);
 	fprintf(x->out, ",\"args\":{\"bytes\":%" PRIu64 "}}", p->live_bytes);
 }
 
@@ -165,6 +166,8 @@ void export_observe(void *ctx, const struct mt_event *ev, const struct proc_summ
 
 void export_end(struct exporter *x)
 {
+	char note[256];
+
 	if (x->format != EXPORT_PERFETTO)
 		return;
 	for (unsigned i = 0; i < x->a->nprocs; i++) {
@@ -179,5 +182,11 @@ void export_end(struct exporter *x)
 		json_print_string(x->out, name);
 		fputs("}}", x->out);
 	}
-	fputs("\n]}\n", x->out);
+	fputs("\n]", x->out);
+	if (analysis_sampling_note(x->a, note, sizeof(note))) {
+		fputs(",\"otherData\":{\"sampling\":", x->out);
+		json_print_string(x->out, note);
+		fputc('}', x->out);
+	}
+	fputs("}\n", x->out);
 }

@@ -111,7 +111,7 @@ static int sort_children(struct flame *f)
 static int add_path(struct flame *f, const struct site_frame *fr, int n, uint64_t value)
 {
 	uint32_t at = 0, depth = 0;
-	char buf[128];
+	char buf[512];
 
 	f->nodes[0].value = sat_add(f->nodes[0].value, value);
 	if (n <= 0) { /* no stack: one frame saying so */
@@ -126,7 +126,7 @@ static int add_path(struct flame *f, const struct site_frame *fr, int n, uint64_
 		 * a ';' would split the frame in folded output, and a control
 		 * character (from a crafted file) is no XML the SVG may hold
 		 */
-		const char *raw = site_frame_name(&fr[i], buf, sizeof(buf)), *name;
+		const char *raw = site_frame_label(&fr[i], buf, sizeof(buf)), *name;
 		char clean[512];
 
 		if (strpbrk(raw, FLAME_BAD_CHARS)) {

@@ -45,8 +45,13 @@ int flame_build(struct flame *f, const struct analysis *a, const struct stack_ta
 /* One "frame;frame;frame value" line per path with a self value.  0 or -EIO. */
 int flame_write_folded(const struct flame *f, FILE *out);
 
-/* The SVG flame graph, @title at its top.  0 or -EIO/-ENOMEM. */
-int flame_write_svg(const struct flame *f, const char *title, FILE *out);
+/*
+ * The SVG flame graph, @title at its top: the root at the top and callees
+ * below (an icicle, what opens on the root whatever the depth), or with
+ * @flame the classic flame graph, root at the bottom.  As tall as the
+ * levels wide enough to draw.  0 or -EIO/-ENOMEM.
+ */
+int flame_write_svg(const struct flame *f, const char *title, bool flame, FILE *out);
 
 void flame_release(struct flame *f);
 

@@ -54,8 +54,38 @@ struct svg_ctx {
 	const struct flame *f;
 	FILE *out;
 	uint32_t height; /* px */
+	uint32_t levels; /* levels drawn (the root's included) */
+	bool flame;	 /* root at the bottom (classic); else at the top (icicle) */
 	double total;
 };
+
+static double level_y(const struct svg_ctx *c, uint32_t level)
+{
+	if (c->flame)
+		return c->height - 20.0 - FRAME_H * (level + 1.0);
+	return SVG_TOP + (double)FRAME_H * level;
+}
+
+/*
+ * The levels node @n and the frames under it that are wide enough to draw
+ * (MIN_PX) take, from @level: the picture is as tall as what it shows, not
+ * as the deepest stack (a 200-frame recursion 1 px wide made it 3,600 px
+ * tall, and the first screen empty).
+ */
+static uint32_t drawn_levels(const struct flame *f, uint32_t n, uint32_t level, double scale)
+{
+	uint32_t most = level + 1;
+
+	if (f->nodes[n].value * scale < MIN_PX)
+		return level;
+	for (uint32_t k = f->nodes[n].first_child; k; k = f->nodes[k].next_sibling) {
+		uint32_t d = drawn_levels(f, k, level + 1, scale);
+
+		if (d > most)
+			most = d;
+	}
+	return most;
+}
 
 /* Writes node @n at offset @x (metric units) and level @level, then its children. */
 static void node_svg(const struct svg_ctx *c, uint32_t n, uint64_t x, uint32_t level)
@@ -63,7 +93,7 @@ static void node_svg(const struct svg_ctx *c, uint32_t n, uint64_t x, uint32_t l
 	const struct flame_node *node = &c->f->nodes[n];
 	double scale = (SVG_W - 2 * SVG_PAD) / c->total;
 	double px = SVG_PAD + x * scale, pw = node->value * scale;
-	double y = c->height - 20.0 - FRAME_H * (level + 1.0);
+	double y = level_y(c, level);
 	size_t fit = pw > 6 ? (size_t)((pw - 6) / CHAR_PX) : 0, len = strlen(node->name);
 	int r, g, b;
 	uint64_t cx = x;
@@ -94,9 +124,13 @@ static void node_svg(const struct svg_ctx *c, uint32_t n, uint64_t x, uint32_t l
 	}
 }
 
-/* The page's behaviour: zoom, search, reset; written for this file, no library. */
+/*
+ * The page's behaviour: zoom, search, reset; written for this file, no
+ * library.  On zoom the picture takes the height of what it then shows
+ * (and, root at the bottom, every frame moves with its bottom edge).
+ */
 static const char script[] =
-	"var W=1200,PAD=10,zx=0,zw=0,zl=0,frames=[],info,reset;\n"
+	"var W=1200,PAD=10,TOP=44,FH=16,zx=0,zw=0,zl=0,frames=[],info,reset;\n"
 	"function A(g,k){return g.getAttribute(k);}\n"
 	"function init(){var s=document.documentElement;frames=[].slice.call(s.querySelectorAll('g.f'));\n"
 	" info=document.getElementById('info');reset=document.getElementById('reset');\n"
@@ -108,13 +142,19 @@ static const char script[] =
 	" layout();}\n"
 	"function label(g,t,w){var n=A(g,'data-n'),m=Math.floor((w-6)/7);\n"
 	" t.textContent=m<3?'':(n.length<=m?n:n.slice(0,m-2)+'..');}\n"
-	"function layout(){frames.forEach(function(g){var x=+A(g,'data-x'),w=+A(g,'data-w'),l=+A(g,'data-l');\n"
+	"function layout(){var shown=[],levels=1;\n"
+	" frames.forEach(function(g){var x=+A(g,'data-x'),w=+A(g,'data-w'),l=+A(g,'data-l');\n"
 	" var inside=x>=zx&&x+w<=zx+zw,anc=l<zl&&x<=zx&&x+w>=zx+zw;\n"
 	" if(!inside&&!anc||(inside&&w/zw*(W-2*PAD)<0.1)){g.style.display='none';return;}\n"
-	" g.style.display='';var r=g.querySelector('rect'),t=g.querySelector('text');\n"
+	" g.style.display='';shown.push(g);if(l+1>levels)levels=l+1;var r=g.querySelector('rect'),t=g.querySelector('text');\n"
 	" var px=anc?PAD:PAD+(x-zx)/zw*(W-2*PAD),pw=anc?W-2*PAD:w/zw*(W-2*PAD);\n"
 	" r.setAttribute('x',px);r.setAttribute('width',pw);t.setAttribute('x',px+3);\n"
-	" g.style.opacity=anc?0.6:1;label(g,t,pw);});}\n"
+	" g.style.opacity=anc?0.6:1;label(g,t,pw);});\n"
+	" var s=document.documentElement,h=TOP+FH*levels+20;\n"
+	" s.setAttribute('height',h);s.setAttribute('viewBox','0 0 '+W+' '+h);\n"
+	" document.getElementById('bg').setAttribute('height',h);info.setAttribute('y',h-5);\n"
+	" shown.forEach(function(g){var l=+A(g,'data-l'),y=FLAME?h-20-FH*(l+1):TOP+FH*l;\n"
+	"  g.querySelector('rect').setAttribute('y',y);g.querySelector('text').setAttribute('y',y+11.5);});}\n"
 	"function zoom(g){zx=+A(g,'data-x');zw=+A(g,'data-w');zl=+A(g,'data-l');\n"
 	" if(zw<=0)return;reset.style.display='';layout();}\n"
 	"function ask(){var q=prompt('Search frames (regular expression)','');if(q!==null)search(q);}\n"
@@ -130,15 +170,19 @@ static const char script[] =
 	" var tot=+A(frames[0],'data-w');\n"
 	" info.textContent=q===''?'':'Matched: '+(tot?(100*sum/tot).toFixed(2):'0')+'% ('+hits.length+' frames)';}\n";
 
-int flame_write_svg(const struct flame *f, const char *title, FILE *out)
+int flame_write_svg(const struct flame *f, const char *title, bool flame, FILE *out)
 {
 	struct svg_ctx c = {
 		.f = f,
 		.out = out,
-		.height = SVG_TOP + FRAME_H * (f->depth + 1) + 20,
+		.flame = flame,
 		.total = f->nodes[0].value ? (double)f->nodes[0].value : 1.0,
 	};
 
+	c.levels = f->nnodes ? drawn_levels(f, 0, 0, (SVG_W - 2 * SVG_PAD) / c.total) : 0;
+	if (!c.levels)
+		c.levels = 1;
+	c.height = SVG_TOP + FRAME_H * c.levels + 20;
 	fprintf(out,
 		"<?xml version=\"1.0\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
@@ -148,8 +192,11 @@ int flame_write_svg(const struct flame *f, const char *title, FILE *out)
 		     "g.f:hover rect{stroke:#000;stroke-width:0.5}g.f{cursor:pointer}"
 		     ".b{font:12px sans-serif;fill:#036;cursor:pointer}"
 		     "#title{font:17px sans-serif;text-anchor:middle}</style>\n");
-	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n", script);
-	fprintf(out, "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f0\"/>\n");
+	fprintf(out, "<script type=\"text/ecmascript\"><![CDATA[\nvar FLAME=%s;\n%s]]></script>\n",
+		flame ? "true" : "false", script);
+	fprintf(out,
+		"<rect id=\"bg\" x=\"0\" y=\"0\" width=\"100%%\" height=\"%u\" fill=\"#f8f8f0\"/>\n",
+		c.height);
 	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"22\">", SVG_W / 2);
 	xml_escape(out, title, 100); /* the buttons share the line */
 	fprintf(out,

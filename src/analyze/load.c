@@ -17,17 +17,22 @@ int load_artifact(const char *path, struct loaded *l, const struct load_hooks *h
 	if (!rd)
 		return -EIO;
 	analysis_set_page_size(&l->a, mt_reader__header(rd)->page_size);
+	analysis_set_attached(&l->a, mt_reader__header(rd)->flags & MT_HDR_ATTACHED);
+	l->a.filtered = hooks && hooks->filter && proc_filter_active(hooks->filter);
 	if (hooks) {
 		l->a.observer = hooks->observer;
 		l->a.observer_ctx = hooks->ctx;
 		if (hooks->header)
 			hooks->header(hooks->ctx, mt_reader__header(rd));
 	}
-	while ((ret = mt_reader__next(rd, &ev)) == 1)
-		if (analysis_add(&l->a, &ev)) {
+	while ((ret = mt_reader__next(rd, &ev)) == 1) {
+		int keep = hooks && hooks->filter ? proc_filter_keep(hooks->filter, &ev) : 1;
+
+		if (keep < 0 || (keep && analysis_add(&l->a, &ev))) {
 			ret = -ENOMEM;
 			break;
 		}
+	}
 	analysis_finish(&l->a);
 	l->hdr = *mt_reader__header(rd);
 	if (mt_reader__trailer(rd)) {

@@ -7,6 +7,7 @@
 #define MEMTRACK_LOAD_H
 
 #include "analyze/analysis.h"
+#include "analyze/filter.h"
 #include "format/artifact.h"
 #include "analyze/stacks.h"
 
@@ -25,6 +26,7 @@ struct load_hooks {
 	void (*header)(void *ctx, const struct mt_header *h); /* before the first event */
 	analysis_observer *observer;			      /* after each event */
 	void *ctx;
+	struct proc_filter *filter; /* --pid/--comm: only their records are read (borrowed) */
 };
 
 /*
@@ -38,9 +40,11 @@ int load_artifact(const char *path, struct loaded *l, const struct load_hooks *h
 
 /*
  * load_artifact() that also fills @st (initialised by the caller, released
- * by the caller in every case) from the object, mapping and stack records.
+ * by the caller in every case) from the object, mapping and stack records;
+ * @filter (NULL: none, borrowed) as in load_hooks.
  */
-int load_artifact_stacks(const char *path, struct loaded *l, struct stack_table *st);
+int load_artifact_stacks(const char *path, struct loaded *l, struct stack_table *st,
+			 struct proc_filter *filter);
 
 /* End of the recording in ns after header start_ns. */
 uint64_t loaded_duration_ns(const struct loaded *l);

@@ -17,10 +17,11 @@ static void add_stack_event(void *ctx, const struct mt_event *ev, const struct p
 		c->err = -ENOMEM;
 }
 
-int load_artifact_stacks(const char *path, struct loaded *l, struct stack_table *st)
+int load_artifact_stacks(const char *path, struct loaded *l, struct stack_table *st,
+			 struct proc_filter *filter)
 {
 	struct stacks_ctx c = { .st = st };
-	struct load_hooks hooks = { .observer = add_stack_event, .ctx = &c };
+	struct load_hooks hooks = { .observer = add_stack_event, .ctx = &c, .filter = filter };
 	int err = load_artifact(path, l, &hooks);
 
 	if (!err && c.err) {

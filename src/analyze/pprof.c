@@ -24,6 +24,9 @@ enum {
 	P_STRING_TABLE = 6,
 	P_TIME_NANOS = 9,
 	P_DURATION_NANOS = 10,
+	P_PERIOD_TYPE = 11,
+	P_PERIOD = 12,
+	P_COMMENT = 13,
 	P_DEFAULT_SAMPLE_TYPE = 14
 };
 /* message ValueType, Sample, Mapping, Location, Line, Function */
@@ -165,6 +168,25 @@ static uint64_t function_id(struct pprof *pp, const char *name, const char *file
 	return id;
 }
 
+/* Writes the Location message of Python frame (@object, @key), id @id: one line (FORMAT.md §8.3). */
+static void python_location(struct pprof *pp, uint64_t id, uint32_t object, uint64_t key)
+{
+	const struct mt_frame fr = { .object = object, .addr = key };
+	struct site_frame f = callsite_python_frame(pp->st, &fr);
+	struct pb line = { .p = NULL };
+	char buf[128];
+
+	pb_reset(&pp->msg);
+	pb_varint_field(&pp->msg, L_ID, id);
+	pb_reset(&line);
+	pb_varint_field(&line, LN_FUNCTION_ID,
+			function_id(pp, site_frame_name(&f, buf, sizeof(buf)), f.file));
+	pb_varint_field(&line, LN_LINE, f.line);
+	pb_message(&pp->msg, L_LINE, &line);
+	pb_release(&line);
+	pb_message(&pp->out, P_LOCATION, &pp->msg);
+}
+
 /* Writes the Location message of frame (@obj_id, @addr), id @id, with its lines. */
 static void location(struct pprof *pp, uint64_t id, uint32_t obj_id, uint64_t addr)
 {
@@ -208,6 +230,8 @@ static uint64_t location_id(struct pprof *pp, uint32_t object, uint64_t addr)
 
 	if (!id)
 		pp->err = -ENOMEM;
+	else if (added && object & MT_PY_FRAME)
+		python_location(pp, id, object, addr);
 	else if (added)
 		location(pp, id, object, addr);
 	return id;
@@ -218,12 +242,18 @@ static void sample(struct pprof *pp, const struct site *s)
 	const struct mt_stack *st = stack_table_get(pp->st, s->stack);
 	uint64_t locs[MT_STACK_MAX], v[5] = { s->allocs, s->allocated_bytes, s->peak_bytes,
 					      s->leaked_bytes, s->mem_peak };
+	struct mt_frame order[MT_STACK_MAX];
+	int nf = st ? callsite_order(pp->sym, pp->st, st, order) : 0;
 	uint32_t n = 0;
 	struct pb smp = { .p = NULL };
 
+	if (nf < 0) {
+		pp->err = nf;
+		return;
+	}
 	if (st)
-		for (; n < st->nframes; n++)
-			locs[n] = location_id(pp, st->frames[n].object, st->frames[n].addr);
+		for (; n < (uint32_t)nf; n++)
+			locs[n] = location_id(pp, order[n].object, order[n].addr);
 	else /* no stack recorded: one location naming that */
 		locs[n++] = location_id(pp, 0, 0);
 	pb_packed(&smp, S_LOCATION_ID, locs, n);
@@ -274,6 +304,24 @@ static void sample_types(struct pprof *pp)
 	pb_varint_field(&pp->out, P_DEFAULT_SAMPLE_TYPE, str(pp, "inuse_space"));
 }
 
+/*
+ * --sample-bytes: the period (space/bytes, as Go's heap profiles say
+ * theirs) and a comment that the values are estimates, already scaled.
+ */
+static void sampling(struct pprof *pp, const struct analysis *a)
+{
+	char note[256];
+
+	if (!analysis_sampling_note(a, note, sizeof(note)))
+		return;
+	pb_reset(&pp->msg);
+	pb_varint_field(&pp->msg, VT_TYPE, str(pp, "space"));
+	pb_varint_field(&pp->msg, VT_UNIT, str(pp, "bytes"));
+	pb_message(&pp->out, P_PERIOD_TYPE, &pp->msg);
+	pb_varint_field(&pp->out, P_PERIOD, a->sample_period);
+	pb_varint_field(&pp->out, P_COMMENT, str(pp, note));
+}
+
 static int gz_write(const struct pb *b, int fd)
 {
 	gzFile gz = gzdopen(fd, "wb");
@@ -306,6 +354,7 @@ int pprof_write(const struct analysis *a, const struct stack_table *st, struct s
 	for (uint64_t i = 0; i < a->sites.nsites && !pp.err; i++)
 		if (a->sites.sites[i].allocs || a->sites.sites[i].mem_peak) /* a mapping site too */
 			sample(&pp, &a->sites.sites[i]);
+	sampling(&pp, a);
 	pb_varint_field(&pp.out, P_TIME_NANOS, run->start_wall_ns);
 	pb_varint_field(&pp.out, P_DURATION_NANOS, run->duration_ns);
 	built = !pp.err && !pp.out.err && !pp.msg.err && !pp.sub.err;

@@ -72,3 +72,25 @@ void site_table_release(struct site_table *t)
 	hash_index_release(&t->index);
 	memset(t, 0, sizeof(*t));
 }
+
+/* Adds site @s's numbers into @sum (the first site added names sum->stack). */
+void site_cost_add(struct site *sum, const struct site *s, bool first)
+{
+	if (first)
+		sum->stack = s->stack;
+	sum->allocs = sat_add(sum->allocs, s->allocs);
+	sum->allocated_bytes = sat_add(sum->allocated_bytes, s->allocated_bytes);
+	sum->peak_bytes = sat_add(sum->peak_bytes, s->peak_bytes);
+	sum->leaked_count = sat_add(sum->leaked_count, s->leaked_count);
+	sum->leaked_bytes = sat_add(sum->leaked_bytes, s->leaked_bytes);
+	if (s->leaked_age_max_ns > sum->leaked_age_max_ns)
+		sum->leaked_age_max_ns = s->leaked_age_max_ns;
+	sum->leaked_age_sum_ns = sat_add(sum->leaked_age_sum_ns, s->leaked_age_sum_ns);
+	sum->mem_peak = sat_add(sum->mem_peak, s->mem_peak);
+	sum->temporary = sat_add(sum->temporary, s->temporary);
+	sum->live_end_count = sat_add(sum->live_end_count, s->live_end_count);
+	sum->live_end_bytes = sat_add(sum->live_end_bytes, s->live_end_bytes);
+	if (s->live_end_age_max_ns > sum->live_end_age_max_ns)
+		sum->live_end_age_max_ns = s->live_end_age_max_ns;
+	sum->live_end_age_sum_ns = sat_add(sum->live_end_age_sum_ns, s->live_end_age_sum_ns);
+}

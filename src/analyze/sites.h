@@ -34,6 +34,10 @@ struct site {
 	uint64_t peak_bytes;	  /* live_bytes at the tree's heap peak (settled at the end) */
 	uint64_t leaked_count;	  /* blocks never freed before exit/exec/end */
 	uint64_t leaked_bytes;
+	uint64_t temporary; /* blocks freed before their thread allocated again (METRICS.md) */
+	/* blocks still held at the end of an attach by processes alive then, and their ages */
+	uint64_t live_end_count, live_end_bytes;
+	uint64_t live_end_age_max_ns, live_end_age_sum_ns;
 	/* ages of the leaked blocks (time from allocation to exit, exec or end) */
 	uint64_t leaked_age_max_ns, leaked_age_sum_ns;
 	uint64_t epoch;	    /* the table's epoch at the last change of live_bytes */
@@ -73,6 +77,23 @@ static inline uint64_t sat_add(uint64_t a, uint64_t b)
 	uint64_t sum;
 
 	return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+}
+
+/*
+ * Adds site @s's numbers into @sum (saturating; the ages' maxima kept), as
+ * a function or a diff row sums its stacks; with @first, @s's stack names
+ * @sum's.
+ */
+void site_cost_add(struct site *sum, const struct site *s, bool first);
+
+/* Counts a block of @size bytes of @site still held at the end of an attach, @age_ns old then. */
+static inline void site_live_end(struct site *site, uint64_t size, uint64_t age_ns)
+{
+	site->live_end_count++;
+	site->live_end_bytes = sat_add(site->live_end_bytes, size);
+	if (age_ns > site->live_end_age_max_ns)
+		site->live_end_age_max_ns = age_ns;
+	site->live_end_age_sum_ns += age_ns;
 }
 
 /* Before @s's live bytes change: what it held at the latest tree peak is its peak. */

@@ -5,6 +5,8 @@
 #include <string.h>
 #include "analyze/stacks.h"
 #include "analyze/mix64.h"
+#include "analyze/pycode.h"
+#include "util/array.h"
 
 void stack_table_init(struct stack_table *t)
 {
@@ -61,22 +63,6 @@ const struct mt_stack *stack_table_get(const struct stack_table *t, uint64_t id)
 }
 
 /* Makes room for one more element of @size in *@arr (cap doubles). */
-static int reserve(void **arr, uint64_t n, uint64_t *cap, size_t size)
-{
-	void *grown;
-	uint64_t c;
-
-	if (n < *cap && *arr)
-		return 0;
-	c = *cap ? *cap * 2 : 64;
-	grown = realloc(*arr, c * size);
-	if (!grown)
-		return -ENOMEM;
-	*arr = grown;
-	*cap = c;
-	return 0;
-}
-
 static int add_stack(struct stack_table *t, const struct mt_event *ev)
 {
 	uint64_t id = ev->f[STACK_ID];
@@ -87,7 +73,7 @@ static int add_stack(struct stack_table *t, const struct mt_event *ev)
 		return -EINVAL;
 	if (stack_table_get(t, id))
 		return 0;
-	if (reserve((void **)&t->stacks, t->nstacks, &t->stacks_cap, sizeof(*t->stacks)))
+	if (array_room_for_one((void **)&t->stacks, &t->stacks_cap, t->nstacks, sizeof(*t->stacks)))
 		return -ENOMEM;
 	fr = calloc(ev->nframes, sizeof(*fr));
 	if (!fr)
@@ -129,7 +115,7 @@ static int add_object(struct stack_table *t, const struct mt_event *ev)
 		return -EINVAL;
 	if (stack_table_object(t, id))
 		return 0;
-	if (reserve((void **)&t->objects, t->nobjects, &cap, sizeof(*t->objects)))
+	if (array_room_for_one((void **)&t->objects, &cap, t->nobjects, sizeof(*t->objects)))
 		return -ENOMEM;
 	t->objects_cap = cap;
 	path = strndup(ev->str, sizeof(ev->str));
@@ -154,7 +140,8 @@ static int add_mapping(struct stack_table *t, const struct mt_event *ev)
 {
 	struct mt_mapping *m;
 
-	if (reserve((void **)&t->mappings, t->nmappings, &t->mappings_cap, sizeof(*t->mappings)))
+	if (array_room_for_one((void **)&t->mappings, &t->mappings_cap, t->nmappings,
+			       sizeof(*t->mappings)))
 		return -ENOMEM;
 	m = &t->mappings[t->nmappings++];
 	m->pid = ev->h.pid;
@@ -166,9 +153,86 @@ static int add_mapping(struct stack_table *t, const struct mt_event *ev)
 	return 0;
 }
 
+static bool code_has(const void *ctx, uint64_t pos, const void *key)
+{
+	const struct stack_table *t = ctx;
+
+	return t->codes[pos].key == *(const uint64_t *)key;
+}
+
+static uint64_t code_hash(const void *ctx, uint64_t pos)
+{
+	const struct stack_table *t = ctx;
+
+	return mix64(t->codes[pos].key);
+}
+
+const struct mt_pycode *stack_table_code(const struct stack_table *t, uint64_t key)
+{
+	uint64_t at = key ? hash_index_find(&t->code_index, mix64(key), code_has, t, &key) : 0;
+
+	return at ? &t->codes[at - 1] : NULL;
+}
+
+static void code_free(struct mt_pycode *c)
+{
+	free(c->name);
+	free(c->qualname);
+	free(c->file);
+	free(c->lines);
+}
+
+/* A PYCODE record's strings (untrusted: pycode.h) and line table, copied. */
+static int code_fill(struct mt_pycode *c, const struct mt_event *ev)
+{
+	uint64_t str = ev->f[PYCODE_STRINGS];
+	uint32_t at = 0, len[3];
+	char **dst[3] = { &c->name, &c->qualname, &c->file };
+
+	for (int i = 0; i < 3; i++) {
+		len[i] = MT_PYCODE_STR_LEN(str, i);
+		*dst[i] = py_text(ev->blob + at, len[i], MT_PYCODE_STR_KIND(str, i));
+		if (!*dst[i])
+			return -ENOMEM;
+		at += len[i];
+	}
+	c->nlines = (uint32_t)(ev->f[PYCODE_LINES] & 0xffffffffu);
+	c->lines_format = (uint32_t)(ev->f[PYCODE_LINES] >> 32);
+	c->firstlineno =
+		ev->f[PYCODE_FIRSTLINE] > INT32_MAX ? 0 : (uint32_t)ev->f[PYCODE_FIRSTLINE];
+	c->lines = malloc(c->nlines ? c->nlines : 1);
+	if (!c->lines)
+		return -ENOMEM;
+	memcpy(c->lines, ev->blob + at, c->nlines);
+	return 0;
+}
+
+static int add_code(struct stack_table *t, const struct mt_event *ev)
+{
+	uint64_t key = ev->f[PYCODE_KEY];
+	struct mt_pycode *c;
+
+	if (!key || ev->blob_len != mt_pycode_blob_len(ev->f))
+		return -EINVAL;
+	if (stack_table_code(t, key))
+		return 0;
+	if (array_room_for_one((void **)&t->codes, &t->codes_cap, t->ncodes, sizeof(*t->codes)))
+		return -ENOMEM;
+	c = &t->codes[t->ncodes];
+	memset(c, 0, sizeof(*c));
+	c->key = key;
+	if (code_fill(c, ev) || index_enter(&t->code_index, code_hash, t, mix64(key), t->ncodes)) {
+		code_free(c);
+		return -ENOMEM;
+	}
+	t->ncodes++;
+	return 0;
+}
+
 int stack_table_add_event(struct stack_table *t, const struct mt_event *ev)
 {
 	switch (ev->h.type) {
+	case MT_PYCODE: return add_code(t, ev);
 	case MT_STACK: return add_stack(t, ev);
 	case MT_OBJECT: return add_object(t, ev);
 	case MT_MAPPING: return add_mapping(t, ev);
@@ -182,6 +246,10 @@ void stack_table_release(struct stack_table *t)
 		free(t->stacks[i].frames);
 	for (uint32_t i = 0; i < t->nobjects; i++)
 		free(t->objects[i].path);
+	for (uint64_t i = 0; i < t->ncodes; i++)
+		code_free(&t->codes[i]);
+	free(t->codes);
+	hash_index_release(&t->code_index);
 	free(t->stacks);
 	hash_index_release(&t->stack_index);
 	hash_index_release(&t->object_index);

@@ -49,6 +49,22 @@ struct mt_mapping {
 	uint64_t bias;	 /* ELF virtual address = pc - bias */
 };
 
+/*
+ * A Python code object (a PYCODE record, FORMAT.md §8.3): what its frames
+ * show.  Strings are UTF-8, made printable (pycode.h); lines is the
+ * line table as the record kept it.
+ */
+struct mt_pycode {
+	uint64_t key; /* the frames' addr */
+	uint32_t firstlineno;
+	char *name;	/* owned; co_name */
+	char *qualname; /* owned; co_qualname ("" before 3.11: name is used) */
+	char *file;	/* owned; co_filename */
+	uint8_t *lines; /* owned; nlines bytes */
+	uint32_t nlines;
+	uint32_t lines_format; /* enum mt_py_lines */
+};
+
 struct stack_table {
 	struct mt_stack *stacks; /* owned, nstacks of them, in record order */
 	uint64_t nstacks, stacks_cap;
@@ -59,15 +75,18 @@ struct stack_table {
 		object_index;	     /* owned: objects by id (any u32 > 0, not only 1, 2, 3...) */
 	struct mt_mapping *mappings; /* owned, nmappings of them, in record order */
 	uint64_t nmappings, mappings_cap;
-	uint64_t truncated; /* stacks marked truncated */
+	uint64_t truncated;	 /* stacks marked truncated */
+	struct mt_pycode *codes; /* owned, ncodes of them, in record order */
+	uint64_t ncodes, codes_cap;
+	struct hash_index code_index; /* owned: codes by key */
 };
 
 void stack_table_init(struct stack_table *t);
 
 /*
- * Takes an MT_OBJECT, MT_MAPPING or MT_STACK event (any other type is
- * ignored).  A stack or object whose id is already known keeps its first
- * definition.  Returns 0, -EINVAL for a record the contract forbids (id 0,
+ * Takes an MT_OBJECT, MT_MAPPING, MT_STACK or MT_PYCODE event (any other
+ * type is ignored).  A stack, object or code object whose id is already
+ * known keeps its first definition.  Returns 0, -EINVAL for a record the contract forbids (id 0,
  * no frames, more than 127), or -ENOMEM (the table is unchanged).
  */
 int stack_table_add_event(struct stack_table *t, const struct mt_event *ev);
@@ -77,6 +96,9 @@ const struct mt_stack *stack_table_get(const struct stack_table *t, uint64_t id)
 
 /* The object @id, or NULL when no record defined it. */
 const struct mt_object *stack_table_object(const struct stack_table *t, uint32_t id);
+
+/* The code object of key @key, or NULL when no PYCODE record defined it. */
+const struct mt_pycode *stack_table_code(const struct stack_table *t, uint64_t key);
 
 /* Frees everything; @t can be initialised again. */
 void stack_table_release(struct stack_table *t);

@@ -103,7 +103,14 @@ struct timeline_meta {
  */
 int timeline_write_svg(const struct timeline *tl, const struct timeline_meta *m, FILE *out);
 
-/* Writes one self-contained HTML page: the SVG, hover values, no network. */
-int timeline_write_html(const struct timeline *tl, const struct timeline_meta *m, FILE *out);
+/*
+ * Writes the timeline's part of an HTML page (report_html.c's): the SVG
+ * inline (id "timeline"), the hover tip (a div, id "tip", for <body>) and
+ * the script that fills it; page.html#t=SECONDS opens with the values at
+ * that time shown.  Returns 0 or -ENOMEM; write errors are left in
+ * ferror(@out).
+ */
+int timeline_write_html_section(const struct timeline *tl, const struct timeline_meta *m,
+				FILE *out);
 
 #endif /* MEMTRACK_TIMELINE_H */

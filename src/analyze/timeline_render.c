@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * timeline_render.c - the timeline as SVG, and as an HTML page around that
- * SVG with hover values; see timeline.h.
+ * timeline_render.c - the timeline as SVG, and as the timeline section of
+ * report --html's page (that SVG with hover values); see timeline.h.
  *
  * The plot is PLOT_W pixel columns wide; each series is drawn through every
  * column's min and max (timeline_columns), so no peak falls between pixels.
@@ -236,6 +236,33 @@ static void draw_marks(struct plot *pl)
 	fprintf(pl->out, "</g>\n");
 }
 
+/* The named marks of the control socket (ctl mark NAME): a line and the name at the bottom. */
+static void draw_named_marks(struct plot *pl)
+{
+	const struct analysis *a = pl->m->a;
+	uint64_t start = timeline_start_ns(pl->tl);
+
+	fprintf(pl->out, "<g class=\"named-marks\">\n");
+	for (unsigned i = 0; i < a->nmarks; i++) {
+		double x = x_of_ts(pl, a->marks[i].ts);
+		double s = a->marks[i].ts > start ? (a->marks[i].ts - start) / 1e9 : 0;
+
+		fprintf(pl->out, "<g class=\"mark\" data-kind=\"mark\" data-name=\"");
+		xml_text(pl->out, a->marks[i].name);
+		fprintf(pl->out, "\"><title>mark ");
+		xml_text(pl->out, a->marks[i].name);
+		fprintf(pl->out,
+			" (pid %u) at %.6f s</title><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" "
+			"stroke=\"#2ca02c\" stroke-dasharray=\"6 3\"/><text x=\"%.1f\" y=\"%d\" "
+			"font-size=\"11\" fill=\"#1a6e1a\" transform=\"rotate(-90 %.1f %d)\">",
+			a->marks[i].pid, s, x, x, PLOT_Y, PLOT_Y + PLOT_H, x + 12,
+			PLOT_Y + PLOT_H - 4, x + 12, PLOT_Y + PLOT_H - 4);
+		xml_text(pl->out, a->marks[i].name);
+		fprintf(pl->out, "</text></g>\n");
+	}
+	fprintf(pl->out, "</g>\n");
+}
+
 /* The peak of a series: a dot and a label box with its value and time. */
 static void draw_peak(struct plot *pl, const char *series, const char *label, const char *color,
 		      uint64_t bytes, uint64_t ts, int *slot)
@@ -359,8 +386,9 @@ static void write_svg_body(struct plot *pl, bool standalone)
 	fmt_bytes(a->peak_live_bytes, b, sizeof(b));
 	fprintf(pl->out,
 		"</text>\n<text x=\"%d\" y=\"40\" fill=\"#444\">%u processes, %" PRIu64
-		" allocations, peak heap %s",
-		PLOT_X, a->nprocs, a->alloc_count, b);
+		" allocations, %speak heap %s",
+		PLOT_X, a->nprocs, a->alloc_count,
+		a->sample_period ? "estimated (sampled, --sample-bytes) " : "", b);
 	if (a->has_rss) {
 		fmt_bytes(a->peak_rss_bytes, b, sizeof(b));
 		fprintf(pl->out, ", peak RSS %s", b);
@@ -376,6 +404,7 @@ static void write_svg_body(struct plot *pl, bool standalone)
 	else if (a->has_rss)
 		draw_stack(pl);
 	draw_marks(pl);
+	draw_named_marks(pl);
 	if (a->has_rss)
 		draw_series(pl, -1, TL_RSS, "RSS", styles[TL_RSS].color,
 			    pl->m->per_process ? "1 3" : NULL, 1.5);
@@ -442,7 +471,7 @@ static void write_hover_series(struct plot *pl, int proc, enum tl_series_id id, 
 	if (timeline_columns(pl->tl, proc, id, PLOT_W, pl->cols))
 		return;
 	fprintf(pl->out, "%s{\"name\":", *first ? "" : ",\n");
-	json_print_string(pl->out, name);
+	json_print_string_html(pl->out, name); /* a command's name: anyone's bytes */
 	for (int k = 0; k < 2; k++) {
 		fprintf(pl->out, k ? "],\"hi\":[" : ",\"lo\":[");
 		for (int c = 0; c < PLOT_W; c++) {
@@ -484,7 +513,7 @@ static const char hover_js[] =
 	"if(m)show(Math.floor(parseFloat(m[1])*1e9/MT.span_ns*MT.w),MT.x0+300,300);\n"
 	"})();\n";
 
-int timeline_write_html(const struct timeline *tl, const struct timeline_meta *m, FILE *out)
+int timeline_write_html_section(const struct timeline *tl, const struct timeline_meta *m, FILE *out)
 {
 	struct plot *pl = plot_new(tl, m, out);
 	const struct analysis *a = m->a;
@@ -492,13 +521,6 @@ int timeline_write_html(const struct timeline *tl, const struct timeline_meta *m
 
 	if (!pl)
 		return -ENOMEM;
-	fprintf(out,
-		"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>memtrack: ");
-	xml_text(out, m->command);
-	fprintf(out,
-		"</title>\n<style>body{font-family:sans-serif;margin:8px;background:#fff}"
-		"#tip{position:absolute;display:none;background:#fff;border:1px solid #888;padding:4px 8px;"
-		"font-size:12px;pointer-events:none;white-space:pre}</style>\n</head><body>\n");
 	write_svg_body(pl, false);
 	fprintf(out,
 		"<div id=\"tip\"></div>\n<script>\nvar MT={\"width\":%d,\"x0\":%d,\"w\":%d,"
@@ -527,7 +549,7 @@ int timeline_write_html(const struct timeline *tl, const struct timeline_meta *m
 			write_hover_series(pl, procs[i], TL_HEAP, name, &first);
 		}
 	}
-	fprintf(out, "]};\n%s</script>\n</body></html>\n", hover_js);
+	fprintf(out, "]};\n%s</script>\n", hover_js);
 	free(pl);
 	return 0;
 }
