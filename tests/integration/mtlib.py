@@ -294,14 +294,33 @@ def track(tmp, cmd, opts=(), name="out.mtrk", expect_rc=0, timeout=DEFAULT_TIMEO
     return Track(p, Artifact(out))
 
 
-def spawn_track(tmp, cmd, opts=(), name="out.mtrk", stdout=subprocess.PIPE):
+def spawn_track(tmp, cmd, opts=(), name="out.mtrk", stdout=subprocess.PIPE, preexec_fn=None):
     """Starts memtrack track in the background (own session); returns
     (Popen, Artifact)."""
     out = Path(tmp) / name
     p = subprocess.Popen(track_argv(cmd, out, opts), stdin=subprocess.DEVNULL,
                          stdout=stdout, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=preexec_fn)
     return p, Artifact(out)
+
+
+def signal_state(ignored=()):
+    """A preexec_fn: every signal's default disposition, nothing blocked,
+    then @ignored ignored.  A test of signals sets up the state it checks
+    itself: the shell that started the tests may have left others (nohup
+    ignores SIGHUP, a background job SIGINT and SIGQUIT), which memtrack
+    passes on to the command as they are."""
+    def setup():
+        for s in signal.valid_signals():
+            if s not in (signal.SIGKILL, signal.SIGSTOP):
+                try:
+                    signal.signal(s, signal.SIG_DFL)
+                except (OSError, ValueError):
+                    pass
+        for s in ignored:
+            signal.signal(s, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    return setup
 
 
 def finish(p, timeout=DEFAULT_TIMEOUT):

@@ -7,14 +7,19 @@ the suite, to keep the test short."""
 import json
 import re
 import shutil
+import signal
+import subprocess
 import sys
+import time
+import types
+from pathlib import Path
 
 from mtlib import MEMTRACK, REPO, check_eq, check_true, require_eq, run
 
 sys.path.insert(0, str(REPO / "bench"))
 from memtrack_bench import shards  # noqa: E402  (found through the path above)
 from memtrack_bench.config import COSTS_PATH, CONFIG_PATH, Benchmark, Suite, Variant, load_config  # noqa: E402
-from memtrack_bench.walltime import median_stable, round_plan  # noqa: E402
+from memtrack_bench.walltime import Pace, median_stable, paced, round_plan  # noqa: E402
 
 RUN_SH = str(REPO / "bench" / "run.sh")
 SLICE = ["--smoke", "--only", "ls,alloc"]
@@ -42,7 +47,7 @@ def test_bench_shards_disjoint_and_cover(tmp):
     check_true(costs, "bench/costs.json has the rows' costs")
     for n in (2, 3):
         units = shards.suite_units(["walltime", "memory"], config.benchmarks, config.variants)
-        _, load = shards.shard_units(units, costs, config.variants, n)
+        _, load = shards.shard_units(units, costs, config.variants, n, config.benchmarks)
         check_true(max(load) <= 1.2 * min(load), "%d shards balanced within 20%%: %s" % (n, load))
     p = run([RUN_SH, "--list", "--shard", "4/3"])
     check_eq((p.rc, p.stderr.count("\n"), "--shard 4/3" in p.stderr), (1, 1, True),
@@ -157,6 +162,29 @@ def test_bench_rounds_rule(tmp):
              "... and its peer_runs")
 
 
+def test_bench_paced_when_behind_budget(tmp):
+    """Issue 35: a suite behind its budget (the rows left, at the rate the
+    rows so far ran against their costs, would end after it) runs the next
+    rows at their minimum of rounds, at most 3, without warm-up; on time,
+    as planned."""
+    check_eq(paced((1, 5, 10)), (0, 3, 3), "a cheap row, paced")
+    check_eq(paced((0, 2, 10)), (0, 2, 2), "a heavy row, paced")
+    check_eq(paced((0, 1, 1)), (0, 1, 1), "a peer run once, paced")
+    v = [Variant(name="untracked", kind="baseline", command="{workload}"), Variant(name="rss", command="x")]
+    b = [Benchmark(name="w%d" % i, command="true") for i in range(4)]
+    costs = {shards.cost_key(m, x.name, y.name): {"seconds": 10.0} for x in b for y in v for m in ("walltime", "memory")}
+    run_ = types.SimpleNamespace(costs=costs, variants=v, deadline=None)
+    pace = Pace(run_, b)
+    check_eq((pace.left, pace.memory), (80.0, 40.0), "the costs of the rows left (walltime, memory)")
+    check_eq(pace.behind(), False, "no budget (--smoke, --runs): never behind")
+    run_.deadline = pace.t0 + 180
+    check_eq(pace.behind(pace.t0), False, "before a rate is known: not behind")
+    pace.ran(b[0], v[0])
+    pace.ran(b[0], v[1])  # 20 s of costs done, 100 left
+    check_eq(pace.behind(pace.t0 + 20), False, "at the costs' rate: 100 s left of 160")
+    check_eq(pace.behind(pace.t0 + 50), True, "2.5 times slower: 250 s left of 130")
+
+
 def test_bench_config_is_checked(tmp):
     """A benchmarks.toml key the typed configuration does not know, or a
     value of the wrong type, is refused with one line naming it (a typo
@@ -174,6 +202,26 @@ def test_bench_config_is_checked(tmp):
         check_eq((p.rc, p.stdout, p.stderr.count("\n")), (1, "", 1), "%s: refused, one line" % what)
         check_true(p.stderr.startswith("bench: %s: " % path) and says in p.stderr,
                    "%s: the line names it: %r" % (what, p.stderr))
+
+
+def test_bench_named_only_variant():
+    """A named_only variant (--no-python-frames, issue 37) runs under the
+    benchmark that names it (py_json) and under no other; the other
+    variants py_json names run there too."""
+    rows = [r.split() for r in listed("--mode", "walltime")]
+    check_eq(sorted(b for _, b, v in rows if v == "no-python-frames"), ["py_json"],
+             "benchmarks run under no-python-frames")
+    check_eq([v for _, b, v in rows if b == "py_json"],
+             ["untracked", "rss", "stacks", "no-python-frames", "heaptrack"], "py_json's variants")
+    check_eq(len([1 for _, b, v in rows if b == "dd"]),
+             len([v for v in load_config(str(CONFIG_PATH)).variants if not v.named_only]),
+             "dd runs under every variant that is not named_only")
+    check_eq(sorted(b for _, b, v in rows if v == "daemon"), ["ls", "true"],
+             "benchmarks run through the daemon (issue 36)")
+    memory = [r.split() for r in listed("--mode", "memory")]
+    check_eq([b for _, b, v in memory if v == "daemon"], [],
+             "no memory row through the daemon (it would measure the client)")
+    check_true(any(b == "ls" for _, b, v in memory), "ls has memory rows")
 
 
 def test_bench_memory_rows_name_tables_and_bytes_per_event(tmp):
@@ -195,3 +243,117 @@ def test_bench_memory_rows_name_tables_and_bytes_per_event(tmp):
                "the stacks row's tables: %r" % mem["stacks"]["table_kernel_bytes"])
     md = out.with_suffix(".md").read_text()
     check_true("| Tables (kernel) | B/event |" in md, "the memory table's columns")
+
+
+def fresh_clone(tmp):
+    """A clone of this tree's HEAD, as CI checks it out, with build/ the
+    binaries of this build (symlinks in a real build/, which .gitignore
+    ignores, so `git status` sees what a run writes to the tree)."""
+    clone = tmp / "clone"
+    p = run(["git", "clone", "-q", REPO, clone], timeout=300)
+    require_eq(p.rc, 0, "git clone: %s" % p.stderr)
+    build = clone / "build"
+    build.mkdir()
+    for name in ("memtrack", "libmemtrack-fast.so", "fixtures"):
+        (build / name).symlink_to(Path(MEMTRACK).parent / name)
+    return clone
+
+
+def git_status(clone):
+    p = run(["git", "-C", clone, "status", "--porcelain", "--ignored=no"])
+    require_eq(p.rc, 0, "git status: %s" % p.stderr)
+    return p.stdout
+
+
+def test_bench_shard_merge_fresh_clone(tmp):
+    """Issue 35: the CI flow, in a fresh clone: --smoke --shard K/N
+    --results F for each K, then --merge of the Fs; every file where
+    --results said, nothing under the clone's build/bench-results, the
+    checkout clean."""
+    clone = fresh_clone(tmp)
+    out = tmp / "fb"
+    sh = clone / "bench" / "run.sh"
+    parts = []
+    for k in (1, 2):
+        part = out / ("s%d.json" % k)
+        p = run([sh, "--smoke", "--only", "ls,alloc", "--shard", "%d/2" % k, "--results", part], timeout=600)
+        require_eq(p.rc, 0, "shard %d/2: %s" % (k, p.stderr[-2000:]))
+        check_true(part.exists() and part.with_suffix(".md").exists(), "shard %d/2 wrote %s and its .md" % (k, part))
+        parts.append(part)
+    merged = out / "merged.json"
+    p = run([sh, "--merge"] + parts + ["--results", merged])
+    require_eq(p.rc, 0, "merge: %s" % p.stderr)
+    listed_rows = run([sh, "--list", "--only", "ls,alloc"]).stdout.splitlines()
+    check_eq(sorted("%s %s %s" % r[:3] for r in rows(merged)), sorted(listed_rows),
+             "the merged rows are the slice's rows")
+    check_true(merged.with_suffix(".md").exists(), "the merge wrote its .md beside --results")
+    check_eq(sorted(p.name for p in out.iterdir()), ["merged.json", "merged.md", "s1.json", "s1.md",
+                                                     "s2.json", "s2.md"], "files written")
+    check_eq((clone / "build" / "bench-results").exists(), False, "nothing in build/bench-results")
+    check_eq(git_status(clone), "", "the checkout after the shards and the merge (git status)")
+
+
+TINY = """
+[suite]
+runs = 2
+max_runs = 2
+warmup = 0
+[[benchmark]]
+name = "ls"
+command = "ls /usr/bin"
+[[variant]]
+name = "untracked"
+kind = "baseline"
+command = "{workload}"
+[[variant]]
+name = "rss"
+command = "{memtrack} track -q --no-stacks -o {artifact} -- {workload}"
+"""
+
+
+def test_bench_costs_beside_results(tmp):
+    """Issue 35: a whole run writes the costs it measured beside its
+    results, never into the tree; the next run's plan (here a shard's)
+    reads them; --update-costs refuses a configuration that is not the
+    committed one; the checkout stays clean."""
+    clone = fresh_clone(tmp)
+    sh = clone / "bench" / "run.sh"
+    config = tmp / "tiny.toml"
+    config.write_text(TINY)
+    committed = (clone / "bench" / "costs.json").read_text()
+    out = tmp / "whole"
+    p = run([sh, "--config", config, "--results", out / "r.json", "--update-costs"], timeout=600)
+    require_eq(p.rc, 0, "a whole run of %s: %s" % (config, p.stderr[-2000:]))
+    costs = json.loads((out / "costs.json").read_text())["rows"]
+    check_eq(sorted(costs), ["memory/ls/rss", "walltime/ls/rss", "walltime/ls/untracked"],
+             "the costs measured, beside the results")
+    check_true(all(c["seconds"] > 0 for c in costs.values()), "every row's cost measured: %s" % costs)
+    check_true("--update-costs: the results are of" in p.stderr and "left as it is" in p.stderr,
+               "--update-costs with another configuration says so: %r" % p.stderr[-600:])
+    p = run([sh, "--config", config, "--results", out / "s1.json", "--shard", "1/2", "--smoke"], timeout=600)
+    require_eq(p.rc, 0, "a shard after it: %s" % p.stderr[-2000:])
+    used = json.loads((out / "s1.json").read_text())["shard"]["costs"]
+    check_eq(used["file"], str(out / "costs.json"), "the shard's plan used the costs measured beside it")
+    check_eq((clone / "bench" / "costs.json").read_text(), committed, "bench/costs.json untouched")
+    check_eq(git_status(clone), "", "the checkout after a whole run (git status)")
+
+
+def test_bench_sigterm_cleans_up(tmp):
+    """A run ended by SIGTERM (a CI job's timeout) exits 143 and leaves no
+    scratch: killed runs had left up to 8 GiB each in /dev/shm."""
+    scratch = tmp / "scratch"
+    config = tmp / "slow.toml"
+    config.write_text(TINY.replace("[suite]\n", "[suite]\nscratch = \"%s\"\n" % scratch)
+                      .replace('command = "ls /usr/bin"', 'command = "sleep 30"'))
+    p = subprocess.Popen([REPO / "bench" / "run.sh", "--config", config, "--smoke",
+                          "--results", tmp / "r.json"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 30 and not (scratch.exists() and any(scratch.iterdir())):
+        time.sleep(0.1)
+    time.sleep(1)  # into the first round's sleep
+    check_true(scratch.exists() and any(scratch.iterdir()), "the run's scratch was made")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    check_eq(p.returncode, 143, "the run's exit status after SIGTERM (stderr %r)" % err[-600:])
+    check_eq(sorted(x.name for x in scratch.iterdir()), [], "what the run left in its scratch")

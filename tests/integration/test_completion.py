@@ -30,7 +30,7 @@ def test_commands_and_options(tmp):
     check_eq(complete(["memtrack", ""], tmp), sorted(COMMANDS + ["--help", "--version"]),
              "memtrack <TAB>")
     check_eq(complete(["memtrack", "fl"], tmp), ["flamegraph"], "memtrack fl<TAB>")
-    check_eq(complete(["memtrack", "help", "d"], tmp), ["diff", "dump"], "memtrack help d<TAB>")
+    check_eq(complete(["memtrack", "help", "d"], tmp), ["daemon", "diff", "dump"], "memtrack help d<TAB>")
     for cmd in COMMANDS:
         if cmd == "help":
             continue
@@ -65,6 +65,15 @@ def test_option_values(tmp):
               "peak_rss_bytes"], "diff --metric peak_<TAB>")
     check_eq(complete(["memtrack", "flamegraph", "a.mtrk", "--metric", "a"], tmp),
              ["allocated", "allocations"], "flamegraph --metric a<TAB>")
+    check_eq(complete(["memtrack", "report", "a.mtrk", "--sort", "p"], tmp), ["peak", "pid"],
+             "report --sort p<TAB>")
+    for cmd in (["report", "a.mtrk"], ["diff", "a.mtrk", "b.mtrk"]):
+        check_eq(complete(["memtrack"] + cmd + ["--by", ""], tmp), ["function", "stack"],
+                 "%s --by <TAB>" % cmd[0])
+    check_eq(complete(["memtrack", "diff", "--metric", "stack"], tmp),
+             ["stack:allocated", "stack:allocations", "stack:leaked", "stack:live_at_end",
+              "stack:memory", "stack:peak", "stack:temporary"], "diff --metric stack<TAB>")
+    check_eq(complete(["memtrack", "dump", "--pid", ""], tmp), [], "dump --pid <TAB>: a number, no file")
     # bash breaks --format=p into "--format" "=" "p" (= is in COMP_WORDBREAKS)
     check_eq(complete(["memtrack", "export", "--format", "=", "p"], tmp), ["perfetto", "pprof"],
              "export --format=p<TAB>")

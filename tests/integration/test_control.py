@@ -134,7 +134,7 @@ def test_report_between_two_marks(tmp):
     s = json.loads(p.stdout)
     check_eq((s["alloc_count"], s["heap_recording_complete"]), (3, False), "measure..teardown")
     text = run([MEMTRACK, "report", t.artifact.path, "--between", "measure", "measured"])
-    check_true("leaked:       1 allocations, 4.9 KiB not freed by the end of the section"
+    check_true("leaked:       1 allocation, 4.9 KiB not freed by the end of the section"
                in text.stdout, "text section report: " + text.stdout)
 
 

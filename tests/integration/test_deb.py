@@ -18,6 +18,48 @@ def sh(argv, **kw):
     return p.stdout
 
 
+def kernel_floor():
+    """MT_KERNEL_FLOOR: the one definition of the oldest kernel memtrack runs on."""
+    text = (REPO / "src/kernel/kernel_features.h").read_text()
+    m = re.findall(r'^#define MT_KERNEL_FLOOR "([0-9.]+)"$', text, re.M)
+    require(len(m) == 1, "one MT_KERNEL_FLOOR in kernel_features.h: %s" % m)
+    return m[0]
+
+
+def project_vars():
+    """The variables of the tree's PROJECT file (make syntax: NAME := value)."""
+    out = {}
+    for line in (REPO / "PROJECT").read_text().splitlines():
+        m = re.match(r"^(\w+)\s*:=\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def test_kernel_floor_one_source(tmp):
+    """Issue 39: README, the man page, the .deb's Description and memtrack
+    --version say the kernel floor that kernel_features.h defines (the
+    refusal below it prints the same), and nothing says another."""
+    floor = kernel_floor()
+    p = run([MEMTRACK, "--version"])
+    version = p.stdout.split()[1]
+    check_eq(p.stdout, "memtrack %s (needs Linux %s or newer with BTF, and root or CAP_BPF and "
+             "CAP_PERFMON)\n" % (version, floor), "--version: the version and the requirements")
+    newer = re.compile(r"(?:Linux|\*\*)\s+(\d+\.\d+) or newer")
+    readme = (REPO / "README.md").read_text()
+    found = newer.findall(readme)
+    check_true(len(found) >= 2 and set(found) == {floor},
+               "README's 'Linux X or newer': %s (floor %s)" % (found, floor))
+    for path in ("docs/memtrack.1.scd", "scripts/deb/control.in"):
+        text = (REPO / path).read_text()
+        check_eq(newer.findall(text), [], "%s hard-codes no kernel version" % path)
+        check_true("Linux @KERNEL_FLOOR@ or newer" in text, "%s takes the floor" % path)
+    man = run(["env", "MANWIDTH=200", "man", "-l", BUILD / "memtrack.1"]).stdout
+    req = man[man.index("REQUIREMENTS"):man.index("EXAMPLES")]
+    check_true(("Linux %s or newer with BTF" % floor) in " ".join(req.split()),
+               "the man page's REQUIREMENTS: %r" % req)
+
+
 def build_deb():
     version = run([MEMTRACK, "--version"]).stdout.split()[1]
     arch = sh(["dpkg", "--print-architecture"]).strip()
@@ -48,8 +90,13 @@ def test_deb_contents_depends_and_scratch_root(tmp):
               for f in ("Package", "Version", "Architecture", "Maintainer", "Depends")}
     check_eq((fields["Package"], fields["Version"], fields["Architecture"]),
              ("memtrack", version, arch), "Package, Version, Architecture")
-    check_true(re.match(r".+ <.+@.+>$", fields["Maintainer"]) is not None,
-               "Maintainer is a name and address: %r" % fields["Maintainer"])
+    project = project_vars()
+    check_eq(fields["Maintainer"], "%s maintainers <%s>" % (project["PROJECT_NAME"],
+                                                            project["PROJECT_CONTACT"]),
+             "Maintainer: PROJECT's name and contact")
+    description = sh(["dpkg-deb", "-f", deb, "Description"])
+    check_true(" memtrack needs Linux %s or newer with BTF" % kernel_floor() in description,
+               "the Description names the kernel floor: %r" % description)
     depends = {d.split()[0] for d in fields["Depends"].split(", ")}
     expected = package_of_needed(BUILD / "memtrack") | package_of_needed(
         BUILD / "libmemtrack-fast.so")
@@ -63,6 +110,7 @@ def test_deb_contents_depends_and_scratch_root(tmp):
         "usr/lib/memtrack/libmemtrack-fast.so",
         "usr/lib/%s/libmemtrack-ctl.a" % multiarch,
         "usr/lib/%s/pkgconfig/memtrack-ctl.pc" % multiarch,
+        "usr/lib/systemd/system/memtrack.service", "usr/lib/systemd/system/memtrack.socket",
         "usr/share/bash-completion/completions/memtrack", "usr/share/man/man1/memtrack.1.gz",
         "usr/share/doc/memtrack/copyright", "usr/share/doc/memtrack/changelog.gz",
     ] + ["usr/share/doc/memtrack/%s.md.gz" % d
@@ -82,7 +130,8 @@ def test_deb_contents_depends_and_scratch_root(tmp):
 
     memtrack = str(root / "usr/bin/memtrack")
     p = run([memtrack, "--version"])
-    check_eq((p.rc, p.stdout, p.stderr), (0, "memtrack %s\n" % version, ""), "--version from the root")
+    check_eq((p.rc, p.stdout.split()[:2], p.stderr), (0, ["memtrack", version], ""),
+             "--version from the root")
     # --fast needs root/usr/lib/memtrack/libmemtrack-fast.so, found from the binary's place
     out = tmp / "x.mtrk"
     p = run([memtrack, "track", "--fast", "-q", "-o", out, "--", fixture("heap_pairs")])

@@ -13,9 +13,9 @@ def test_demo_report(tmp):
     r = run([MEMTRACK, "report", out])
     check_eq((r.rc, r.stderr), (0, ""), "report (rc, stderr)")
     for line in ("command:      %s" % fixture("demo"),
-                 "leaked:       1 allocations, 1000 B never freed",
+                 "leaked:       1 allocation, 1000 B never freed",
                  "dropped:      0 events",
-                 "processes:    2"):
+                 "processes:    2, by peak RSS"):
         check_true(line in r.stdout.splitlines(), "report line %r in:\n%s" % (line, r.stdout))
 
     art = Artifact(out)

@@ -16,7 +16,7 @@ def export(tmp, fmt, name):
     t, child = grow()
     out = tmp / name
     p = run([MEMTRACK, "export", "--format=" + fmt, t.artifact.path, "-o", out])
-    require_eq((p.rc, p.stderr), (0, ""), "export --format=%s (rc, stderr)" % fmt)
+    require_eq((p.rc, p.stderr), (0, "memtrack: wrote %s\n" % out), "export --format=%s (rc, stderr)" % fmt)
     return t, child, out
 
 

@@ -484,7 +484,7 @@ def test_low_fd_limit_counts_processes(tmp):
     once each, at most the tree's 22 (the old count was per failed attach:
     "100 processes ran without allocator probes")."""
     out = Path(tmp) / "out.mtrk"
-    script = "ulimit -n 72; exec %s track -q --allow-drops -o %s -- sh -c '%s'" % (
+    script = "ulimit -n 80; exec %s track -q --allow-drops -o %s -- sh -c '%s'" % (
         MEMTRACK, out, TREE_22 % fixture("heap_pairs"))
     p = run(["bash", "-c", script], timeout=60)
     require_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
@@ -499,7 +499,11 @@ def test_fd_limit_64_raised_by_root(tmp):
     """`ulimit -n 64` (soft and hard): root raises its own hard limit, every
     process of a 22-process tree is probed, and the command keeps 64/64."""
     if not has_cap_sys_resource():
-        pytest.skip("no CAP_SYS_RESOURCE here: memtrack cannot raise its hard fd limit")
+        # raising a hard RLIMIT_NOFILE needs CAP_SYS_RESOURCE in the initial user
+        # namespace (a user namespace's own does not count, and memtrack loads no
+        # BPF there): the path without it is the test below's
+        pytest.skip("no CAP_SYS_RESOURCE here: raising a hard fd limit needs it in the initial user "
+                    "namespace; test_fd_limit_soft_64_raised_without_cap_sys_resource tests the path without it")
     out = Path(tmp) / "out.mtrk"
     script = "ulimit -n 64; exec %s track -q -o %s -- sh -c 'ulimit -Sn; ulimit -Hn; %s'" % (
         MEMTRACK, out, TREE_22 % fixture("heap_pairs"))
@@ -507,6 +511,28 @@ def test_fd_limit_64_raised_by_root(tmp):
     check_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
     check_eq(p.stdout.split(), ["64", "64"], "the command's fd limits (soft, hard)")
     check_eq(report_json(out)["unprobed_processes"], 0, "processes unprobed")
+
+
+def test_fd_limit_soft_64_raised_without_cap_sys_resource(tmp):
+    """The fd-limit path where CAP_SYS_RESOURCE is absent (issue 35; the
+    test above needs it, to raise a hard limit, and is skipped without it):
+    `ulimit -Sn 64` under a hard limit of 1024 or more, memtrack run without
+    CAP_SYS_RESOURCE (capsh --drop, whatever this machine's bounding set):
+    it raises its own soft limit to the hard one, which needs no privilege,
+    probes every process of a 22-process tree, and the command keeps its
+    limits (64 and the hard one)."""
+    hard = int(run(["bash", "-c", "ulimit -Hn"]).stdout)
+    require(hard >= 1024, "a hard fd limit of 1024 or more to lower the soft one under (have %d)" % hard)
+    out = Path(tmp) / "out.mtrk"
+    script = ("grep CapEff /proc/self/status; ulimit -Sn 64; exec %s track -q -o %s -- "
+              "sh -c 'ulimit -Sn; ulimit -Hn; %s'") % (MEMTRACK, out, TREE_22 % fixture("heap_pairs"))
+    p = run(["capsh", "--drop=cap_sys_resource", "--", "-c", script], timeout=60)
+    require_eq(p.rc, 0, "memtrack's exit status: " + p.describe())
+    lines = p.stdout.split("\n")
+    check_eq(int(lines[0].split()[1], 16) & (1 << 24), 0, "CAP_SYS_RESOURCE dropped: %r" % lines[0])
+    check_eq(lines[1:3], ["64", str(hard)], "the command's fd limits (soft, hard)")
+    rep = report_json(out)
+    check_eq((len(rep["processes"]), rep["unprobed_processes"]), (22, 0), "processes, of them unprobed")
 
 
 def test_environment_too_large_execs_on_uprobes(tmp):

@@ -84,15 +84,21 @@ def stop_storm(pids, sid=None):
     """Kills pids' subtrees and, given memtrack's session sid, every process
     left in it: a storm's background loop that was forked after the subtree
     was listed, and reparented when its shell died, is found only there."""
-    for _ in range(3):
+    # until none is left: on a loaded machine 3 rounds once left a storm
+    # loop running (reparented to init) for half an hour after the suite
+    deadline = time.monotonic() + 20
+    while True:
         victims = set(subtree(pids)) | set(session_members(sid) if sid else [])
+        victims = {pid for pid in victims if state(pid) not in (None, "Z")}
+        if not victims:
+            return
+        if time.monotonic() > deadline:
+            raise Failure("the storm's processes %s still run 20 s after SIGKILL" % sorted(victims))
         for pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        if not victims:
-            break
         time.sleep(0.05)
 
 
@@ -236,7 +242,7 @@ def test_fd_limit_1000_short_lived_children(tmp):
 @pytest.mark.parametrize("path", [[], ["--no-fast"]], ids=["in-process", "uprobes"])
 def test_attach_failure_is_lost_data(tmp, path):
     """Issue 13 (2): a process memtrack could not attach probes to (no fd
-    left: hard limit 72, of which memtrack itself holds up to 64 on the
+    left: hard limit 80, of which memtrack itself holds up to 76 on the
     in-process path, and 40 children alive at once) is lost data: counted
     in the trailer (unprobed), report --json and the summary, and exit
     status 1 unless --allow-drops.
@@ -251,11 +257,11 @@ def test_attach_failure_is_lost_data(tmp, path):
         out = tmp / ("hold%d.mtrk" % want_rc)
         argv = track_argv([fixture("fork_hold"), n], out, list(opts) + path)
         argv.remove("-q")
-        rc, _, err = run_limited(argv, limit_fds(72, 72))
+        rc, _, err = run_limited(argv, limit_fds(80, 80))
         check_eq(rc, want_rc, "exit status with %s (stderr %r)" % (list(opts) + path, err))
         unprobed = read_trailer(out).get("unprobed")
         got = child_mallocs(Artifact(out), 30000, n)
-        check_true(unprobed and unprobed > 0, "some children unprobed at 72 fds: %s" % unprobed)
+        check_true(unprobed and unprobed > 0, "some children unprobed at 80 fds: %s" % unprobed)
         what = "children recorded (%d), unprobed (%s)" % (len(got), unprobed)
         if path:
             check_eq(len(got) + unprobed, n, what + ": their sum")

@@ -8,7 +8,7 @@ import re
 from mtlib import BUILD, MEMTRACK, REPO, check_eq, check_true, require, run
 
 # every command main.c runs, in the order `memtrack help` lists them
-COMMANDS = ["track", "attach", "top", "dump", "report", "diff", "export", "flamegraph", "ctl", "help"]
+COMMANDS = ["track", "attach", "daemon", "top", "dump", "report", "diff", "export", "flamegraph", "ctl", "help"]
 
 
 def help_text(cmd):
@@ -63,7 +63,7 @@ def test_list_of_commands(tmp):
 def test_help_of_unknown_command(tmp):
     p = run([MEMTRACK, "help", "nosuch"])
     check_eq((p.rc, p.stdout), (2, ""), "memtrack help nosuch (rc, stdout)")
-    check_eq(p.stderr, "memtrack: no command 'nosuch'; the commands are track, attach, top, dump, report, "
+    check_eq(p.stderr, "memtrack: no command 'nosuch'; the commands are track, attach, daemon, top, dump, report, "
              "diff, export, flamegraph, ctl or help (see memtrack help)\n", "its message")
     p = run([MEMTRACK, "help", "report", "extra"])
     check_eq((p.rc, p.stdout, p.stderr.count("\n")), (2, "", 1),
@@ -71,6 +71,25 @@ def test_help_of_unknown_command(tmp):
     p = run([MEMTRACK, "nosuch"])
     check_eq((p.rc, p.stderr), (2, "memtrack: unknown command 'nosuch'; see memtrack help for "
              "the list\n"), "memtrack nosuch")
+
+
+def test_did_you_mean(tmp):
+    """A typo of a command (an edit or two: a letter missing, extra, wrong,
+    two swapped) is named; a word that is no near typo is not."""
+    for typo, cmd in (("trak", "track"), ("tarck", "track"), ("trackk", "track"),
+                      ("reprot", "report"), ("flamegrap", "flamegraph"), ("dumb", "dump"),
+                      ("atach", "attach"), ("expotr", "export"), ("tpo", "top")):
+        p = run([MEMTRACK, typo, "x.mtrk"])
+        check_eq((p.rc, p.stdout, p.stderr),
+                 (2, "", "memtrack: unknown command '%s'; did you mean %s? (see memtrack help "
+                  "for the list)\n" % (typo, cmd)), "memtrack %s" % typo)
+        p = run([MEMTRACK, "help", typo])
+        check_eq((p.rc, p.stderr), (2, "memtrack: no command '%s'; did you mean %s? (see memtrack "
+                 "help)\n" % (typo, cmd)), "memtrack help %s" % typo)
+    for word in ("xy", "cp", "records", "t" * 40):
+        p = run([MEMTRACK, word])
+        check_eq((p.rc, p.stderr), (2, "memtrack: unknown command '%s'; see memtrack help for "
+                 "the list\n" % word), "memtrack %s: no suggestion" % word)
 
 
 def test_help_to_full_disk(tmp):

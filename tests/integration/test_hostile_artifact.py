@@ -177,7 +177,7 @@ def test_top_on_truncated_stacks_file(tmp):
         for s in doc["top"][m]:
             want = whole.get(s["stack"], []) if s["stack"] in stacks_before else []
             check_eq(s["frames"], want, "frames of stack %d (by %s)" % (s["stack"], m))
-    text = mt("report", path, "--top", 3).stdout
+    text = mt("report", path, "--top", 3, "--by", "stack").stdout
     warning = ("warning:      file truncated at offset %d (inside a frame payload): %d events read\n"
                % (n, k))
     check_true(warning in text, "%r in:\n%s" % (warning, text))
@@ -299,7 +299,8 @@ def test_recorded_binary_now_fifo(tmp):
                "flamegraph --folded: " + f.stdout[:500])
     check_eq(f.stderr, warning, "flamegraph's warning")
     x = mt("export", "--format=pprof", art, "-o", tmp / "p.pb.gz")
-    check_eq(x.stderr, warning, "export --format=pprof's warning")
+    check_eq(x.stderr, warning + "memtrack: wrote %s\n" % (tmp / "p.pb.gz"),
+             "export --format=pprof's warning")
     check_true(len(gzip.open(tmp / "p.pb.gz").read()) > 0, "pprof profile written")
     check_eq(opens.count(), 0, "opens of the FIFO")
     opens.close()

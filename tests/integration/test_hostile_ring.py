@@ -159,7 +159,7 @@ def test_huge_head_does_not_hang(tmp):
     The promise timed: the whole run ends within 20 s (a spin never ends)."""
     t0 = time.monotonic()
     cmd = "%s head; %s" % (fixture("hostile_ring"), fixture("heap_pairs"))
-    t = track(tmp, cmd, opts=FAST, timeout=30)
+    t = track(tmp, cmd, opts=FAST, timeout=30, expect_rc=1)  # its later calls are lost
     check_true(time.monotonic() - t0 < 20, "the run ended promptly")
     hostile = pids_of(t.events, "hostile_ring")
     require_eq(len(hostile), 1, "hostile_ring's process")
@@ -225,7 +225,7 @@ def test_scribbled_ring(tmp):
     """A program that overwrites its whole ring (header too) with random
     bytes: memtrack cuts it off and records the next program."""
     cmd = "%s scribble 7; %s" % (fixture("hostile_ring"), fixture("heap_pairs"))
-    t = track(tmp, cmd, opts=FAST, timeout=30)
+    t = track(tmp, cmd, opts=FAST, timeout=30, expect_rc=1)  # its later calls are lost
     hostile = pids_of(t.events, "hostile_ring")
     require_eq(len(hostile), 1, "hostile_ring's process")
     rec = refused(t.events, hostile[0])
@@ -234,6 +234,34 @@ def test_scribbled_ring(tmp):
     pairs = pids_of(t.events, "heap_pairs")
     require_eq(len(pairs), 1, "heap_pairs' process")
     check_eq(len(heap(window(t.events, pairs[0]))), 6, "heap_pairs' window: 3 mallocs, 3 frees")
+
+
+def test_wrecked_ring_counted_lost(tmp):
+    """A program that fills its whole ring with 0xff, then makes 5,000
+    malloc/free pairs: none is recorded (its ring is cut off), and that is a
+    loss by cause, named truthfully: ring_cut_off in the summary line, in
+    report and report --json, exit status 1 (0 with --allow-drops); no
+    'exec'd a program on the uprobes' read from the wrecked header."""
+    cmd = [fixture("hostile_ring"), "wreck", "5000"]
+    out = tmp / "wreck.mtrk"
+    p = run([MEMTRACK, "track", "-o", out] + FAST + ["--"] + cmd, timeout=30)
+    check_eq(p.rc, 1, "memtrack's exit status (%s)" % p.describe())
+    t = Artifact(out)
+    hostile = pids_of(t.events, "hostile_ring")
+    require_eq(len(hostile), 1, "hostile_ring's process")
+    check_eq([r["cut"] for r in refused(t.events, hostile[0])], [1], "its ring cut off")
+    check_eq(sum(1 for e in t.events if e.get("size") == 7013), 0, "its mallocs recorded")
+    err = p.stderr
+    check_true("0 lost, the heap calls of 1 processes lost after their in-process ring was "
+               "cut off (ring_cut_off)" in err, "the summary line names the loss: %r" % err)
+    check_true("exec'd" not in err, "no exec on the uprobes claimed: %r" % err)
+    check_true("1 processes wrote their in-process ring against its protocol and were cut "
+               "off" in err, "the loss's line: %r" % err)
+    check_eq((t.report["ring_cut_off"], t.report["lost_by_cause"], t.report["env_overflow"]),
+             (1, {"ring_buffer_full": 0, "unprobed": 0, "ring_cut_off": 1}, 0),
+             "report --json")
+    t2 = track(tmp, cmd, opts=FAST + ["--allow-drops"], name="allow.mtrk", timeout=30)
+    check_eq(t2.report["ring_cut_off"], 1, "with --allow-drops: still counted")
 
 
 def test_unsealed_memfd_refused(tmp):

@@ -15,6 +15,8 @@ INSTALLED = sorted([
     "usr/lib/libmemtrack-ctl.a",
     "usr/lib/memtrack/libmemtrack-fast.so",
     "usr/lib/pkgconfig/memtrack-ctl.pc",
+    "usr/lib/systemd/system/memtrack.service",
+    "usr/lib/systemd/system/memtrack.socket",
     "usr/share/bash-completion/completions/memtrack",
     "usr/share/man/man1/memtrack.1",
 ] + ["usr/share/doc/memtrack/" + f for f in

@@ -5,8 +5,12 @@ proto/profile.proto): sample types, one sample per call site with its
 values, locations down to symbolized functions, mappings."""
 import gzip
 
-from mtlib import check_eq, check_true, fixture, require
+import re
+import shutil
+
+from mtlib import check_eq, check_true, fixture, require, run
 from callsites import START, memtrack, own_cache, tracked
+from test_diff_top import runs as sitediff_runs
 
 
 def varint(b, i):
@@ -127,3 +131,37 @@ def test_call_site_outputs_unwritable(tmp):
         p = memtrack(*argv, rc=1)
         check_true(p.stderr.startswith(start) and what in p.stderr and
                    p.stderr.count("\n") == 1, "%s: %r" % (argv[0], p.stderr))
+
+
+def pprof_top(tmp, base, new, index):
+    """`go tool pprof -top -diff_base BASE NEW` of sample type @index, in
+    bytes (-unit=B): {function: flat} of the rows with a flat change."""
+    go = shutil.which("go")
+    require(go is not None, "no go (Debian's golang-go; scripts/bootstrap.sh installs it)")
+    p = run(["env", "HOME=%s" % tmp, "PPROF_TMPDIR=%s" % tmp, go, "tool", "pprof", "-top", "-unit=B",
+             "-sample_index=%s" % index, "-diff_base", base, new])
+    require(p.rc == 0, "go tool pprof -diff_base: %s" % p.describe())
+    rows = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"^\s*(-?\d+)B\s+\S+\s+\S+\s+\S+\s+\S+\s+(\S+)$", line)
+        if m and m.group(1) != "0":
+            rows[m.group(2)] = int(m.group(1))
+    return rows
+
+
+def test_pprof_diff_base(tmp):
+    """Two exports of tests/fixtures/sitediff.c (2 then 5 blocks of 3072
+    bytes held at the peak, 1 then 3 leaks of 111, 10 x 520 both times) read
+    by Debian's pprof with -diff_base: each site's delta, exactly, and the
+    unchanged site absent (its samples cancel)."""
+    own_cache(tmp)
+    base, new = sitediff_runs()
+    a, b = tmp / "base.pb.gz", tmp / "new.pb.gz"
+    memtrack("export", "--format=pprof", base, "-o", a)
+    memtrack("export", "--format=pprof", new, "-o", b)
+    check_eq(pprof_top(tmp, a, b, "inuse_space"), {"grow": 3 * 3072}, "inuse_space deltas (the default)")
+    check_eq(pprof_top(tmp, a, b, "alloc_objects"), {"grow": 3, "leak": 2}, "alloc_objects deltas")
+    check_eq(pprof_top(tmp, a, b, "alloc_space"), {"grow": 3 * 3072, "leak": 2 * 111},
+             "alloc_space deltas")
+    check_eq(pprof_top(tmp, a, b, "leaked"), {"leak": 2 * 111}, "leaked deltas")
+    check_eq(pprof_top(tmp, b, a, "leaked"), {"leak": -2 * 111}, "the other way round: a shrink")

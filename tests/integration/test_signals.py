@@ -9,7 +9,7 @@ import subprocess
 
 from mtlib import (MEMTRACK, Failure, check_eq, check_true, fixture, kill_group,
                    of_type, parse_dump, report_json, require, require_eq, run,
-                   spawn_track, wait_until)
+                   signal_state, spawn_track, wait_until)
 
 BLOCK_SIZE = 5555
 NBLOCKS = 10
@@ -32,7 +32,9 @@ def snapshot(path):
 def start_blocker(tmp, name):
     """memtrack track --flush-ms 50 -- blocker, returned once the blocker has
     made its 10 allocations (it says "ready", then waits in pause())."""
-    p, art = spawn_track(tmp, [fixture("blocker")], opts=["--flush-ms", "50"], name=name)
+    # the dispositions the signal tests check, whatever the shell left (mtlib.signal_state)
+    p, art = spawn_track(tmp, [fixture("blocker")], opts=["--flush-ms", "50"], name=name,
+                         preexec_fn=signal_state())
     line = p.stdout.readline()   # EOF if memtrack or the fixture died
     if line != "ready\n":
         kill_group(p)

@@ -12,8 +12,8 @@ import subprocess
 import threading
 import time
 
-from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, kill_group, proc_stats, require, run,
-                   wait_until)
+from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, fixture, kill_group, proc_stats,
+                   require, run, wait_until)
 
 LOOP = "while [ ! -e STOP ]; do sleep 0.1; done"
 
@@ -114,6 +114,55 @@ def test_plain_mode_follows_to_the_end(tmp):
     check_eq({k: last.get(k) for k in want}, want, "the last line: report's numbers")
     check_eq(float(last["elapsed_s"]), round(art.report["duration_ns"] / 1e9, 3),
              "the last line's elapsed_s: the run's duration")
+
+
+def test_plain_mode_missing_file_gives_up(tmp):
+    """stdout not a terminal and the file never made: after 10 s top says
+    that the file does not exist, exit 1 (it used to wait, silent, for
+    ever)."""
+    path = tmp / "never.mtrk"
+    start = time.monotonic()
+    p = run([MEMTRACK, "top", "--interval", "0.2", path], timeout=40)
+    took = time.monotonic() - start
+    check_eq((p.rc, p.stdout, p.stderr),
+             (1, "", "memtrack: '%s' does not exist after 10 s; start memtrack track -o %s "
+              "first, or run memtrack top -- CMD\n" % (path, path)), "top of a file nobody makes")
+    check_true(10 <= took < 30, "it gave up after 10 s: %.1f s" % took)
+
+
+def test_top_runs_the_command(tmp):
+    """top -o FILE -- CMD: track runs CMD into FILE while top follows it;
+    the command's output goes to FILE.log; the last line is report's;
+    top exits with the command's status."""
+    out = tmp / "grow.mtrk"
+    p = run([MEMTRACK, "top", "--interval", "0.2", "-o", out, "--", "sh", "-c",
+             '"$0" 2000000 1000; echo done; exit 3', fixture("heap_grow")], timeout=60)
+    check_eq((p.rc, p.stderr), (3, "memtrack: wrote %s (the command's output: %s.log; memtrack "
+                                "report %s for the whole report)\n" % (out, out, out)),
+             "top -- CMD: the command's exit status, and what it wrote")
+    lines = [logfmt(line) for line in p.stdout.splitlines()]
+    require(lines, "top printed no line: %r" % p.stdout)
+    art = Artifact(out)
+    want = final_numbers(art)
+    check_eq({k: lines[-1].get(k) for k in want}, want, "the last line: report's numbers")
+    check_eq(max(q["peak_heap_bytes"] for q in art.report["processes"]
+                 if q["command"] == "heap_grow"), 2000000, "heap_grow's peak heap")
+    log = (tmp / "grow.mtrk.log").read_text().splitlines()
+    check_eq((len(log), log[-1]), (2, "done"), "the command's output, in FILE.log: %r" % log)
+
+
+def test_top_command_refusals(tmp):
+    for argv, msg in ((["--"], "memtrack: no command after --; usage: memtrack top"),
+                      (["x.mtrk", "--", "true"], "memtrack: top -- CMD records its own artifact: "
+                       "give -o x.mtrk instead of 'x.mtrk'"),
+                      (["-o", "x.mtrk"], "memtrack: -o names the artifact of top -- CMD; to follow "
+                       "a file give it alone: memtrack top x.mtrk")):
+        p = run([MEMTRACK, "top"] + argv)
+        check_eq((p.rc, p.stderr.startswith(msg), p.stderr.count("\n")), (2, True, 1),
+                 "top %s: %r" % (" ".join(argv), p.stderr))
+    p = run([MEMTRACK, "top", "-o", tmp / "no" / "x.mtrk", "--", "true"])
+    check_eq((p.rc, p.stderr.startswith("memtrack: cannot write"), p.stderr.count("\n")),
+             (1, True, 1), "top -o into a missing directory: %r" % p.stderr)
 
 
 def test_refusals(tmp):
@@ -218,6 +267,25 @@ def test_view_redraws_then_quits_on_q_and_ctrl_c(tmp):
     check_eq(art.report["exit_code"], 0, "the command's exit code")
 
 
+def test_view_of_top_running_the_command(tmp):
+    """top -- CMD in one terminal: the view of the run it started; q stops
+    the command (SIGINT through track), and the artifact is whole."""
+    t = Tmux("mt-top-cmd", "cd '%s' && '%s' top --interval 0.3 -o cmd.mtrk -- sh -c '%s'; "
+             "echo \"rc=$?\"; sleep 60" % (tmp, MEMTRACK, LOOP))
+    try:
+        t.wait_for(r"^memtrack top  cmd\.mtrk  sh -c while")
+        t.wait_for(r"^processes \d+, [12] running", timeout=30)
+        t.keys("q")
+        t.wait_for(r"^rc=130$", timeout=30)
+        check_true("memtrack: wrote cmd.mtrk (the command's output: cmd.mtrk.log" in
+                   "".join(t.screen().split("\n")), "it says what it wrote:\n%s" % t.screen())
+    finally:
+        t.close()
+    rep = Artifact(tmp / "cmd.mtrk").report
+    check_eq((rep["truncated"], rep["exit_signal"]), (False, 2),
+             "the artifact is whole; the command ended by the SIGINT")
+
+
 def test_view_ends_when_the_artifact_is_complete(tmp):
     live = LiveTrack(tmp)
     t = top_in_tmux(tmp, "mt-top-end")
@@ -241,3 +309,59 @@ def test_view_ends_when_the_artifact_is_complete(tmp):
     finally:
         t.close()
         live.kill()
+
+
+def test_stopped_writer_seen_on_a_killed_run(tmp):
+    """Issue 41: memtrack SIGKILLed while top follows its file: top notices
+    the writer is gone (its lock released, no trailer), prints a last line
+    with stopped=1 and an elapsed time that stops at the last record, says
+    in one line that the recording stopped without finishing, and exits 0
+    within seconds instead of counting on."""
+    live = LiveTrack(tmp)
+    top = None
+    try:
+        wait_until(lambda: live.out.exists(), "track's artifact", timeout=30)
+        top = subprocess.Popen([MEMTRACK, "top", "--interval", "0.2", str(live.out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+        time.sleep(1.0)
+        check_eq(top.poll(), None, "top follows while track runs")
+        live.p.kill()  # memtrack alone, SIGKILL: the shell loop runs on
+        live.p.wait()
+        t0 = time.monotonic()
+        out, err = top.communicate(timeout=20)
+        waited = time.monotonic() - t0
+    finally:
+        (tmp / "STOP").write_text("")
+        if top:
+            kill_group(top)
+        live.kill()
+    lines = [logfmt(line) for line in out.splitlines()]
+    require(len(lines) >= 2, "top's lines: %r" % out)
+    check_eq((top.returncode, [x.get("stopped") for x in lines]),
+             (0, [None] * (len(lines) - 1) + ["1"]), "top's exit status and stopped=1 last only")
+    check_true(waited < 10, "top ended %.1f s after the kill" % waited)
+    rep = Artifact(live.out).report  # a file without trailer: its duration ends at its last record
+    check_eq((rep["truncated"], float(lines[-1]["elapsed_s"])),
+             (True, round(rep["duration_ns"] / 1e9, 3)),
+             "the last line's elapsed_s: up to the last record, not the wall clock")
+    check_eq(err, "memtrack: %s: the recording stopped without finishing (no trailer, and no "
+                  "memtrack writes it any more: it was killed, or this is a copy); memtrack "
+                  "report reads what it holds\n" % live.out, "top's stderr")
+
+
+def test_stopped_writer_seen_on_a_cut_copy(tmp):
+    """A finished artifact cut before its trailer (a copy, nobody writes it):
+    top says at once that it stopped without finishing, exit 0."""
+    live = LiveTrack(tmp)
+    time.sleep(0.5)
+    live.stop()
+    data = live.out.read_bytes()
+    cut = tmp / "cut.mtrk"
+    cut.write_bytes(data[:len(data) - 64])
+    p = run([MEMTRACK, "top", str(cut)], timeout=20)
+    lines = [logfmt(line) for line in p.stdout.splitlines()]
+    check_eq((p.rc, len(lines), lines[-1].get("stopped") if lines else None), (0, 1, "1"),
+             "top of a cut copy: exit status, lines, stopped=1 (%r)" % p.stderr)
+    check_true(p.stderr.startswith("memtrack: %s: the recording stopped without finishing" % cut),
+               "its message: %r" % p.stderr)

@@ -19,8 +19,17 @@
 #     kernel RELEASE: N passed, M failed
 # Exit status 0 iff every kernel booted and had M == 0.
 #
+# With MT_KERNEL_ARCH=arm64 (make ARCH=arm64 test-kernels, on x86-64) it
+# boots the arm64 packages of the same series (linux-image-*-arm64) under
+# qemu-system-aarch64 (TCG, -machine virt -cpu max) in a root of Debian's
+# arm64 packages (tests/kernels/arm64-root.sh: the host's programs are
+# x86-64 ones) with the checkout, and OUT's cross build, at its own path;
+# its default subset is ARM64_TESTS below (TCG emulates arm64 on x86-64
+# several times slower than it runs x86-64).
+#
 # usage: tests/kernels/run.sh [SERIES...]      (default: 6.1 6.12)
-# Environment: OUT (build directory, default build); MT_KERNEL_TESTS (a
+# Environment: OUT (build directory, default build); MT_KERNEL_ARCH (amd64,
+# the default, or arm64); MT_KERNEL_TESTS (a
 # pytest -k expression replacing the default subset); MT_KERNEL_TIMEOUT
 # (seconds per kernel, default 900); MT_KERNEL_MEM (guest MiB, default 3072);
 # MT_KERNEL_CMD (a shell command the guest runs instead of the tests, to look
@@ -35,7 +44,8 @@ TIMEOUT=${MT_KERNEL_TIMEOUT:-900}
 MEM=${MT_KERNEL_MEM:-3072}
 # One test per feature at least: tree tracking and parking, heap on both
 # paths, the mmap family, RSS, --physical, --stacks, --control, the reaper
-# and what SIGKILL leaves.  memtrack's BPF load takes ~4.5 s under TCG, so
+# and what SIGKILL leaves, the daemon's path (a user's exact session; the
+# daemon SIGKILLed mid-session).  memtrack's BPF load takes ~4.5 s under TCG, so
 # each name here is one or a few runs of memtrack.
 DEFAULT_TESTS="test_fork_then_exec or test_double_fork_daemon or test_malloc_free_pairs \
 or (test_fixture_same_both_ways and (heap_pairs or heap_realloc or threads or fork_seq \
@@ -43,44 +53,48 @@ or vfork_alloc or spawn_alloc or cxx_ops)) or test_mmap_munmap_mremap_brk or tes
 or test_cow_rss_and_physical or test_fixture_stack or test_only_the_enabled_phase_is_recorded \
 or test_sigkilled_memtrack_leaves_readable_file or test_memtrack_killed_program_runs_on \
 or test_teardown_closer_leaves_and_exits or test_mapped_glibc_heap_plus_own_mapping \
-or test_mapped_thread_arena_not_counted"
-TESTS=${MT_KERNEL_TESTS:-$DEFAULT_TESTS}
+or test_mapped_thread_arena_not_counted or test_sudo_attach_own_process_and_setuid_child \
+or test_sudo_attach_undumpable_leaves or test_sudo_attach_yama \
+or (test_daemon and (test_exact_counts_as_user or test_daemon_sigkilled_mid_session))"
+# arm64: one test per feature family of memtrack's arm64 port, a run of
+# memtrack or two each (the heap on both paths, fork and exec, the mmap
+# family, RSS and --physical, --control, SIGKILL, the artifact's arch, call
+# stacks without frame pointers on both unwinders: a malloc's, a thread's,
+# an mmap's): TCG's arm64 is several times slower here.
+ARM64_TESTS="test_fork_then_exec or test_malloc_free_pairs \
+or (test_fixture_same_both_ways and heap_pairs) or test_mmap_munmap_mremap_brk \
+or test_cow_rss_and_physical or test_only_the_enabled_phase_is_recorded \
+or test_sigkilled_memtrack_leaves_readable_file or test_arch \
+or (test_fixture_stack and (nofp-recurse or nofp-thread or nofp-mmap) and not static)"
 # the modules the guest needs to reach the host's root; builtin ones are skipped
 ROOT_MODULES="virtio_pci 9pnet_virtio 9p overlay"
+KARCH=${MT_KERNEL_ARCH:-amd64}
+case $KARCH in
+amd64)
+	QEMU=qemu-system-x86_64 CONSOLE=ttyS0 BUSYBOX=$(command -v busybox)
+	TESTS=${MT_KERNEL_TESTS:-$DEFAULT_TESTS}
+	;;
+arm64)
+	QEMU=qemu-system-aarch64 CONSOLE=ttyAMA0 BUSYBOX=$KDIR/arm64-busybox/bin/busybox
+	TESTS=${MT_KERNEL_TESTS:-$ARM64_TESTS}
+	;;
+*) echo "memtrack: test-kernels: MT_KERNEL_ARCH=$KARCH: amd64 or arm64" >&2 && exit 2 ;;
+esac
+# shellcheck source=scripts/kernel-pkg.sh
+. scripts/kernel-pkg.sh
+# shellcheck source=tests/kernels/arm64-root.sh
+. tests/kernels/arm64-root.sh
 
 die() {
 	echo "memtrack: test-kernels: $*" >&2
 	exit 2
 }
 
-for tool in qemu-system-x86_64 busybox apt-get apt-cache dpkg xz; do
+for tool in "$QEMU" busybox apt-get apt-cache dpkg xz; do
 	command -v "$tool" >/dev/null || die "$tool not found; run scripts/bootstrap.sh"
 done
 [ -x "$OUT/memtrack" ] || die "no $OUT/memtrack; run make first"
 case $ROOT in *[[:space:]]*) die "the checkout's path '$ROOT' has a space; the guest cannot be told it" ;; esac
-
-# newest_package SERIES: the newest linux-image package name of SERIES
-newest_package() {
-	local re
-	case $1 in
-	6.1) re='^linux-image-6\.1\.0-[0-9]+-amd64 ' ;;
-	6.12) re='^linux-image-6\.12\.[0-9]+\+deb12-amd64 ' ;;
-	*) die "unknown kernel series '$1' (known: 6.1 6.12)" ;;
-	esac
-	apt-cache search --names-only '^linux-image-6\.1' | grep -E "$re" | cut -d' ' -f1 | sort -V | tail -n1
-}
-
-# unpack PACKAGE: fetches and unpacks PACKAGE into $KDIR/PACKAGE (once)
-unpack() {
-	local pkg=$1 dir=$KDIR/$1
-	[ -f "$dir/.unpacked" ] && return 0
-	rm -rf "$dir" && mkdir -p "$dir/deb" || return 1
-	(cd "$dir/deb" && apt-get download -q "$pkg" >/dev/null 2>&1) || {
-		echo "memtrack: test-kernels: apt-get download $pkg failed; run apt-get update" >&2
-		return 1
-	}
-	dpkg -x "$dir"/deb/*.deb "$dir/root" && rm -f "$dir"/deb/*.deb && touch "$dir/.unpacked"
-}
 
 # module_file MODDIR NAME: the path of module NAME (- and _ are the same) under MODDIR
 module_file() {
@@ -121,7 +135,7 @@ add_module() {
 make_initramfs() {
 	local pkgdir=$1 release=$2 ird=$1/initramfs m
 	rm -rf "$ird" && mkdir -p "$ird"/{bin,dev,proc,sys,lower,rw,newroot,mods} || return 1
-	cp "$(command -v busybox)" "$ird/bin/busybox" || return 1
+	cp "$BUSYBOX" "$ird/bin/busybox" || return 1
 	for m in $ROOT_MODULES; do
 		add_module "$pkgdir/root/lib/modules/$release" "$m" "$ird/mods" || return 1
 	done
@@ -131,15 +145,26 @@ make_initramfs() {
 
 # boot PKGDIR RELEASE LOG: boots the kernel; its console goes to LOG and stdout
 boot() {
-	local pkgdir=$1 release=$2 log=$3
+	local pkgdir=$1 release=$2 log=$3 qemu append
+	append="console=$CONSOLE quiet loglevel=3 panic=-1 mt.dir=$ROOT mt.out=$OUT"
+	case $KARCH in
 	# thread=single: under multi-threaded TCG, 6.12 oopsed on the int3 of
 	# a static key being patched as memtrack attached rss_stat (a vCPU ran
 	# the stale breakpoint after text_poke_bp() had finished)
-	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single \
+	amd64) qemu=(qemu-system-x86_64 -accel 'tcg,thread=single') ;;
+	# pauth-impdef: the CPU's own pointer authentication algorithm, not
+	# QARMA, which TCG computes slowly (the kernel and libc sign return
+	# addresses either way); mt.root: the arm64 root (arm64-root.sh)
+	arm64)
+		qemu=(qemu-system-aarch64 -machine virt -cpu 'max,pauth-impdef=on' -accel 'tcg,thread=multi')
+		append="$append mt.root=$KDIR/arm64-root"
+		;;
+	esac
+	timeout --foreground -k 10 "$TIMEOUT" "${qemu[@]}" \
 		-smp 2 -m "$MEM" -nodefaults -display none -no-reboot \
 		-serial stdio -monitor none \
 		-kernel "$pkgdir/root/boot/vmlinuz-$release" -initrd "$pkgdir/initramfs.cpio.gz" \
-		-append "console=ttyS0 quiet loglevel=3 panic=-1 mt.dir=$ROOT mt.out=$OUT" \
+		-append "$append" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		</dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
 }
@@ -147,7 +172,7 @@ boot() {
 # run_kernel SERIES: boots the newest kernel of SERIES, prints its summary line
 run_kernel() {
 	local series=$1 pkg release pkgdir log line start
-	pkg=$(newest_package "$series")
+	pkg=$(kernel_package "$KARCH" "$series") || return 1
 	if [ -z "$pkg" ]; then
 		echo "kernel $series: no package found by apt-cache search (run apt-get update)"
 		return 1
@@ -157,7 +182,7 @@ run_kernel() {
 	log=$KDIR/$release.log
 	echo "== kernel $release ($pkg)"
 	start=$(date +%s)
-	if ! unpack "$pkg" || ! make_initramfs "$pkgdir" "$release"; then
+	if ! kernel_unpack "$KDIR" "$pkg" || ! make_initramfs "$pkgdir" "$release"; then
 		summary+=("kernel $release: could not prepare the package")
 		return 1
 	fi
@@ -177,6 +202,10 @@ run_kernel() {
 }
 
 mkdir -p "$KDIR" || exit 2
+if [ "$KARCH" = arm64 ]; then
+	arm64_root "$KDIR" || exit 2
+	file -L "$OUT/memtrack" | grep -q aarch64 || die "$OUT/memtrack is not an arm64 build; run make ARCH=arm64"
+fi
 # the guest reads the test selection from here (its root is this one, read-only)
 printf '%s\n' "$TESTS" >"$KDIR/tests"
 printf '%s\n' "${MT_KERNEL_CMD:-}" >"$KDIR/cmd"

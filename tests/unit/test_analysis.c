@@ -287,6 +287,95 @@ static void test_table_random(void)
 	analysis_release(&a);
 }
 
+/*
+ * Temporary allocations (heaptrack's test, per thread): on thread 10,
+ * malloc A, free A: temporary.  malloc B, malloc C, free C (temporary),
+ * free B (not: C came between).  malloc D, realloc D -> E, free E
+ * (temporary: the realloc is the thread's last allocation, at E), while
+ * thread 11's malloc F in between does not count for thread 10; free F on
+ * 11 is temporary too.  A free right after a free is not temporary either.
+ * Totals: 4 of 6 allocations (3 on thread 10, 1 on 11).
+ */
+static void test_temporary(void)
+{
+	struct analysis a;
+
+	analysis_init(&a);
+	S_MALLOC(&a, 10, 1, 0xA0, 8);
+	S_FREE(&a, 10, 2, 0xA0);
+	S_MALLOC(&a, 10, 3, 0xB0, 8);
+	S_MALLOC(&a, 10, 4, 0xC0, 8);
+	S_FREE(&a, 10, 5, 0xC0);
+	S_FREE(&a, 10, 6, 0xB0);
+	S_MALLOC(&a, 10, 7, 0xD0, 8);
+	S_REALLOC(&a, 10, 8, 0xE0, 16, 0xD0);
+	S_MALLOC(&a, 11, 9, 0xF0, 8);
+	S_FREE(&a, 10, 10, 0xE0);
+	S_FREE(&a, 11, 11, 0xF0);
+	analysis_finish(&a);
+	CHECK_U64(a.alloc_count, 6);
+	CHECK_U64(a.temporary_count, 4); /* A, C, E on 10; F on 11 */
+	CHECK_U64(analysis_proc(&a, 10)->temporary, 3);
+	CHECK_U64(analysis_proc(&a, 11)->temporary, 1);
+	CHECK_U64(a.sites.nsites, 1);
+	CHECK_U64(a.sites.sites[0].temporary, 4);
+	analysis_release(&a);
+}
+
+/* Sizes by power of two: 0 -> bucket 0; 1 -> 1; 2, 3 -> 2; 4096 -> 13; 2^63 -> 64. */
+static void test_size_histogram(void)
+{
+	struct analysis a;
+
+	analysis_init(&a);
+	S_MALLOC(&a, 10, 1, 0x10, 0);
+	S_MALLOC(&a, 10, 2, 0x20, 1);
+	S_MALLOC(&a, 10, 3, 0x30, 2);
+	S_MALLOC(&a, 10, 4, 0x40, 3);
+	S_MALLOC(&a, 10, 5, 0x50, 4096);
+	S_MALLOC(&a, 10, 6, 0x60, 1ull << 63);
+	analysis_finish(&a);
+	CHECK_U64(a.sizes.count[0], 1);
+	CHECK_U64(a.sizes.count[1], 1);
+	CHECK_U64(a.sizes.count[2], 2);
+	CHECK_U64(a.sizes.bytes[2], 5);
+	CHECK_U64(a.sizes.count[13], 1);
+	CHECK_U64(a.sizes.bytes[13], 4096);
+	CHECK_U64(a.sizes.count[64], 1);
+	CHECK_U64(size_bucket_min(13), 4096);
+	CHECK_U64(size_bucket_max(13), 8191);
+	CHECK_U64(size_bucket_max(64), UINT64_MAX);
+	CHECK_U64(size_bucket_max(0), 0);
+	analysis_release(&a);
+}
+
+/*
+ * An attached run: pid 10 exits holding 100 bytes (leaked); pid 11 is still
+ * alive at the end holding 30 + 20 (live at end, not leaked).
+ */
+static void test_attached_live_at_end(void)
+{
+	struct analysis a;
+
+	analysis_init(&a);
+	analysis_set_attached(&a, true);
+	S_MALLOC(&a, 10, 1, 0x1000, 100);
+	S_MALLOC(&a, 11, 2, 0x2000, 30);
+	S_MALLOC(&a, 11, 3, 0x3000, 20);
+	S_EXIT(&a, 10, 4, 0);
+	analysis_finish(&a);
+	CHECK_U64(a.leaked_count, 1);
+	CHECK_U64(a.leaked_bytes, 100);
+	CHECK_U64(a.live_end_count, 2);
+	CHECK_U64(a.live_end_bytes, 50);
+	CHECK_U64(a.live_end_procs, 1);
+	CHECK_U64(analysis_proc(&a, 11)->leaked_bytes, 0);
+	CHECK_U64(analysis_proc(&a, 11)->live_end_bytes, 50);
+	CHECK_U64(a.sites.sites[0].leaked_bytes, 100);
+	CHECK_U64(a.live_bytes, 0);
+	analysis_release(&a);
+}
+
 int main(void)
 {
 	RUN(test_heap_basic);
@@ -299,5 +388,8 @@ int main(void)
 	RUN(test_many_processes);
 	RUN(test_table_bounded);
 	RUN(test_table_random);
+	RUN(test_temporary);
+	RUN(test_size_histogram);
+	RUN(test_attached_live_at_end);
 	HARNESS_EXIT();
 }

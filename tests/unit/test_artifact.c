@@ -47,7 +47,8 @@ static void fill_header(struct mt_header *h)
 	h->clock_id = 1;
 	h->wall_offset_ns = -1234567890123LL;
 	h->start_ns = 987654321012345ULL;
-	strcpy(h->kernel_release, "6.1.0-18-amd64");
+	strcpy(h->kernel_release, "6.1.0-18-arm64");
+	strcpy(h->arch, "aarch64");
 	strcpy(h->command, "./demo --size 4096 'quoted arg' \xc3\xa9t\xc3\xa9");
 	h->flags = MT_HDR_ALLOCATORS | MT_HDR_PHYSICAL;
 }
@@ -274,6 +275,15 @@ static size_t all_types(struct trec *r)
 	r[n++].str = "a\nb\x1b[31m";
 	r[n] = R(MT_RUNNING, 0, T + 2802, 1, 0);
 	r[n++].str = long_path; /* cut at MT_PATH_MAX - 1 */
+	/* processes leaving an attach made under sudo */
+	r[n++] = R(MT_LEFT, 0, T + 2900, MT_LEFT_EXEC);
+	r[n++] = R(MT_LEFT, 0, T + 2901, MT_LEFT_DUMPABLE);
+	/* Python frames: an interpreter's verdict, a code object without strings or lines */
+	r[n++] = R(MT_PYTHON, 0, T + 3000, 7, 0x030b02f0, 1);
+	r[n++] = R(MT_PYCODE, 0, T + 3001, 0x7f0000004000ULL, 10, 0, 0, 0);
+	/* --sample-bytes: the period, a process's exact totals */
+	r[n++] = R(MT_SAMPLING, 0, T + 3100, 65536);
+	r[n++] = R(MT_COUNTS, 0, T + 3101, UINT64_MAX, 246269160, 1100003, 3697, 0);
 	/* extreme ids */
 	r[n] = R(MT_MALLOC, UINT16_MAX, T, UINT64_MAX, 1);
 	r[n].h.pid = UINT32_MAX;
@@ -296,7 +306,7 @@ static size_t all_types(struct trec *r)
 
 static void test_roundtrip_all_types(void)
 {
-	struct trec r[64];
+	struct trec r[72];
 	size_t n = all_types(r), got;
 	char path[64], err[256];
 	struct mt_reader *rd;
@@ -325,6 +335,7 @@ static void test_roundtrip_all_types(void)
 		CHECK_EQ(h->wall_offset_ns, want.wall_offset_ns);
 		CHECK_U64(h->start_ns, want.start_ns);
 		CHECK_STR(h->kernel_release, want.kernel_release);
+		CHECK_STR(h->arch, want.arch);
 		CHECK_STR(h->command, want.command);
 		CHECK_EQ(h->flags, want.flags);
 		CHECK(mt_reader__trailer(rd) == NULL); /* not read yet */
@@ -360,6 +371,7 @@ static void test_header_limits(void)
 	fill_header(&h);
 	memset(h.command, 'c', sizeof(h.command));
 	memset(h.kernel_release, 'k', sizeof(h.kernel_release));
+	memset(h.arch, 'a', sizeof(h.arch));
 	memset(h.memtrack_version, 'v', sizeof(h.memtrack_version));
 	h.wall_offset_ns = INT64_MIN;
 	h.start_ns = UINT64_MAX;
@@ -378,6 +390,7 @@ static void test_header_limits(void)
 		CHECK_EQ(strlen(g->command), sizeof(h.command) - 1);
 		CHECK_EQ(strspn(g->command, "c"), sizeof(h.command) - 1);
 		CHECK_EQ(strlen(g->kernel_release), sizeof(h.kernel_release) - 1);
+		CHECK_EQ(strlen(g->arch), sizeof(h.arch) - 1);
 		CHECK_EQ(strlen(g->memtrack_version), sizeof(h.memtrack_version) - 1);
 		CHECK_EQ(g->wall_offset_ns, INT64_MIN);
 		CHECK_U64(g->start_ns, UINT64_MAX);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include "analyze/callsites.h"
 #include "analyze/flamegraph.h"
+#include "analyze/functions.h"
 #include "harness.h"
 #include "analyze/pb.h"
 
@@ -110,8 +111,14 @@ static void test_folded(void)
 	buf = NULL;
 	out = open_memstream(&buf, &len);
 	CHECK_EQ(flame_build(&f, &a, &st, sym, SITE_PEAK), 0);
-	CHECK_EQ(flame_write_svg(&f, "t<&>", out), 0);
+	CHECK_EQ(flame_write_svg(&f, "t<&>", false, out), 0);
 	fclose(out);
+	/* an icicle: the root's row is at the top, under the title, and the picture is
+	 * as tall as its three levels (44 px of title, 16 a level, 20 of footer) */
+	CHECK(strstr(buf,
+		     "data-n=\"all\"><title>all (400 bytes, 100.00%)</title><rect x=\"10.0\" y=\"44.0\"") !=
+	      NULL);
+	CHECK(strstr(buf, "height=\"112\" viewBox=\"0 0 1200 112\"") != NULL);
 	CHECK(strstr(buf, "data-n=\"prog+0x12\"") != NULL);
 	CHECK(strstr(buf, "t&lt;&amp;&gt;") != NULL);
 	CHECK(strstr(buf, "data-n=\"prog+0x22\"") == NULL); /* no peak bytes there */
@@ -195,9 +202,95 @@ static void test_pb(void)
 	pb_release(&sub);
 }
 
+/*
+ * By function: stacks 1 and 3 start in prog+0x11 (5 + 1 allocations, 1500
+ * bytes, peak 100 + 0, leaked 0 + 7), stack 2 in prog+0x12.  prog+0x11's
+ * callers: prog+0x21 (stack 1: 5 allocations) before prog+0x22 (stack 3: 1).
+ * Its heaviest stack by peak bytes is 1.  A site with no stack is
+ * FN_NO_STACK's.  Sums over the functions are the sites' sums.
+ */
+static void test_functions(void)
+{
+	struct symbolizer *sym = symbolizer__new(&(struct symbolizer_opts){ .cache_dir = "" });
+	const struct fn_entry **v, *f;
+	const struct fn_caller **c;
+	struct stack_table st;
+	struct analysis a;
+	struct fn_table t;
+	size_t n;
+
+	fill(&a, &st);
+	put(&a, 0, 2, 20, 0, 0);
+	CHECK_EQ(fn_table_build(&t, &a, &st, sym), 0);
+	CHECK_EQ(t.nfns, 3);
+	v = fn_ranked(&t, SITE_ALLOCATIONS, 0, &n);
+	CHECK(v && n == 3);
+	CHECK_STR(v[0]->name, "prog+0x12"); /* 9 */
+	CHECK_STR(v[1]->name, "prog+0x11"); /* 6 */
+	CHECK_STR(v[2]->name, FN_NO_STACK); /* 2 */
+	free(v);
+	f = fn_find(&t, "prog+0x11");
+	CHECK(f != NULL);
+	CHECK_U64(f->cost.allocs, 6);
+	CHECK_U64(f->cost.allocated_bytes, 1500);
+	CHECK_U64(f->cost.peak_bytes, 100);
+	CHECK_U64(f->cost.leaked_bytes, 7);
+	CHECK_U64(f->cost.stack, 1);
+	CHECK_U64(f->nsites, 2);
+	CHECK_U64(f->ncallers, 2);
+	c = fn_callers_ranked(f, SITE_ALLOCATIONS, 0, &n);
+	CHECK(c && n == 2);
+	CHECK_STR(c[0]->name, "prog+0x21");
+	CHECK_U64(c[0]->cost.allocs, 5);
+	CHECK_STR(c[1]->name, "prog+0x22");
+	CHECK_U64(c[1]->cost.allocs, 1);
+	free(c);
+	c = fn_callers_ranked(f, SITE_PEAK, 0, &n); /* stack 3 held nothing at the peak */
+	CHECK(c && n == 1);
+	free(c);
+	v = fn_ranked(&t, SITE_TEMPORARY, 0, &n);
+	CHECK(!v && n == 0);
+	fn_table_release(&t);
+	symbolizer__free(sym);
+	stack_table_release(&st);
+	analysis_release(&a);
+}
+
+/* The allocator's frames are skipped; the program's and libc's others are not. */
+static void test_frame_is_allocator(void)
+{
+	static const char *const yes[] = { "malloc",
+					   "__GI___libc_malloc",
+					   "operator new(unsigned long)",
+					   "operator delete[](void*)",
+					   "_Znwm",
+					   "PyMem_Malloc",
+					   "_PyObject_Malloc",
+					   "mmap64",
+					   "realloc" };
+	static const char *const no[] = { "main",	  "__libc_start_main",	  "strdup",
+					  "mallocx_user", "_PyUnicode_JoinArray", "PyObject_New" };
+	struct mt_object je = { .id = 1, .path = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2" };
+	struct site_frame f = { 0 };
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++) {
+		f.function = yes[i];
+		CHECK(frame_is_allocator(&f));
+	}
+	for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++) {
+		f.function = no[i];
+		CHECK(!frame_is_allocator(&f));
+	}
+	f.function = "imalloc_body";
+	f.obj = &je;
+	CHECK(frame_is_allocator(&f));
+}
+
 int main(void)
 {
 	RUN(test_ranked);
+	RUN(test_functions);
+	RUN(test_frame_is_allocator);
 	RUN(test_folded);
 	RUN(test_flame_many_siblings);
 	RUN(test_pb);

@@ -104,7 +104,7 @@ static void test_rss_and_timeline(void)
 	analysis_finish(&a);
 	timeline_finish(tl, UINT64_MAX);
 	CHECK_EQ(timeline_write_svg(tl, &m, out), 0);
-	CHECK_EQ(timeline_write_html(tl, &m, out), 0);
+	CHECK_EQ(timeline_write_html_section(tl, &m, out), 0);
 	fclose(out);
 	timeline__free(tl);
 	analysis_release(&a);

@@ -83,7 +83,7 @@ static void test_one_event_peak(void)
 	check_columns(tl, 7);
 	/* the page carries it: hover data and the peak label */
 	f = open_memstream(&buf, &len);
-	CHECK_EQ(timeline_write_html(tl, &m, f), 0);
+	CHECK_EQ(timeline_write_html_section(tl, &m, f), 0);
 	fclose(f);
 	CHECK(buf && strstr(buf, ",10000126,"));
 	CHECK(buf && strstr(buf, "data-series=\"heap\" data-bytes=\"10000126\""));
