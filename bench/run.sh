@@ -7,20 +7,37 @@
 #   bench/run.sh --compare old.json   run, then show the change per row
 #   bench/run.sh --shard 2/3 [--mode walltime]   the 2nd of 3 disjoint parts
 #   bench/run.sh --merge a.json b.json [--results OUT.json]   join shards
+#   bench/run.sh --smoke --shard 1/2 --results s1.json   any run, to that file
 #   bench/run.sh --shard 2/3 --list   the rows a run would measure
 #   bench/run.sh --help               every option
 #
 # The benchmarks are listed in bench/benchmarks.toml.  Results go to
-# build/bench-results/results.{md,json} (smoke.{md,json} with --smoke).
-# Shards are balanced by bench/costs.json, which a full run refreshes.
+# build/bench-results/results.{md,json} (smoke.{md,json} with --smoke), or
+# to --results FILE in every mode.  A whole run writes the rows' costs
+# beside its results (costs.json); shards are balanced by that file when
+# it is there, else by the committed bench/costs.json, which only
+# --update-costs rewrites (a benchmark run leaves the checkout clean).
 # Needs root (memtrack loads BPF), hyperfine, heaptrack, valgrind, GNU time
 # and python3 >= 3.11: scripts/bootstrap.sh installs them.
 set -e
 cd "$(dirname "$0")/.."
 
-case " $* " in
-*" -h "*|*" --help "*|*" --results "*|*" --merge "*|*" --list "*) exec python3 bench/bench.py "$@" ;;  # runs nothing
-esac
+# Whether the options run nothing (no root needed): --help, --merge, --list,
+# and --compare of an existing --results file (no option that selects rows)
+runs_nothing() {
+	case " $* " in
+	*" -h "* | *" --help "* | *" --merge "* | *" --list "*) return 0 ;;
+	esac
+	case " $* " in *" --compare "*) ;; *) return 1 ;; esac
+	case " $* " in *" --results "*) ;; *) return 1 ;; esac
+	case " $* " in
+	*" --smoke "* | *" --shard "* | *" --only "* | *" --variant "* | *" --mode "* | *" --runs "* | *" --no-peers "*) return 1 ;;
+	esac
+	return 0
+}
+if runs_nothing "$@"; then
+	exec python3 bench/bench.py "$@"
+fi
 if [ "$(id -u)" != 0 ]; then
 	echo "bench: memtrack needs root to load its BPF programs; run: sudo $0 $*" >&2
 	exit 1

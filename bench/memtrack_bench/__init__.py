@@ -20,7 +20,8 @@ The modules, in the order a run goes through them:
             Input, Benchmark, Variant, Config)
   shards    the units of work, bench/costs.json, --shard's balanced split
   run       one run's settings (Run), its inputs, a row's command run once
-  machine   machine, tools and load for the results; waiting for reapers
+  machine   machine, tools and load for the results
+  reapers   waiting for the suite's reapers (also hyperfine's --prepare script)
   walltime  walltime rows (hyperfine rounds, round_plan, median_stable)
   memory    memory rows (an outer memtrack tracking the inner one)
   parse     reading report --json, dump and GNU time's output

@@ -10,6 +10,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,8 +23,9 @@ from .machine import git_describe, machine_info, mark_children, tool_version
 from .memory import run_memory
 from .merge import MergeError, merge_results
 from .render import write_result
-from .run import Run, make_inputs, pick_scratch
-from .shards import load_costs, parse_shard, shard_units, suite_units, write_costs
+from .run import Run, make_inputs, pick_scratch, start_daemon, stop_daemon
+from .shards import (costs_id, measured_costs_path, parse_shard, pick_costs, shard_units, suite_units,
+                     whole_suite, write_costs)
 from .walltime import run_walltime
 
 
@@ -44,10 +46,18 @@ def parse_args(argv=None):
     ap.add_argument("--smoke", action="store_true", help="each command once, no statistics; exit 1 on failure")
     ap.add_argument("--compare", metavar="BASELINE.json", help="print the change against an earlier results file")
     ap.add_argument("--results", metavar="RESULTS.json",
-                    help="with --compare: compare this existing file instead of running the suite; "
-                         "with --merge: write the merged results here (and its .md beside it)")
+                    help="write the results here (its .md and the measured costs.json beside it) instead of "
+                         "--out's results.json or smoke.json, in every mode (a run, a shard, --smoke, --merge); "
+                         "with --compare and no run: compare this existing file instead of running the suite")
     ap.add_argument("--shard", metavar="K/N", help="run the K-th of N disjoint parts of the suite (of --mode's "
-                                                   "rows), balanced by bench/costs.json")
+                                                   "rows), balanced by the row costs (--costs)")
+    ap.add_argument("--costs", metavar="COSTS.json",
+                    help="the row costs that balance --shard and plan rounds (default: the costs.json a whole "
+                         "run measured beside the results, else the committed bench/costs.json); every shard "
+                         "of one run must use the same")
+    ap.add_argument("--update-costs", action="store_true",
+                    help="after a whole run (or a --merge of one): also rewrite the committed bench/costs.json "
+                         "with the costs measured (commit it; without this the tree is never written)")
     ap.add_argument("--merge", nargs="+", metavar="SHARD.json",
                     help="join shards' results.json into the results a whole run writes (runs nothing)")
     ap.add_argument("--list", action="store_true", help="print the rows this run would measure and exit")
@@ -56,7 +66,8 @@ def parse_args(argv=None):
                     help="with --compare: exit 3 when a row got worse beyond the threshold "
                          "(off by default: timings are noisy)")
     ap.add_argument("--out", default=os.path.join(REPO, "build", "bench-results"),
-                    help="directory for results.json/results.md (smoke.json/smoke.md with --smoke)")
+                    help="directory for results.json/results.md (smoke.json/smoke.md with --smoke) and the "
+                         "measured costs.json, unless --results names the file")
     ap.add_argument("--memtrack", default=os.environ.get("MEMTRACK", os.path.join(REPO, "build", "memtrack")))
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory (inputs, artifacts)")
     return ap.parse_args(argv)
@@ -84,10 +95,45 @@ def do_merge(args, suite):
         result = merge_results(parts)
     except MergeError as e:
         sys.exit(f"bench: cannot merge: {e}")
-    jpath = args.results or os.path.join(args.out, ("smoke" if result["smoke"] else "results") + ".json")
+    jpath = results_path(args, result["smoke"])
     mpath = write_result(result, jpath)
     log(f"bench: merged {len(parts)} shard(s) into {os.path.relpath(mpath)} and {os.path.relpath(jpath)}")
+    keep_costs(args, result, jpath, {})
     return compare_status(args, suite, result, 1 if failed_rows(result) else 0)
+
+
+def results_path(args, smoke):
+    """The results file: --results, else --out's results.json (smoke.json)."""
+    return args.results or os.path.join(args.out, ("smoke" if smoke else "results") + ".json")
+
+
+def keep_costs(args, result, jpath, old):
+    """After a whole run or merge: its costs beside its results (the next
+    run's plan on this machine), and with --update-costs in the committed
+    bench/costs.json too; the tree is written only then."""
+    if not whole_suite(result):
+        if args.update_costs:
+            log("bench: --update-costs: not a whole run (--smoke, --only, --variant, --no-peers, --runs, "
+                "--mode or a shard): bench/costs.json left as it is")
+        return
+    local = measured_costs_path(jpath)
+    write_costs(local, result, old)
+    log(f"bench: wrote {os.path.relpath(local)} (the rows' costs on this machine; the next run's plan)")
+    config = os.path.normpath(os.path.join(REPO, result.get("config", "")))
+    if args.update_costs and config != CONFIG_PATH:
+        log(f"bench: --update-costs: the results are of {result.get('config')}, not {os.path.relpath(CONFIG_PATH)}: "
+            f"{os.path.relpath(COSTS_PATH)} left as it is")
+    elif args.update_costs:
+        write_costs(COSTS_PATH, result, old)
+        log(f"bench: rewrote {os.path.relpath(COSTS_PATH)} (--update-costs; commit it with the results)")
+
+
+def compare_only(args):
+    """--compare of an existing --results file: no option that selects rows
+    (bench/run.sh's runs_nothing says the same)."""
+    return bool(args.compare and args.results and not (
+        args.smoke or args.shard or args.only or args.variant or args.runs or args.no_peers
+        or args.mode != "all"))
 
 
 def select(config, args):
@@ -156,6 +202,7 @@ def new_run(config, args, variants, costs, scratch):
 
 def measure(run, config, benches, units, keep):
     """Runs the rows of @units; returns (walltime rows, memory rows, memtrack's version)."""
+    daemon = None
     try:
         run.memtrack, run.fixtures = snapshot_binaries(run.memtrack, run.scratch)
         helptext = subprocess.run([run.memtrack, "track", "--help"], capture_output=True, text=True)
@@ -167,14 +214,30 @@ def measure(run, config, benches, units, keep):
         needed = {n for m in by_mode for b in by_mode[m] for n in b.inputs}
         run.inputs = make_inputs(config.inputs, needed, inputs_dir, log)  # before any measured round
 
+        if any(v.daemon and b.runs_under(v) for b in by_mode["walltime"] for v in run.variants):
+            daemon = start_daemon(run, log)
         walltime = run_walltime(run, by_mode["walltime"], log)
+        stop_daemon(daemon)
         memory = run_memory(run, by_mode["memory"], log)
     finally:
+        stop_daemon(daemon)
         if keep:
             log(f"bench: scratch kept in {run.scratch}")
         else:
             shutil.rmtree(run.scratch, ignore_errors=True)
     return walltime, memory, version
+
+
+def exit_on_signals():
+    """SIGTERM and SIGHUP (a CI job's timeout, a closed terminal) end the run
+    through the finally clauses: its daemon stopped, the tool it waits for
+    killed (subprocess.run does on an exception), its scratch removed.  By
+    default they killed Python outright, and killed runs left up to 8 GiB
+    each in /dev/shm, until a shared machine ran out of memory."""
+    def end(signum, _frame):
+        sys.exit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, end)
 
 
 def results(args, config, config_sha256, run, benches, scratch_root, t_start, measured):
@@ -204,6 +267,7 @@ def results(args, config, config_sha256, run, benches, scratch_root, t_start, me
         "outer_options": suite.outer_options,
         "memory_jobs": run.memory_jobs,
         "suite_seconds": time.monotonic() - t_start,
+        "paced_rows": sum(1 for r in walltime if r.get("paced")),
         "load": run.machine.summary(),
         "walltime": walltime,
         "memory": memory,
@@ -219,46 +283,52 @@ def main(argv=None):
 
     if args.merge:
         return do_merge(args, suite)
-    if args.compare and args.results:
-        with open(args.results) as f:
-            return print_compare(args.compare, suite, json.load(f), args.threshold, args.fail_on_change)
+    if compare_only(args):
+        try:
+            with open(args.results) as f:
+                existing = json.load(f)
+        except (OSError, ValueError) as e:
+            sys.exit(f"bench: --results {args.results}: {e}; with --compare and no run option it names "
+                     "an existing results file")
+        return print_compare(args.compare, suite, existing, args.threshold, args.fail_on_change)
 
     benches, variants = select(config, args)
     modes = ["walltime", "memory"] if args.mode == "all" else [args.mode]
     units = suite_units(modes, benches, variants)
-    costs = load_costs(COSTS_PATH)
+    jpath = results_path(args, args.smoke)
+    costs_path, costs = pick_costs(args.costs, jpath)
     shard = None
     if args.shard:
         k, n = parse_shard(args.shard)
-        parts, load = shard_units(units, costs, variants, n)
+        parts, load = shard_units(units, costs, variants, n, benches)
         units = parts[k - 1]
         shard = {"k": k, "n": n, "mode": args.mode, "units": [list(u) for u in units],
-                 "estimated_s": round(load[k - 1], 1)}
+                 "estimated_s": round(load[k - 1], 1), "costs": costs_id(costs_path)}
     if args.list:
+        by_name = {b.name: b for b in benches}
         for mode, bench in units:
-            for v in mode_variants(mode, variants):
+            for v in mode_variants(mode, variants, by_name[bench]):
                 print(f"{mode} {bench} {v.name}")
         return 0
     check_tools(args)
 
     t_start = time.monotonic()
     mark_children()  # marks the suite's reapers (wait_for_reapers)
+    exit_on_signals()
     scratch_root = pick_scratch(suite.scratch)
     os.makedirs(scratch_root, exist_ok=True)
     run = new_run(config, args, variants, costs, tempfile.mkdtemp(prefix="memtrack-bench.", dir=scratch_root))
+    if not (args.smoke or args.runs):
+        run.deadline = t_start + suite.budget_s
     measured = measure(run, config, benches, units, args.keep)
     result = results(args, config, config_sha256, run, benches, scratch_root, t_start, measured)
+    result["costs"] = costs_id(costs_path)
     if shard:
         result["shard"] = shard
-    stem = "smoke" if args.smoke else "results"
-    jpath = os.path.join(args.out, stem + ".json")
     mpath = write_result(result, jpath)
     log(f"bench: wrote {os.path.relpath(mpath)} and {os.path.relpath(jpath)}; "
         f"suite took {result['suite_seconds']:.0f} s")
-    full = not (args.smoke or shard or args.only or args.variant or args.no_peers or args.runs) and args.mode == "all"
-    if full and os.path.abspath(args.config) == CONFIG_PATH:
-        write_costs(COSTS_PATH, result, costs)
-        log(f"bench: refreshed {os.path.relpath(COSTS_PATH)} (the shards' balance; commit it with the results)")
+    keep_costs(args, result, jpath, costs)
     if not args.smoke and result["suite_seconds"] > result["budget_s"]:
         log(f"bench: warning: over the {result['budget_s']} s budget")
 

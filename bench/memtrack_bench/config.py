@@ -47,7 +47,7 @@ class Suite:
 class Input:
     """[inputs.NAME]: a file made before any measured round."""
     name: str
-    kind: str                        # file (size_mib zero MiB) or tar (of source)
+    kind: str                        # file (size_mib zero MiB), tar (of source) or tree (source's shape)
     size_mib: int = 64
     source: str = ""
 
@@ -56,7 +56,10 @@ class Input:
 class Benchmark:
     """[[benchmark]]: one workload; its own runs/warm-ups override [suite]'s."""
     name: str
-    command: str                     # {fixtures}, {repo}, {fresh}, {cc1}, {input:NAME}
+    command: str                     # {fixtures}, {repo}, {fresh}, {cc1}, {memtrack}, {input:NAME}
+    label: str = ""                  # the tables' name (default: name)
+    variants: str = ""               # comma-separated: runs under these variants only (default: all)
+    records: str = ""                # the Records cell of its rows (default: the variant's)
     children: bool = False           # the workload forks children (gcc)
     warmup: int | None = None
     runs: int | None = None
@@ -64,9 +67,18 @@ class Benchmark:
     peer_warmup: int | None = None
     peer_runs: int | None = None
 
+    def __post_init__(self):
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
     @property
     def inputs(self):
         return re.findall(INPUT_RE, self.command)
+
+    def runs_under(self, variant):
+        if not self.variants:
+            return not variant.named_only
+        return variant.name in self.variants.split(",")
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,9 @@ class Variant:
     follows_children: bool | None = None  # False: records the first process only
     requires_option: str | None = None    # n/a unless `memtrack track --help` has it
     requires_program: str | None = None   # n/a unless on PATH
+    named_only: bool = False         # runs only under a benchmark whose variants = names it
+    daemon: bool = False             # through the `memtrack daemon` the run starts ({daemon}: its
+                                     # socket); walltime only (memory mode would measure the client)
 
     def __post_init__(self):
         if not self.label:
@@ -104,9 +119,11 @@ class Config:
         return next((v for v in self.variants if v.kind == "baseline"), None)
 
 
-def mode_variants(mode, variants):
-    """The variants a mode runs: all for walltime, memtrack's for memory."""
-    return variants if mode == "walltime" else [v for v in variants if v.kind == "memtrack"]
+def mode_variants(mode, variants, bench=None):
+    """The variants a mode runs (of @bench's, if given): all for walltime,
+    memtrack's for memory."""
+    return [v for v in variants if (mode == "walltime" or (v.kind == "memtrack" and not v.daemon))
+            and (bench is None or bench.runs_under(v))]
 
 
 def _accepts(t, value):
@@ -163,7 +180,11 @@ def load_config(path):
             errors.append(f"variant '{v.get('name')}': kind must be baseline, memtrack or peer")
     if sum(1 for v in variants if v.get("kind") == "baseline") > 1:
         errors.append("at most one variant may have kind = \"baseline\"")
+    names = {v.get("name") for v in variants}
     for b in benches:
+        unknown = [n for n in str(b.get("variants", "")).split(",") if n and n not in names]
+        if unknown:
+            errors.append(f"benchmark '{b.get('name')}': variants = unknown variant(s) {','.join(unknown)}")
         for name in re.findall(INPUT_RE, b.get("command", "")):
             if name not in cfg.get("inputs", {}):
                 errors.append(f"benchmark '{b['name']}' uses {{input:{name}}} but there is no [inputs.{name}]")

@@ -4,11 +4,12 @@ wait between rows for the suite's own memtrack reapers."""
 import os
 import platform
 import subprocess
+import sys
 import threading
-import time
 from dataclasses import dataclass, field
 
 from .config import REPO
+from .reapers import RUN_TOKEN, wait_for_reapers
 
 
 def last_line(text):
@@ -95,56 +96,20 @@ def loadavg():
         return None
 
 
-# Every command the suite runs has this in its environment: a reaper is the
-# suite's own when its /proc/PID/environ (memtrack's, which it forked from)
-# carries it.
-# A round's --prepare (wait_reapers_argv) runs in a child: it finds the
-# token its suite exported.
-RUN_TOKEN = "MEMTRACK_BENCH_RUN=" + (os.environ.get("MEMTRACK_BENCH_RUN")
-                                     or f"{os.getpid()}.{time.time_ns()}")
-
-
 def mark_children():
     """Puts RUN_TOKEN into the environment every command inherits."""
     name, _, value = RUN_TOKEN.partition("=")
     os.environ[name] = value
 
 
-def wait_for_reapers(limit_s=10.0):
-    """A finished memtrack leaves a memtrack-reaper closing its links and BPF
-    objects (the kernel's grace periods): the next row waits for it, so it
-    does not pay for the last one's teardown.  Only the suite's own reapers
-    (RUN_TOKEN): on a shared machine another user's can live for a minute,
-    asleep in the kernel, and waiting for them cost up to limit_s a row."""
-    token = RUN_TOKEN.encode()
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        busy = False
-        for pid in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:  # comm may be any bytes
-                    st = f.read()
-                # comm in parentheses, then the state: a zombie has closed everything
-                if b"(memtrack-reaper)" not in st or st[st.rindex(b")") + 2:][:1] == b"Z":
-                    continue
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    busy = token in f.read().split(b"\0")
-            except OSError:
-                continue
-            if busy:
-                break
-        if not busy:
-            return
-        time.sleep(0.05)
-
-
 def wait_reapers_argv():
     """A command that runs wait_for_reapers: hyperfine's --prepare before
     every round, so that no round pays for the teardown of the round before
-    it (a --stacks round's ends in more closes than a default round's)."""
-    bench = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return ["python3", "-c", "import sys; sys.path.insert(0, %r); "
-            "from memtrack_bench.machine import wait_for_reapers; wait_for_reapers()" % bench]
+    it (a --stacks round's ends in more closes than a default round's).
+    The interpreter running the suite, without site (-S), on reapers.py
+    alone (os and time): `python3` was a pyenv shim here, and the package's
+    imports with it cost ~0.25 s a round, ~70 s of a loaded suite's 493."""
+    return [sys.executable, "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "reapers.py")]
 
 
 @dataclass

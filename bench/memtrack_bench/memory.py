@@ -121,7 +121,7 @@ def run_memory(run, benches, log):
     """The memory rows, memory_jobs at a time: they time nothing (peak RSS
     and heap calls do not depend on the CPU they get), so on a machine of
     N CPUs they share it; the rows come back in run order."""
-    jobs = [(bench, variant) for bench in benches for variant in mode_variants("memory", run.variants)]
+    jobs = [(bench, variant) for bench in benches for variant in mode_variants("memory", run.variants, bench)]
     if not jobs:
         return []
     run.machine.before_row()  # the wall-time rows' reapers are gone

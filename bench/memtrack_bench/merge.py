@@ -42,6 +42,10 @@ def merge_results(parts):
         for name, sh in shards:
             if sh["n"] != n:
                 raise MergeError(f"{name} is shard {sh['k']}/{sh['n']} but {shards[0][0]} is of {n} shards")
+            if sh.get("costs", {}).get("sha256") != shards[0][1].get("costs", {}).get("sha256"):
+                raise MergeError(f"{name} and {shards[0][0]} were split by different costs "
+                                 f"({sh.get('costs', {}).get('file')} vs {shards[0][1].get('costs', {}).get('file')}): "
+                                 "their rows need not add up; rerun every shard with the same --costs FILE")
             if sh["k"] in seen:
                 raise MergeError(f"{name} and {seen[sh['k']]} are both --mode {mode} shard {sh['k']}/{n}")
             seen[sh["k"]] = name

@@ -87,6 +87,10 @@ def header(result):
         ll = load_line(result["load"], m)
         if ll:
             out.append(f"- {ll}")
+    if result.get("paced_rows"):
+        out.append(f"- Paced: {result['paced_rows']} wall-time row(s) took their minimum of rounds without "
+                   "warm-up (at most 3), the machine running slower than the costs said, to keep the "
+                   f"{result['budget_s']} s budget")
     return out
 
 
@@ -125,13 +129,13 @@ def walltime_section(result):
         cell = status_cell(r)
         rec = r.get("records", "")
         if cell:
-            out.append(f"| {r['benchmark']} | {r['label']} | {rec} | {cell} | | | |")
+            out.append(f"| {r.get('benchmark_label') or r['benchmark']} | {r['label']} | {rec} | {cell} | | | |")
             continue
         spread = "—" if r.get("stddev_s") is None else (
             f"±{fmt_time(r['stddev_s'])}; {fmt_time(r['min_s'])}–{fmt_time(r['max_s'])}")
         ov = "1.00× (baseline)" if r["kind"] == "baseline" else (
             f"{r['overhead']:.2f}×" if r.get("overhead") else "")
-        out.append(f"| {r['benchmark']} | {r['label']} | {rec} | {fmt_time(r['median_s'])} | {spread} | {ov} | "
+        out.append(f"| {r.get('benchmark_label') or r['benchmark']} | {r['label']} | {rec} | {fmt_time(r['median_s'])} | {spread} | {ov} | "
                    f"{r['runs']}+{r['warmup']} |")
     return out
 
@@ -156,12 +160,12 @@ def memory_section(result):
     for r in result["memory"]:
         cell = status_cell(r)
         if cell:
-            out.append(f"| {r['benchmark']} | {r['label']} | {cell} | | | | | | | |")
+            out.append(f"| {r.get('benchmark_label') or r['benchmark']} | {r['label']} | {cell} | | | | | | | |")
             continue
         rm = marks.get(r["peak_rss_source"], "")
         pm = "‡" if r.get("heap_peak_source") == "dump" else ""
         used.update({rm, pm} - {""})
-        out.append(f"| {r['benchmark']} | {r['label']} | {fmt_bytes(r['peak_rss_bytes'])}{rm} | "
+        out.append(f"| {r.get('benchmark_label') or r['benchmark']} | {r['label']} | {fmt_bytes(r['peak_rss_bytes'])}{rm} | "
                    f"{fmt_count(r['heap_alloc_count'])} | {fmt_bytes(r['heap_total_bytes'])} | "
                    f"{fmt_bytes(r['heap_peak_bytes'])}{pm} | {fmt_count(r['inner_events'])} | "
                    f"{fmt_bytes(r.get('table_kernel_bytes')) if r.get('table_kernel_bytes') is not None else '–'} | "

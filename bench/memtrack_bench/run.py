@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """One run of the suite: its settings (Run), the inputs it makes, and the
 commands of its rows (a workload under a variant), run once."""
+import ctypes
 import functools
 import os
 import re
@@ -38,6 +39,8 @@ class Run:
     inputs: dict = field(default_factory=dict)        # input name -> path
     workload_rss: dict = field(default_factory=dict)  # benchmark -> its untracked max RSS (memory rows)
     machine: MachineLog = field(default_factory=MachineLog)
+    deadline: float | None = None   # monotonic time the suite's budget ends (walltime.paced)
+    daemon: str = ""                # the socket of the run's `memtrack daemon` ({daemon}), "" if none
 
 
 # ------------------------------------------------------------------ inputs
@@ -52,6 +55,30 @@ def pick_scratch(setting):
     except OSError:
         pass
     return os.path.join(REPO, "build", "bench-work")
+
+
+def copy_tree_shape(src, dst):
+    """@src's directories, symlinks and files, each file sparse of its size
+    and mode: what `tar -cf /dev/null` looks at (it reads no contents),
+    and no one else changes during the run.  (tar of the live /usr/include
+    exited 1, "file changed as we read it", while another job's apt-get
+    unpacked headers into it: issue 35.)"""
+    for root, dirs, files in os.walk(src):
+        out = os.path.join(dst, os.path.relpath(root, src))
+        os.makedirs(out, exist_ok=True)
+        for name in dirs + files:
+            s, d = os.path.join(root, name), os.path.join(out, name)
+            try:
+                if os.path.islink(s):
+                    os.symlink(os.readlink(s), d)
+                elif name in files:
+                    st = os.stat(s)
+                    with open(d, "wb") as f:
+                        f.truncate(st.st_size)
+                    os.chmod(d, st.st_mode & 0o7777)
+            except OSError:
+                pass  # gone meanwhile, or unreadable: the copy is what was there
+        dirs[:] = [n for n in dirs if not os.path.islink(os.path.join(root, n))]
 
 
 def make_inputs(inputs, needed, inputs_dir, log):
@@ -75,9 +102,14 @@ def make_inputs(inputs, needed, inputs_dir, log):
             # exit 1 = "some files changed while being archived": still usable
             if r.returncode not in (0, 1):
                 sys.exit(f"bench: cannot create input '{name}' (tar of {src}): {last_line(r.stderr)}")
+        elif spec.kind == "tree":
+            path = os.path.join(inputs_dir, name)
+            copy_tree_shape(os.path.abspath(spec.source), path)
         else:
-            sys.exit(f"bench: input '{name}': unknown kind '{spec.kind}' (use file or tar)")
-        log(f"bench: input {name}: {path} ({fmt_bytes(os.path.getsize(path))}, "
+            sys.exit(f"bench: input '{name}': unknown kind '{spec.kind}' (use file, tar or tree)")
+        size = (f"{sum(len(f) for _, _, f in os.walk(path)):,} files" if os.path.isdir(path)
+                else fmt_bytes(os.path.getsize(path)))
+        log(f"bench: input {name}: {path} ({size}, "
             f"{time.monotonic() - t0:.1f} s, untimed)")
         paths[name] = path
     return paths
@@ -109,7 +141,7 @@ def build_command(run, bench, variant, artifact_dir, tag):
     """Returns (argv, fresh_dir or None) for one workload under one variant."""
     fresh = os.path.join(run.scratch, "fresh", f"{bench.name}.{variant.name}.{tag}")
     values = {"memtrack": run.memtrack, "fixtures": run.fixtures, "fresh": shlex.quote(fresh),
-              "repo": shlex.quote(REPO)}
+              "repo": shlex.quote(REPO), "daemon": shlex.quote(run.daemon)}
     if "{cc1}" in bench.command:
         values["cc1"] = shlex.quote(cc1_path())
     for name, path in run.inputs.items():
@@ -122,6 +154,47 @@ def build_command(run, bench, variant, artifact_dir, tag):
     if variant.kind == "peer" and run.suite.peer_timeout_s:
         argv = ["timeout", "-k", "5", str(run.suite.peer_timeout_s)] + argv
     return argv, (fresh if "{fresh}" in bench.command else None)
+
+
+def die_with_parent():
+    """In the daemon's child before its exec: SIGTERM when the bench dies
+    (killed by a timeout, the finally that stops it never runs), so no
+    daemon of a dead run stays loaded."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def start_daemon(run, log):
+    """Starts the snapshot's `memtrack daemon` on a socket in the scratch
+    directory, for the variants with daemon = true (its one BPF load is
+    not in any row: a resident daemon has loaded long before a user's
+    run); returns the Popen.  Exits with its log's last line if it does
+    not listen within 60 s."""
+    run.daemon = os.path.join(run.scratch, "daemon.sock")
+    logpath = os.path.join(run.scratch, "daemon.log")
+    with open(logpath, "w") as f:
+        p = subprocess.Popen([run.memtrack, "daemon", "--socket", run.daemon], stdin=subprocess.DEVNULL,
+                             stdout=f, stderr=f, start_new_session=True, preexec_fn=die_with_parent)
+    t0 = time.monotonic()
+    while not os.path.exists(run.daemon) and p.poll() is None and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+    if not os.path.exists(run.daemon):
+        stop_daemon(p)
+        with open(logpath) as f:
+            sys.exit(f"bench: memtrack daemon did not start: {last_line(f.read())}")
+    log(f"bench: memtrack daemon on {run.daemon} ({time.monotonic() - t0:.1f} s, untimed)")
+    return p
+
+
+def stop_daemon(p):
+    """SIGTERM, then SIGKILL after 60 s, to the daemon start_daemon started."""
+    if p is None or p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
 
 
 def reset_dir(d):
@@ -195,5 +268,5 @@ def failure_note(rc, err, kind, timeout_s=None):
 
 def row_base(bench, variant, kind):
     """The fields every row starts with."""
-    return {"benchmark": bench.name, "variant": variant.name, "label": variant.label,
+    return {"benchmark": bench.name, "benchmark_label": bench.label, "variant": variant.name, "label": variant.label,
             "kind": kind, "optional": variant.optional, "status": "ok", "note": ""}

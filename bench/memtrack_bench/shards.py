@@ -4,16 +4,59 @@
 A unit of work is (mode, benchmark): every variant of one workload in one
 mode, run together, so that a walltime row's overhead is always against
 the untracked rounds of the same machine and run.  Units are the unit of
-sharding; their cost is the sum of their rows' costs measured by the last
-full run (bench/costs.json)."""
+sharding; their cost is the sum of their rows' costs measured by a whole
+run: the costs.json it writes beside its results (on this machine), else
+the committed bench/costs.json (a run writes that only with
+--update-costs, so a benchmark run leaves the checkout clean)."""
+import hashlib
 import json
 import os
 import re
 import sys
 
-from .config import REPO, mode_variants
+from .config import COSTS_PATH, REPO, mode_variants
 
 DEFAULT_ROW_COST_S = 2.0  # a row the costs file does not know yet
+
+
+def measured_costs_path(results_path):
+    """Where a whole run whose results go to @results_path writes the costs it measured."""
+    return os.path.join(os.path.dirname(os.path.abspath(results_path)), "costs.json")
+
+
+def pick_costs(given, results_path):
+    """(path, rows) of the costs a run plans with: @given (--costs), else
+    the costs measured beside @results_path by an earlier whole run, else
+    the committed bench/costs.json."""
+    if given:
+        if not os.path.exists(given):
+            sys.exit(f"bench: --costs {given}: no such file; give a costs.json a whole run wrote, "
+                     f"or leave --costs out for {os.path.relpath(COSTS_PATH, REPO)}")
+        path = os.path.abspath(given)
+    else:
+        local = measured_costs_path(results_path)
+        path = local if os.path.exists(local) else COSTS_PATH
+    return path, load_costs(path)
+
+
+def costs_id(path):
+    """{file, sha256} of the costs a plan used (merge refuses shards of different ones)."""
+    try:
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        digest = None
+    shown = os.path.relpath(path, REPO) if os.path.abspath(path).startswith(REPO + os.sep) else path
+    return {"file": shown, "sha256": digest}
+
+
+def whole_suite(result):
+    """Whether @result (a run's or a merge's) measured every row of its
+    configuration with its own rounds: only then are its costs the
+    suite's."""
+    sel = result.get("selection", {})
+    return (not result.get("smoke") and not result.get("shard") and result.get("mode") == "all"
+            and not any(sel.get(k) for k in ("only", "variant", "no_peers", "runs", "smoke")))
 
 
 def cost_key(mode, bench, variant):
@@ -35,26 +78,28 @@ def load_costs(path):
 
 def suite_units(modes, benches, variants):
     """The units a run of @modes does, in run order."""
-    return [(m, b.name) for m in modes for b in benches if mode_variants(m, variants)]
+    return [(m, b.name) for m in modes for b in benches if mode_variants(m, variants, b)]
 
 
-def unit_cost(costs, unit, variants):
+def unit_cost(costs, unit, variants, benches):
     mode, bench = unit
     return sum(float(costs.get(cost_key(mode, bench, v.name), {}).get("seconds", DEFAULT_ROW_COST_S))
-               for v in mode_variants(mode, variants))
+               for v in mode_variants(mode, variants, benches.get(bench)))
 
 
-def shard_units(units, costs, variants, n):
+def shard_units(units, costs, variants, n, benches=()):
     """Splits @units into @n disjoint parts of about equal cost: longest
     first, each to the cheapest part so far (ties: the lower part, then
     run order), so every shard of one configuration computes the same
-    split.  Each part keeps run order."""
+    split.  Each part keeps run order.  @benches: the [Benchmark]s (a
+    benchmark may run under some variants only)."""
+    by_name = {b.name: b for b in benches}
     order = {u: i for i, u in enumerate(units)}
     parts, load = [[] for _ in range(n)], [0.0] * n
-    for u in sorted(units, key=lambda u: (-unit_cost(costs, u, variants), order[u])):
+    for u in sorted(units, key=lambda u: (-unit_cost(costs, u, variants, by_name), order[u])):
         k = min(range(n), key=lambda i: (load[i], i))
         parts[k].append(u)
-        load[k] += unit_cost(costs, u, variants)
+        load[k] += unit_cost(costs, u, variants, by_name)
     return [sorted(p, key=order.get) for p in parts], load
 
 

@@ -8,15 +8,16 @@ import statistics
 import subprocess
 import time
 
+from .config import mode_variants
 from .machine import last_line, wait_reapers_argv
 from .render import fmt_time
 from .run import build_command, describe_rc, failure_note, row_base, run_once, unavailable, why_line
-from .shards import cost_key
+from .shards import DEFAULT_ROW_COST_S, cost_key
 
 
 def records_cell(bench, variant):
     """What @variant records in @bench (the wall-time table's Records column)."""
-    rec = variant.records
+    rec = bench.records or variant.records
     if bench.children and variant.follows_children is False:
         rec += "; **the first process only** (does not follow its children)"
     return rec
@@ -99,7 +100,48 @@ def smoke_row(run, row, argv, fresh, variant):
     return row
 
 
-def walltime_row(run, bench, variant):
+def paced(plan):
+    """@plan (round_plan's) for a row run while the suite is behind its
+    budget: no warm-up, its minimum of rounds and at most 3 (a median of 3
+    still leaves out one bad round), no more."""
+    _, lo, _ = plan
+    lo = min(lo, 3)
+    return 0, lo, lo
+
+
+class Pace:
+    """Whether the suite is behind its budget (Run.deadline): the rows left
+    (their costs, DEFAULT_ROW_COST_S when unknown, the memory rows' share
+    too) at the rate the rows so far ran at against their costs (so costs
+    measured on a faster or slower day still pace right), against the time
+    left."""
+
+    def __init__(self, run, benches):
+        self.run, self.t0, self.done = run, time.monotonic(), 0.0
+        self.left = sum(self.cost("walltime", b, v) for b in benches
+                        for v in mode_variants("walltime", run.variants, b))
+        self.memory = sum(self.cost("memory", b, v) for b in benches
+                          for v in mode_variants("memory", run.variants, b))
+
+    def cost(self, mode, bench, variant):
+        return float(self.run.costs.get(cost_key(mode, bench.name, variant.name), {})
+                     .get("seconds", DEFAULT_ROW_COST_S))
+
+    def behind(self, now=None):
+        """After rows of 5 s of costs at least (a rate to go by)."""
+        now = time.monotonic() if now is None else now
+        if self.run.deadline is None or self.done < 5:
+            return False
+        rate = (now - self.t0) / self.done  # the machine's seconds per second of costs
+        return (self.left + self.memory) * rate > self.run.deadline - now
+
+    def ran(self, bench, variant):
+        c = self.cost("walltime", bench, variant)
+        self.left -= c
+        self.done += c
+
+
+def walltime_row(run, bench, variant, behind=False):
     kind = variant.kind
     peer = kind == "peer"
     row = row_base(bench, variant, kind)
@@ -113,7 +155,11 @@ def walltime_row(run, bench, variant):
     if run.smoke:
         return smoke_row(run, row, argv, fresh, variant)
 
-    warmup, lo, hi = round_plan(run.suite, run.costs, run.runs_override, bench, variant)
+    plan = round_plan(run.suite, run.costs, run.runs_override, bench, variant)
+    if behind:
+        plan = paced(plan)
+        row["paced"] = True
+    warmup, lo, hi = plan
     per_round = (run.suite.peer_timeout_s + 10) if peer else 600
     times, user, system, t0 = [], 0.0, 0.0, time.monotonic()
     batch, batch_warmup = lo, warmup
@@ -122,7 +168,9 @@ def walltime_row(run, bench, variant):
         if rc != 0:
             # hyperfine stops at the first failing round; rerun once to say why
             rc, _, err = run_once(argv, fresh, per_round)
-            why = describe_rc(rc, run.suite.peer_timeout_s if peer else None) if rc else last_line(hf_err)
+            why = (describe_rc(rc, run.suite.peer_timeout_s if peer else None) if rc else
+                   f"{last_line(hf_err)} in a round; run again alone it exited 0 (transient: the workload "
+                   "or the machine, not this row's command line)")
             detail = why_line(err, kind, rc) if rc else ""
             row.update(runs=len(times), warmup=warmup, status="failed", note=why + (f": {detail}" if detail else ""))
             return row
@@ -145,13 +193,14 @@ def walltime_row(run, bench, variant):
 
 
 def run_walltime(run, benches, log):
-    rows = []
+    rows, pace = [], Pace(run, benches)
     for bench in benches:
         baseline = None
-        for variant in run.variants:
+        for variant in mode_variants("walltime", run.variants, bench):
             run.machine.before_row()
             t0 = time.monotonic()
-            row = walltime_row(run, bench, variant)
+            row = walltime_row(run, bench, variant, pace.behind())
+            pace.ran(bench, variant)
             row["row_seconds"] = time.monotonic() - t0
             if variant.kind == "baseline":
                 baseline = row
