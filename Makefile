@@ -3,11 +3,42 @@
 .SECONDARY:
 
 OUT      := build
-ARCH     := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+HOST_ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+ARCH     := $(HOST_ARCH)
 CC       ?= gcc
+# Cross builds: `make ARCH=arm64` (or CROSS=aarch64-linux-gnu-) on x86-64
+# builds the tool, its BPF objects and libmemtrack-fast.so for arm64 into
+# build-arm64/ (OUT=... to choose), with Debian's cross toolchain and the
+# :arm64 libraries (scripts/bootstrap.sh installs them when ARCH or CROSS
+# asks); vmlinux.h then comes from the target's kernel package
+# (scripts/vmlinux-h.sh), not the running kernel.
+TRIPLET_x86   := x86_64-linux-gnu
+TRIPLET_arm64 := aarch64-linux-gnu
+DEBARCH_x86   := amd64
+DEBARCH_arm64 := arm64
+ifneq ($(CROSS),)
+ARCH     := $(if $(findstring aarch64,$(CROSS)),arm64,$(if $(findstring x86_64,$(CROSS)),x86,$(ARCH)))
+endif
+ifneq ($(ARCH),$(HOST_ARCH))
+ifeq ($(TRIPLET_$(ARCH)),)
+$(error ARCH=$(ARCH): memtrack builds for x86 and arm64 only)
+endif
+CROSS    ?= $(TRIPLET_$(ARCH))-
+ifeq ($(origin OUT),file)
+OUT      := build-$(ARCH)
+endif
+CC       := $(CROSS)gcc
+CXX      := $(CROSS)g++
+AR       := $(CROSS)ar
+CROSS_DEBARCH := $(DEBARCH_$(ARCH))
+endif
 CLANG    ?= clang
 BPFTOOL  ?= bpftool
 VERSION  := 0.1.0
+# PROJECT_NAME and PROJECT_CONTACT (the package's maintainer)
+include PROJECT
+# the oldest kernel memtrack runs on: src/kernel/kernel_features.h's one definition
+KERNEL_FLOOR := $(shell sed -n 's/^\#define MT_KERNEL_FLOOR "\(.*\)"$$/\1/p' src/kernel/kernel_features.h)
 PREFIX   ?= /usr/local
 
 CFLAGS   ?= -O2 -g
@@ -30,7 +61,7 @@ endif
 # Link order matters to bpftool 7.1's linker: ring.bpf.c (which defines the
 # shared maps) first, then the objects that define no map of their own, then
 # the rest; other orders fail in `gen skeleton` with "map relo failed".
-BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c fast.bpf.c unwind.bpf.c)
+BPF_SRCS := $(addprefix src/bpf/,ring.bpf.c proc.bpf.c rss.bpf.c alloc.bpf.c vm.bpf.c phys.bpf.c fast.bpf.c unwind.bpf.c python.bpf.c)
 BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 # src/ is split by phase, and each library is built from whole folders:
 #   libmemtrack-core.a   util format pipeline analyze inspect kernel: all that
@@ -39,17 +70,17 @@ BPF_OBJS := $(patsubst src/bpf/%.bpf.c,$(OUT)/bpf/%.bpf.o,$(BPF_SRCS))
 #                        (util: shared helpers; inspect: what memtrack reads
 #                        of the tracked programs, their ELF files and rings;
 #                        kernel: what the running kernel offers, from its BTF)
-#   libmemtrack.a        record cli: the recorder and the commands, on the
+#   libmemtrack.a        record daemon cli: the recorder, the daemon and the commands, on the
 #                        skeleton (cli/main.c is the binary's own)
 #   libmemtrack-fast.so  fast (below); libmemtrack-ctl.a  ctl
 CORE_DIRS := util format pipeline analyze inspect kernel
-SKEL_DIRS := record cli
+SKEL_DIRS := record daemon cli
 SRC_INCLUDES := -Isrc
 CORE_SRCS := $(wildcard $(addsuffix /*.c,$(addprefix src/,$(CORE_DIRS))))
 CORE_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(CORE_SRCS))
 SKEL_SRCS := $(filter-out src/cli/main.c,$(wildcard $(addsuffix /*.c,$(addprefix src/,$(SKEL_DIRS)))))
 SKEL_OBJS := $(patsubst src/%.c,$(OUT)/obj/%.o,$(SKEL_SRCS))
-SRC_HDRS  := src/event.h src/bpf_abi.h src/compiler.h src/unwind_search.h src/stack_id.h $(wildcard src/*/*.h)
+SRC_HDRS  := src/event.h src/bpf_abi.h src/sample.h src/compiler.h src/unwind_search.h src/stack_id.h $(wildcard src/*/*.h)
 # libmemtrack-ctl.a: the control socket's client, linked by measured programs
 # (include/memtrack-ctl.h) and by `memtrack ctl`.
 CTL_SRCS  := $(wildcard src/ctl/*.c)
@@ -72,12 +103,24 @@ STK_VARIANTS := fp nofp static_fp static_nofp
 FIXTURE_BINS += $(addprefix $(OUT)/fixtures/stk_,$(STK_VARIANTS)) \
 		$(OUT)/fixtures/libstkplugin_fp.so $(OUT)/fixtures/libstkplugin_nofp.so \
 		$(OUT)/fixtures/unw_fp $(OUT)/fixtures/unw_nofp
+# a cross build's: those built by the cross gcc alone (jemalloc, mimalloc,
+# tcmalloc and the Rust toolchain have no :ARCH setup in the bootstrap)
+ifneq ($(ARCH),$(HOST_ARCH))
+FIXTURE_BINS := $(filter-out $(addprefix $(OUT)/fixtures/,alloc_jemalloc alloc_mimalloc alloc_tcmalloc \
+	alloc_jemalloc_static mapped_jemalloc mapped_mimalloc alloc_rust_system alloc_rust_jemalloc),$(FIXTURE_BINS))
+endif
+# the aarch64 CFI fixtures: an x86-64 host's, when the cross gcc is there
+CFI_AARCH64_BINS := $(OUT)/fixtures/cfi_aarch64_gcc $(OUT)/fixtures/cfi_aarch64_clang
+ifeq ($(ARCH)$(HOST_ARCH)$(if $(shell command -v aarch64-linux-gnu-gcc),y),x86x86y)
+FIXTURE_BINS += $(CFI_AARCH64_BINS)
+endif
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRCS))
 
 # deferred (=): clang may only exist once the bootstrap has run
-CLANG_BPF_SYS_INCLUDES = $(shell $(CLANG) -v -E - </dev/null 2>&1 \
-	| sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }')
+# (a cross build's: the target's multiarch directory for the host's)
+CLANG_BPF_SYS_INCLUDES = $(subst /$(TRIPLET_$(HOST_ARCH)),/$(TRIPLET_$(ARCH)),$(shell $(CLANG) -v -E - </dev/null 2>&1 \
+	| sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }'))
 
 ifeq ($(V),1)
 Q =
@@ -87,24 +130,31 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all demo test unit-test integration-test fixtures test-kernels bench bench-pipeline bench-ctl clean install deps \
+.PHONY: all demo test unit-test integration-test fixtures test-kernels test-cfi-arm64 bench bench-pipeline bench-ctl clean install deps \
 	check check-werror format format-check tidy cppcheck shellcheck asan-test tsan-test fuzz
 
 all: $(OUT)/.deps $(OUT)/memtrack $(OUT)/libmemtrack-ctl.a $(OUT)/memtrack-ctl.pc $(OUT)/libmemtrack-fast.so
 
 # Installs the Debian packages the build needs (as root), or says which.
+# (a cross build's too: its toolchain and :ARCH libraries)
 $(OUT)/.deps: scripts/bootstrap.sh
 	$(Q)mkdir -p $(OUT)
-	$(Q)scripts/bootstrap.sh
+	$(Q)scripts/bootstrap.sh $(CROSS_DEBARCH)
 	$(Q)touch $@
 
 deps:
-	$(Q)scripts/bootstrap.sh
+	$(Q)scripts/bootstrap.sh $(CROSS_DEBARCH)
 
+ifeq ($(ARCH),$(HOST_ARCH))
 $(OUT)/vmlinux.h: | $(OUT)/.deps
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(OUT)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+else
+$(OUT)/vmlinux.h: scripts/vmlinux-h.sh scripts/image-btf.py | $(OUT)/.deps
+	$(call msg,GEN,$@)
+	$(Q)scripts/vmlinux-h.sh $(DEBARCH_$(ARCH)) $(OUT)/kernels $@
+endif
 
 $(OUT)/bpf/%.bpf.o: src/bpf/%.bpf.c src/event.h src/bpf_abi.h src/unwind_search.h $(wildcard src/bpf/*.bpf.h) $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
@@ -125,6 +175,9 @@ $(CORE_OBJS) $(CTL_OBJS): $(OUT)/obj/%.o: src/%.c | $(OUT)/.deps
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
+# report --html's page embeds its style and script (.incbin in report_html.c)
+$(OUT)/obj/analyze/report_html.o: src/analyze/report_page.css src/analyze/report_page.js
+
 $(SKEL_OBJS) $(OUT)/obj/cli/main.o: $(OUT)/obj/%.o: src/%.c $(OUT)/memtrack.skel.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(dir $@)
@@ -132,7 +185,7 @@ $(SKEL_OBJS) $(OUT)/obj/cli/main.o: $(OUT)/obj/%.o: src/%.c $(OUT)/memtrack.skel
 
 $(OUT)/libmemtrack-core.a: $(CORE_OBJS)
 	$(call msg,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 # libmemtrack-fast.so: the in-process heap path (--fast), preloaded into the
 # tracked programs.  Its own objects: position-independent, hidden by
@@ -152,11 +205,11 @@ $(OUT)/libmemtrack-fast.so: $(FAST_OBJS)
 
 $(OUT)/libmemtrack.a: $(SKEL_OBJS)
 	$(call msg,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(OUT)/libmemtrack-ctl.a: $(CTL_OBJS)
 	$(call msg,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(OUT)/memtrack-ctl.pc: Makefile | $(OUT)/.deps
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
@@ -237,6 +290,24 @@ $(OUT)/fixtures/libstkplugin_%.so: tests/fixtures/stacks/stkplugin.c
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(STK_CFLAGS) $(STK_CFLAGS_$*) -fPIC -shared $< -o $@
 
+# aarch64 CFI for test_unwind_cfi_diff on any host: the stacks fixture by the
+# cross gcc and by clang, with pointer authentication (negate_ra_state rows)
+CFI_AARCH64_CFLAGS := $(STK_CFLAGS) -fomit-frame-pointer -mbranch-protection=standard
+$(OUT)/fixtures/cfi_aarch64_gcc: tests/fixtures/stacks/stk.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)aarch64-linux-gnu-gcc $(CFI_AARCH64_CFLAGS) $< -o $@ -ldl -lpthread
+
+$(OUT)/fixtures/cfi_aarch64_clang: tests/fixtures/stacks/stk.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CLANG) --target=aarch64-linux-gnu $(CFI_AARCH64_CFLAGS) -Wno-unknown-attributes $< -o $@ -ldl -lpthread
+
+# make test-cfi-arm64: the aarch64 half of test_unwind_cfi_diff, required (CI
+# runs it once make ARCH=arm64 has installed the cross toolchain)
+test-cfi-arm64: $(OUT)/tests/test_unwind_cfi_diff $(CFI_AARCH64_BINS)
+	$(Q)OUT=$(OUT) MT_CFI_AARCH64=1 $(OUT)/tests/test_unwind_cfi_diff
+
 # Rust fixtures, built with Debian's rustc and cargo (not a rustup toolchain
 # that may come first in PATH); cargo reads only Debian's packaged crates.
 RUSTC_DEB ?= /usr/bin/rustc
@@ -289,8 +360,9 @@ fixtures: all $(FIXTURE_BINS) $(UNIT_BINS)
 # A subset of the integration tests (every feature at least once) under
 # Debian 12's kernels, 6.1 and the backports' 6.12, booted under qemu with
 # this checkout shared read-only (tests/kernels/run.sh); KERNELS="6.1" picks.
+# ARCH=arm64: the arm64 kernels under qemu-system-aarch64, on the cross build.
 test-kernels: all $(FIXTURE_BINS)
-	$(Q)OUT=$(OUT) tests/kernels/run.sh $(KERNELS)
+	$(Q)OUT=$(OUT) MT_KERNEL_ARCH=$(DEBARCH_$(ARCH)) tests/kernels/run.sh $(KERNELS)
 
 # bench_report: `memtrack report` on a 50-million-event artifact, one CPU.
 # bench_pipeline -m memtrack -w 2: the pipeline's capacity with a second
@@ -458,10 +530,10 @@ fuzz: fuzz-symtab
 .PHONY: man man-check uninstall
 MAN_PAGE  := $(OUT)/memtrack.1
 MAN_EPOCH := $(shell git log -1 --format=%ct -- docs/memtrack.1.scd 2>/dev/null)
-$(MAN_PAGE): docs/memtrack.1.scd Makefile | $(OUT)/.deps
+$(MAN_PAGE): docs/memtrack.1.scd Makefile src/kernel/kernel_features.h | $(OUT)/.deps
 	$(call msg,SCDOC,$@)
 	$(Q)mkdir -p $(dir $@)
-	$(Q)sed 's/@VERSION@/$(VERSION)/g' $< > $@.scd
+	$(Q)sed -e 's/@VERSION@/$(VERSION)/g' -e 's/@KERNEL_FLOOR@/$(KERNEL_FLOOR)/g' $< > $@.scd
 	$(Q)$(if $(MAN_EPOCH),SOURCE_DATE_EPOCH=$(MAN_EPOCH)) scdoc < $@.scd > $@.roff
 	$(Q)sed '/^\.TH /a .nh' $@.roff > $@ && rm -f $@.scd $@.roff
 
@@ -498,6 +570,8 @@ INSTALL_FILES = 0755:$(OUT)/memtrack:bin/memtrack \
 	0644:$(OUT)/memtrack-ctl.pc:$(LIBDIR)/pkgconfig/memtrack-ctl.pc \
 	0644:$(MAN_PAGE):share/man/man1/memtrack.1 \
 	0644:scripts/bash-completion/memtrack:share/bash-completion/completions/memtrack \
+	0644:scripts/systemd/memtrack.service:lib/systemd/system/memtrack.service \
+	0644:scripts/systemd/memtrack.socket:lib/systemd/system/memtrack.socket \
 	$(foreach f,$(DOC_FILES),0644:$(f):share/doc/memtrack/$(notdir $(f)))
 
 # memtrack-ctl.pc gets the prefix and libdir it is installed under (it was
@@ -531,13 +605,13 @@ uninstall:
 .PHONY: deb
 DEB_ARCH = $(shell dpkg --print-architecture)
 DEB_LIBDIR = lib/$(shell dpkg-architecture -qDEB_HOST_MULTIARCH)
-DEB_MAINTAINER ?= $(shell git log --reverse --format='%an <%ae>' 2>/dev/null | head -n1)
+DEB_MAINTAINER ?= $(PROJECT_NAME) maintainers <$(PROJECT_CONTACT)>
 deb: all $(MAN_PAGE)
 	$(Q)rm -rf $(OUT)/deb $(OUT)/memtrack_*.deb
 	$(Q)$(MAKE) --no-print-directory install PREFIX=/usr LIBDIR=$(DEB_LIBDIR) \
 		DESTDIR=$(abspath $(OUT))/deb/debian/memtrack >/dev/null
 	$(Q)scripts/deb/build.sh $(OUT)/deb "$(VERSION)" "$(DEB_ARCH)" "$(DEB_MAINTAINER)" \
-		"$(DEB_LIBDIR)" $(OUT)/memtrack_$(VERSION)_$(DEB_ARCH).deb
+		"$(DEB_LIBDIR)" $(OUT)/memtrack_$(VERSION)_$(DEB_ARCH).deb "$(KERNEL_FLOOR)"
 
 clean:
 	rm -rf $(OUT)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# build.sh DIR VERSION ARCH MAINTAINER LIBDIR OUT.deb - the `make deb` packager.
+# build.sh DIR VERSION ARCH MAINTAINER LIBDIR OUT.deb KERNEL_FLOOR - the `make deb`
+# packager (KERNEL_FLOOR: the oldest kernel memtrack runs on, for the Description).
 # DIR/debian/memtrack holds `make install PREFIX=/usr LIBDIR=LIBDIR DESTDIR=...`; this
 # script gives it the shape Debian policy asks of a binary package, then
 # runs dpkg-deb on it:
@@ -13,7 +14,7 @@
 # Dates come from the last commit, so two builds of a commit are identical.
 set -eu
 
-dir=$1 version=$2 arch=$3 maint=$4 libdir=$5 out=$6
+dir=$1 version=$2 arch=$3 maint=$4 libdir=$5 out=$6 floor=$7
 here=$(dirname "$0")
 root=$dir/debian/memtrack
 doc=$root/usr/share/doc/memtrack
@@ -46,8 +47,8 @@ depends=$(cd "$dir" && dpkg-shlibdeps -O $args | sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "build.sh: dpkg-shlibdeps found no dependency" >&2; exit 1; }
 
 size=$(du -sk "$root" | cut -f1)
-awk -v v="$version" -v a="$arch" -v m="$maint" -v s="$size" -v d="$depends" '{
-	gsub(/@VERSION@/, v); gsub(/@ARCH@/, a); gsub(/@MAINTAINER@/, m)
+awk -v v="$version" -v a="$arch" -v m="$maint" -v s="$size" -v d="$depends" -v k="$floor" '{
+	gsub(/@VERSION@/, v); gsub(/@ARCH@/, a); gsub(/@MAINTAINER@/, m); gsub(/@KERNEL_FLOOR@/, k)
 	gsub(/@SIZE@/, s); gsub(/@DEPENDS@/, d); print }' "$here/control.in" >"$root/DEBIAN/control"
 (cd "$root" && find . -type f ! -path './DEBIAN/*' | sed 's|^\./||' | LC_ALL=C sort |
 	xargs md5sum) >"$root/DEBIAN/md5sums"
