@@ -406,8 +406,6 @@ static const char *daemon_unsupported(const struct track_opts *o)
 		return "--physical";
 	if (o->s.control)
 		return "--control";
-	if (o->fast_choice > 0)
-		return "--fast";
 	if (o->s.unwind_cache_given)
 		return "--unwind-cache DIR (the daemon keeps its own)";
 	if (o->s.sample_bytes)
@@ -426,7 +424,8 @@ static int track_through_daemon(struct track_opts *o, int sock)
 		close(sock);
 		return ret;
 	}
-	o->s.fast = false; /* the daemon records with uprobes (its BPF side is shared) */
+	/* the in-process path is the daemon's library's: it falls back to the uprobes without */
+	o->s.fast = o->fast_choice >= 0 && o->s.allocators;
 	ret = daemon_record(&o->s, &o->output, sock, NULL, NULL, &res);
 	return ret ? ret : report_end(o, &res.st, &res.t);
 }

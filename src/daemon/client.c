@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "daemon/client.h"
 #include "daemon/proto.h"
+#include "fast/fast_ring.h"
 #include "pipeline/pipeline.h"
 #include "record/spawn.h"
 
@@ -153,7 +154,7 @@ static int send_start(struct client *c, enum mtd_kind kind, const char *cmd, con
 		.h = mtd_hdr(MTD_START),
 		.kind = kind,
 		.flags = (so->allocators ? MTD_F_ALLOCATORS : 0) | (so->stacks ? MTD_F_STACKS : 0) |
-			 (so->verbose ? MTD_F_VERBOSE : 0) |
+			 (so->verbose ? MTD_F_VERBOSE : 0) | (so->fast ? MTD_F_FAST : 0) |
 			 (so->stacks && !so->unwind_cache_dir ? MTD_F_NO_UNWIND_CACHE : 0),
 		.ring_bytes = so->ring_bytes,
 		.wakeup_bytes = so->wakeup_bytes,
@@ -292,8 +293,42 @@ static void run_track(struct client *c, pid_t root, struct client_result *res)
 	res->st.signalled = c->signalled;
 }
 
+/*
+ * READY's in-process path, if it has one, into @env (the user's own
+ * environment with the library first in LD_PRELOAD and the socket in
+ * MEMTRACK_FAST_SOCKET).  Returns 0, or -1 (reported) on a malformed READY.
+ */
+static int take_ready(struct client *c, ssize_t n, struct spawn_env *env)
+{
+	struct mtd_ready r;
+	const char *lib, *sock;
+
+	if ((size_t)n < sizeof(r))
+		goto bad;
+	memcpy(&r, c->buf, sizeof(r));
+	if (!r.fast && (size_t)n == sizeof(r))
+		return 0; /* the heap through the uprobes */
+	if (r.fast != 1 || r.lib_len < 1 || r.lib_len > MTD_PATH_MAX || r.sock_len < 1 ||
+	    r.sock_len > MTD_PATH_MAX || (size_t)n != sizeof(r) + r.lib_len + r.sock_len)
+		goto bad;
+	lib = c->buf + sizeof(r);
+	sock = lib + r.lib_len;
+	if (lib[r.lib_len - 1] || sock[r.sock_len - 1])
+		goto bad;
+	if (spawn_env_init(env) || spawn_env_prepend(env, "LD_PRELOAD", lib, ':') ||
+	    spawn_env_set(env, MT_FAST_SOCKET_ENV, sock)) {
+		say(c, "out of memory");
+		return -1;
+	}
+	return 0;
+bad:
+	say(c,
+	    "the memtrack daemon's READY is malformed; client and daemon must be the same memtrack version");
+	return -1;
+}
+
 /* The root forked parked, its pidfd sent, GO awaited.  Returns 0 or -1 (reported). */
-static int start_root(struct client *c, struct spawn *child)
+static int start_root(struct client *c, struct spawn *child, const struct spawn_env *env)
 {
 	int pidfd, ret;
 
@@ -302,7 +337,7 @@ static int start_root(struct client *c, struct spawn *child)
 		say(c, "cannot set no_new_privs: %s", strerror(errno));
 		return -1;
 	}
-	child->envp = NULL; /* the user's own environment */
+	child->envp = env->vars; /* NULL: the user's own environment */
 	ret = spawn_parked(child, c->so->argv, c->so->shell, false, &c->old_mask);
 	if (ret) {
 		say(c, "cannot start the command: %s", strerror(-ret));
@@ -331,8 +366,10 @@ int client_track(int sock, const struct session_opts *so, int out_fd, void (*pla
 {
 	struct client *c = calloc(1, sizeof(*c));
 	struct spawn child = { .pid = -1, .release_fd = -1, .status_fd = -1 };
+	struct spawn_env env = { 0 };
 	char cmd[MTD_CMD_MAX];
 	int ret = -1;
+	ssize_t n;
 
 	memset(res, 0, sizeof(*res));
 	if (!c) {
@@ -350,7 +387,8 @@ int client_track(int sock, const struct session_opts *so, int out_fd, void (*pla
 		goto out;
 	}
 	ret = -1;
-	if (await(c, MTD_READY) < 0 || start_root(c, &child)) {
+	n = await(c, MTD_READY);
+	if (n < 0 || take_ready(c, n, &env) || start_root(c, &child, &env)) {
 		spawn_abort(&child); /* before its exec: nothing ran */
 		goto out;
 	}
@@ -364,6 +402,7 @@ int client_track(int sock, const struct session_opts *so, int out_fd, void (*pla
 	placed(ctx);
 	run_track(c, child.pid, res);
 out:
+	spawn_env_free(&env);
 	sigprocmask(SIG_SETMASK, &c->old_mask, NULL);
 	close(sock);
 	free(c);

@@ -23,6 +23,7 @@
 #include "daemon/proto.h"
 #include "daemon/serve.h"
 #include "inspect/unwind_cache.h"
+#include "record/session.h"
 
 struct daemon {
 	struct serve_env env;
@@ -145,7 +146,7 @@ static int systemd_socket(void)
 	int type = 0;
 	socklen_t len = sizeof(type);
 
-	if (!pid || !fds || atoi(pid) != getpid() || strcmp(fds, "1"))
+	if (!pid || !fds || atoi(pid) != getpid() || strcmp(fds, "1") != 0)
 		return -1;
 	unsetenv("LISTEN_PID");
 	unsetenv("LISTEN_FDS");
@@ -296,7 +297,8 @@ static void daemon_defaults(struct bpf_slot_key *k)
 		.wakeup_bytes = MT_RING_DEFAULT / 16,
 		.unwind_rows = MT_UNWIND_ROWS_DEFAULT,
 		.allocators = true,
-		.stacks = true, /* track's default */
+		.stacks = true,			  /* track's default */
+		.fast = session_fast_available(), /* and the in-process path, where installed */
 	};
 }
 

@@ -6,7 +6,8 @@
  *
  * A track session:
  *   client  START (struct mtd_start, kind MTD_TRACK), fd: the artifact, open for writing
- *   daemon  READY                       the BPF side is ready: fork the root, parked
+ *   daemon  READY (struct mtd_ready)    the BPF side is ready: fork the root, parked
+ *                                       (with MTD_F_FAST: the environment it needs)
  *   client  ROOT, fd: the root's pidfd  parked before its exec
  *   daemon  GO                          tracked: release the root
  *   client  EXITED (struct mtd_exited)  the root's wait status (or STOP: stop now)
@@ -38,10 +39,10 @@
 
 #define MTD_DEFAULT_SOCKET "/run/memtrack/daemon.sock"
 #define MTD_MAGIC 0x3144544du /* "MTD1" */
-#define MTD_VERSION 1
-#define MTD_MSG_MAX 8192 /* bytes a message, at most */
-#define MTD_CMD_MAX 4096 /* bytes of START's command line, with its NUL */
-#define MTD_FDS_MAX 2	 /* fds a message, at most */
+#define MTD_VERSION 2	      /* 2: READY carries the in-process path's environment */
+#define MTD_MSG_MAX 8192      /* bytes a message, at most */
+#define MTD_CMD_MAX 4096      /* bytes of START's command line, with its NUL */
+#define MTD_FDS_MAX 2	      /* fds a message, at most */
 
 enum mtd_type {
 	MTD_START = 1, /* client: a session */
@@ -66,7 +67,8 @@ enum mtd_kind {
 #define MTD_F_STACKS (1u << 1)		/* call stacks */
 #define MTD_F_VERBOSE (1u << 2)		/* -v: the statistics as notices */
 #define MTD_F_NO_UNWIND_CACHE (1u << 3) /* --no-unwind-cache */
-#define MTD_F_ALL ((1u << 4) - 1)
+#define MTD_F_FAST (1u << 4)		/* track: the in-process heap path where it serves */
+#define MTD_F_ALL ((1u << 5) - 1)
 
 struct mtd_hdr {
 	__u32 magic;   /* MTD_MAGIC */
@@ -90,6 +92,24 @@ struct mtd_start {
 	__u32 pad;	    /* 0 */
 	char cmd[];	    /* the command line, for the artifact's header */
 };
+
+/*
+ * READY.  With fast set, paths[] holds two NUL-terminated strings of
+ * lib_len and sock_len bytes (their NULs included): libmemtrack-fast.so,
+ * which the client puts first in the command's LD_PRELOAD, and the socket
+ * it hands its rings to (MEMTRACK_FAST_SOCKET).  Without it, the daemon
+ * records the heap through the uprobes (no library, or --no-fast).
+ */
+struct mtd_ready {
+	struct mtd_hdr h;
+	__u32 fast;	/* 1: paths[] follows; 0: nothing does */
+	__u16 lib_len;	/* 1..MTD_PATH_MAX */
+	__u16 sock_len; /* 1..MTD_PATH_MAX */
+	char paths[];
+};
+
+/* bytes of a READY path, its NUL included: two fit in a message */
+#define MTD_PATH_MAX 4000
 
 struct mtd_exited {
 	struct mtd_hdr h;

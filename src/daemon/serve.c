@@ -177,6 +177,9 @@ static void build_opts(struct conn *c)
 		.allocators = st->flags & MTD_F_ALLOCATORS,
 		.verbose = st->flags & MTD_F_VERBOSE,
 		.stacks = st->flags & MTD_F_STACKS,
+		/* track only: attach has no in-process path (nothing preloads it) */
+		.fast = st->kind == MTD_TRACK && (st->flags & MTD_F_FAST) &&
+			(st->flags & MTD_F_ALLOCATORS) && session_fast_available(),
 		.kf = c->env->kf,
 		.unwind_rows = st->unwind_rows,
 		.unwind_cache = st->flags & MTD_F_NO_UNWIND_CACHE ? NULL : c->env->cache,
@@ -207,6 +210,7 @@ static struct bpf_slot_key slot_key(const struct session_opts *so)
 				   : 0,
 		.allocators = so->allocators,
 		.stacks = so->stacks,
+		.fast = so->fast,
 		.adopt_running = so->attach_pid != 0,
 		.owner_only = so->authority && so->authority->restricted,
 		.owner_uid = so->authority ? so->authority->uid : 0,
@@ -268,7 +272,7 @@ static pid_t pidfd_pid(int pidfd)
 	if (n < 0)
 		return -EBADF;
 	link[n] = 0;
-	if (strcmp(link, "anon_inode:[pidfd]"))
+	if (strcmp(link, "anon_inode:[pidfd]") != 0)
 		return -EBADF;
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
 	f = fopen(path, "re");
@@ -360,12 +364,9 @@ static int start_session_slot(struct conn *c)
 	return 0;
 }
 
-/* Takes a slot and starts the session on it.  Returns 0, or -1 after a refusal. */
-static int start_session(struct conn *c)
+/* The session on the slot, made before its start (a track's READY needs it). */
+static int new_session(struct conn *c)
 {
-	char err[512] = "";
-	int ret;
-
 	if (!c->slot && start_session_slot(c))
 		return -1;
 	c->so.slot = c->slot;
@@ -374,6 +375,15 @@ static int start_session(struct conn *c)
 		refuse(c, "the daemon is out of memory; retry later");
 		return -1;
 	}
+	return 0;
+}
+
+/* Starts the session made by new_session().  Returns 0, or -1 after a refusal. */
+static int start_session(struct conn *c)
+{
+	char err[512] = "";
+	int ret;
+
 	ret = session_start(c->s, c->out_fd, err, sizeof(err));
 	c->out_fd = -1; /* the session's */
 	if (!ret && !still_there(c->pidfd)) {
@@ -387,6 +397,37 @@ static int start_session(struct conn *c)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * READY, with the in-process path's environment when the session has it:
+ * its socket is opened now, for the peer's uid, before the client forks.
+ * A failure there is a notice, and the heap goes through the uprobes.
+ */
+static int send_ready(struct conn *c)
+{
+	char msg[sizeof(struct mtd_ready) + 2 * (size_t)MTD_PATH_MAX] __attribute__((aligned(8)));
+	struct mtd_ready r = { .h = mtd_hdr(MTD_READY) };
+	const char *lib = NULL, *sock = NULL;
+	size_t ll = 0, sl = 0;
+	char err[512];
+
+	if (c->so.fast &&
+	    session_open_fast(c->s, c->peer.uid, c->peer.gid, &lib, &sock, err, sizeof(err)))
+		conn_notice(c, err);
+	else if (c->so.fast) {
+		ll = strlen(lib) + 1;
+		sl = strlen(sock) + 1;
+		r.fast = ll <= MTD_PATH_MAX && sl <= MTD_PATH_MAX;
+	}
+	if (!r.fast)
+		return mtd_send(c->sock, &r, sizeof(r), NULL, 0);
+	r.lib_len = (__u16)ll;
+	r.sock_len = (__u16)sl;
+	memcpy(msg, &r, sizeof(r));
+	memcpy(msg + sizeof(r), lib, ll);
+	memcpy(msg + sizeof(r) + ll, sock, sl);
+	return mtd_send(c->sock, msg, sizeof(r) + ll + sl, NULL, 0);
 }
 
 /* What to do on a message during the session: 1 go on, 0 stop. */
@@ -478,9 +519,9 @@ static void finish(struct conn *c)
 
 static int serve_track(struct conn *c)
 {
-	if (start_session_slot(c) || mtd_send_type(c->sock, MTD_READY) || read_root(c))
+	if (new_session(c) || send_ready(c) || read_root(c))
 		return -1;
-	c->so.root_pid = c->pid;
+	session_set_root(c->s, c->pid);
 	if (start_session(c))
 		return -1;
 	return mtd_send_type(c->sock, MTD_GO) ? -1 : 0;
@@ -494,7 +535,7 @@ static int serve_attach(struct conn *c)
 	if (check_target(c))
 		return -1;
 	c->so.attach_pid = c->pid;
-	if (start_session(c))
+	if (new_session(c) || start_session(c))
 		return -1;
 	session_stats(c->s, &st);
 	go.attached_procs = st.attached_procs;

@@ -62,6 +62,7 @@ struct bpf_slot *bpf_slot__new(const struct bpf_slot_key *key, const struct kern
 		.allocators = key->allocators,
 		.uprobe_attach_type = s->attach->prog_attach_type,
 		.stacks = key->stacks,
+		.fast = key->fast,
 		.unwind_rows = key->unwind_rows,
 		.adopt_running = key->adopt_running,
 		.owner_only = key->owner_only,
@@ -99,9 +100,9 @@ bool bpf_slot_key_eq(const struct bpf_slot_key *a, const struct bpf_slot_key *b)
 {
 	return a->ring_bytes == b->ring_bytes && a->wakeup_bytes == b->wakeup_bytes &&
 	       a->unwind_rows == b->unwind_rows && a->allocators == b->allocators &&
-	       a->stacks == b->stacks && a->adopt_running == b->adopt_running &&
-	       a->owner_only == b->owner_only && a->owner_uid == b->owner_uid &&
-	       a->owner_gid == b->owner_gid;
+	       a->stacks == b->stacks && a->fast == b->fast &&
+	       a->adopt_running == b->adopt_running && a->owner_only == b->owner_only &&
+	       a->owner_uid == b->owner_uid && a->owner_gid == b->owner_gid;
 }
 
 void bpf_slot__free(struct bpf_slot *s)

@@ -40,6 +40,7 @@ struct bpf_slot_key {
 	uint32_t unwind_rows;  /* 0 without stacks */
 	bool allocators;       /* heap uprobes and parking */
 	bool stacks;	       /* call stacks */
+	bool fast;	       /* the in-process heap path's programs (fast.bpf.c) */
 	bool adopt_running;    /* attach: processes found running */
 	bool owner_only;       /* attach for a user: only what owner_uid may trace (rodata) */
 	uint32_t owner_uid;    /* that user's uid and gid */

@@ -2,6 +2,7 @@
 /*
  * session.c - one recording from start to end; see session.h.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -57,6 +58,7 @@ struct session {
 	struct pipeline *pipe;
 	struct control *ctl;		 /* NULL without --control (or when it failed) */
 	struct fast_drain *fast;	 /* --fast: the in-process rings, else NULL */
+	char fast_lib[4096];		 /* --fast: libmemtrack-fast.so's path */
 	struct heap_switch *heap_switch; /* with --control or --fast, once loaded */
 	struct mt_writer *writer;
 	struct mt_header hdr;
@@ -364,28 +366,19 @@ static bool fast_admit(void *ctx, pid_t pid)
 }
 
 /*
- * --fast: opens the socket the library hands its rings to, and puts the
- * library first in the command's LD_PRELOAD (the command sees it there,
- * and MEMTRACK_FAST_SOCKET: exec'd programs keep the path through them).
- * Returns 0 or -errno with a message in @err.
+ * --fast: finds the library and opens the socket it hands its rings to,
+ * connectable by @uid (@gid), the command's user.  Returns 0 or -errno
+ * with a message in @err.
  */
-static int open_fast(struct session *s, char *err, size_t errlen)
+static int make_drain(struct session *s, uid_t uid, gid_t gid, char *err, size_t errlen)
 {
-	const char *old = spawn_env_get(&s->env, "LD_PRELOAD");
-	char lib[4096], *preload;
-	uid_t uid;
-	gid_t gid;
 	int ret;
 
-	if (fast_lib_path(lib, sizeof(lib))) {
+	if (fast_lib_path(s->fast_lib, sizeof(s->fast_lib))) {
 		snprintf(
 			err, errlen,
 			"--fast needs libmemtrack-fast.so next to the memtrack binary or in lib/memtrack of its install; run make (or make install), or drop --fast");
 		return -ENOENT;
-	}
-	if (!sudo_invoker(&uid, &gid)) { /* the command's user: the socket is theirs */
-		uid = geteuid();
-		gid = getegid();
 	}
 	s->fast = fast_drain__new(fast_admit, s, uid, gid, s->reaper);
 	if (!s->fast) {
@@ -396,10 +389,48 @@ static int open_fast(struct session *s, char *err, size_t errlen)
 			strerror(-ret));
 		return ret;
 	}
-	if (asprintf(&preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)
-		return -ENOMEM;
-	ret = spawn_env_set(&s->env, "LD_PRELOAD", preload);
-	free(preload);
+	return 0;
+}
+
+int session_open_fast(struct session *s, uid_t uid, gid_t gid, const char **lib, const char **sock,
+		      char *err, size_t errlen)
+{
+	int ret;
+
+	assert(s->o.slot && !s->fast);
+	err[0] = 0;
+	ret = make_drain(s, uid, gid, err, errlen);
+	if (ret) {
+		s->o.fast = false; /* the uprobes record the heap instead */
+		return ret;
+	}
+	*lib = s->fast_lib;
+	*sock = fast_drain__path(s->fast);
+	return 0;
+}
+
+/*
+ * --fast: opens the socket (make_drain), and puts the library first in the
+ * command's LD_PRELOAD (the command sees it there, and
+ * MEMTRACK_FAST_SOCKET: exec'd programs keep the path through them).  The
+ * daemon's client sets both itself (session_open_fast).  Returns 0 or
+ * -errno with a message in @err.
+ */
+static int open_fast(struct session *s, char *err, size_t errlen)
+{
+	uid_t uid;
+	gid_t gid;
+	int ret;
+
+	if (s->o.slot)
+		return 0;		 /* the drain, if any, is session_open_fast()'s */
+	if (!sudo_invoker(&uid, &gid)) { /* the command's user: the socket is theirs */
+		uid = geteuid();
+		gid = getegid();
+	}
+	ret = make_drain(s, uid, gid, err, errlen);
+	if (!ret)
+		ret = spawn_env_prepend(&s->env, "LD_PRELOAD", s->fast_lib, ':');
 	return ret ? ret : spawn_env_set(&s->env, MT_FAST_SOCKET_ENV, fast_drain__path(s->fast));
 }
 
@@ -885,6 +916,12 @@ static int probe_running(struct session *s, char *err, size_t errlen)
 		       s->adopt.phys_err == -EPERM ? "no page frame numbers without CAP_SYS_ADMIN"
 						   : strerror(-s->adopt.phys_err));
 	return 0;
+}
+
+void session_set_root(struct session *s, pid_t root_pid)
+{
+	assert(s->o.slot && s->out_fd < 0);
+	s->o.root_pid = root_pid;
 }
 
 int session_start(struct session *s, int out_fd, char *err, size_t errlen)

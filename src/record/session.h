@@ -119,6 +119,20 @@ bool session_fast_available(void);
 struct session *session__new(const struct session_opts *o);
 
 /*
+ * The daemon's track session with fast (before session_start()): opens
+ * the --fast socket, connectable by the client's @uid (@gid), before the
+ * client forks its command, which must then have *@lib first in its
+ * LD_PRELOAD and *@sock in MEMTRACK_FAST_SOCKET (both the session's, valid
+ * until session__free()).  Returns 0, or -errno with a one-line message
+ * in @err (the session then records the heap through the uprobes).
+ */
+MT_MUST_CHECK int session_open_fast(struct session *s, uid_t uid, gid_t gid, const char **lib,
+				    const char **sock, char *err, size_t errlen);
+
+/* The daemon's: the root the client forked, known after the session was made. */
+void session_set_root(struct session *s, pid_t root_pid);
+
+/*
  * Starts the recording into @out_fd (the artifact, owned by the session
  * from now on): everything up to the command parked before its exec, with
  * the pipeline running.  Returns 0, or -errno with a one-line message in

@@ -271,6 +271,21 @@ const char *spawn_env_get(const struct spawn_env *e, const char *name)
 	return i < e->n ? e->vars[i] + strlen(name) + 1 : NULL;
 }
 
+int spawn_env_prepend(struct spawn_env *e, const char *name, const char *value, char sep)
+{
+	const char *old = spawn_env_get(e, name);
+	char *v;
+	int ret;
+
+	if (!old || !*old)
+		return spawn_env_set(e, name, value);
+	if (asprintf(&v, "%s%c%s", value, sep, old) < 0)
+		return -ENOMEM;
+	ret = spawn_env_set(e, name, v);
+	free(v);
+	return ret;
+}
+
 void spawn_env_free(struct spawn_env *e)
 {
 	for (size_t i = 0; e->vars && i < e->n; i++)

@@ -44,6 +44,14 @@ MT_MUST_CHECK int spawn_env_init(struct spawn_env *e);
 /* Sets @name to @value, or removes it (@value NULL).  Returns 0 or -ENOMEM. */
 MT_MUST_CHECK int spawn_env_set(struct spawn_env *e, const char *name, const char *value);
 
+/*
+ * Puts @value first in the list @name holds (@sep between entries, e.g.
+ * LD_PRELOAD's ':'), or sets it to @value when unset or empty.  Returns 0
+ * or -ENOMEM.
+ */
+MT_MUST_CHECK int spawn_env_prepend(struct spawn_env *e, const char *name, const char *value,
+				    char sep);
+
 /* @name's value in @e, or NULL. */
 const char *spawn_env_get(const struct spawn_env *e, const char *name);
 

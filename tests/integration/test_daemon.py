@@ -24,10 +24,10 @@ from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, fixture, r
                    require, require_eq, run, wait_until, window)
 from test_attach import kv, proc_state, start_fixture
 
-MAGIC, VERSION = 0x3144544D, 1
+MAGIC, VERSION = 0x3144544D, 2
 START, READY, ROOT, GO, EXITED, STOP, NOTICE, DONE, REFUSED = range(1, 10)
 TRACK, ATTACH = 1, 2
-F_ALLOCATORS, F_STACKS = 1, 2
+F_ALLOCATORS, F_STACKS, F_FAST = 1, 2, 16
 START_FMT = "<IHHIIQQQQQQIiII"  # struct mtd_start's fixed part
 RING = 2 << 20
 
@@ -510,10 +510,90 @@ def test_stacks_choice_through_daemon(daemon, users, tmp):
         check_eq(any(e["type"] == "object" for e in evs), want, "%s: object records" % opt)
 
 
-@pytest.mark.parametrize("opt", ["--fast", "--control", "--physical"])
+def test_in_process_through_daemon(daemon, users, tmp):
+    """The daemon serves the in-process heap path as track does as root:
+    a user's dynamic command records its heap in-process by default and
+    with --fast (one fast record, the report's "heap in-process"), every
+    call exactly and each with its stack; --no-fast records the same
+    calls through the uprobes (no fast record)."""
+    u = users[0]
+    for opts, fast in (((), True), (("--fast",), True), (("--no-fast",), False)):
+        what = " ".join(opts) or "the default"
+        out = u.dir / ("inproc%d%s.mtrk" % (fast, len(opts)))
+        p = track_as(daemon, u, [fixture("heap_many"), "500"], out, opts=opts)
+        require_eq(p.returncode, 0, "%s through the daemon (stderr %r)" % (what, p.stderr))
+        check_heap_many(out, 500, what)
+        evs = Artifact(out).events
+        check_eq(len([e for e in evs if e["type"] == "fast"]), int(fast),
+                 "%s: processes that went in-process" % what)
+        mallocs, _ = heap_window(out)
+        check_eq(sum(1 for e in mallocs if e.get("stack")), 500, "%s: mallocs with a stack" % what)
+        rep = run([MEMTRACK, "report", str(out)])
+        check_eq("heap in-process" in rep.stdout, fast, "%s: the report names the path" % what)
+
+
+HOLDER = r"""
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.settimeout(30)
+s.connect(sys.argv[1])
+art = os.open(sys.argv[3], os.O_WRONLY | os.O_CREAT, 0o600)
+s.sendmsg([bytes.fromhex(sys.argv[2])], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", art))])
+while True:
+    data = s.recv(65536)
+    if struct.unpack_from("<IHH", data)[2] != 7:
+        break
+fast, ll, sl = struct.unpack_from("<IHH", data, 8)
+print(fast, data[16:16 + ll].rstrip(b"\0").decode(), data[16 + ll:16 + ll + sl].rstrip(b"\0").decode(),
+      flush=True)
+sys.stdin.read()
+"""
+
+CONNECTOR = r"""
+import socket, sys
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    c.connect(sys.argv[1])
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+"""
+
+
+def test_in_process_socket_is_the_users(daemon, users, tmp):
+    """READY of a track session with the in-process path names the library
+    and the socket the daemon opened for it: only the session's user can
+    connect to that socket (another user gets PermissionError), and a
+    client that goes away before its ROOT leaves no socket behind; the
+    daemon serves on, exactly."""
+    a, b = users
+    h = subprocess.Popen(a.argv(["python3", "-c", HOLDER, daemon.sock,
+                                 start_msg(flags=F_ALLOCATORS | F_FAST).hex(), a.dir / "held"]),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=a.env())
+    try:
+        fast, lib, sock = h.stdout.readline().split()
+        check_eq(fast, "1", "READY says the in-process path is on")
+        check_eq(os.path.basename(lib), "libmemtrack-fast.so", "READY's library")
+        check_true(os.path.exists(lib), "the library %s exists" % lib)
+        check_eq(os.stat(sock).st_uid, a.uid, "the socket's owner")
+        for who, want in ((b, "PermissionError"), (a, "connected")):
+            p = subprocess.run(who.argv(["python3", "-c", CONNECTOR, sock]), capture_output=True,
+                               text=True, timeout=30, env=who.env())
+            check_eq(p.stdout.strip(), want, "%s connecting to %s's socket" % (who.name, a.name))
+    finally:
+        h.stdin.close()
+        h.wait(timeout=30)
+    wait_until(lambda: not os.path.exists(os.path.dirname(sock)), "the socket's directory to go")
+    out = b.dir / "after.mtrk"
+    q = track_as(daemon, b, [fixture("heap_many"), "90"], out)
+    require_eq(q.returncode, 0, "a session after (stderr %r)" % q.stderr)
+    check_heap_many(out, 90, "after the held session")
+
+
+@pytest.mark.parametrize("opt", ["--control", "--physical"])
 def test_refused_options_through_daemon(daemon, users, tmp, opt):
-    """--fast, --control and --physical are not served through the daemon
-    (its BPF side is shared): with --daemon, one line naming the option and
+    """--control and --physical are not served through the daemon (its
+    BPF side is shared): with --daemon, one line naming the option and
     --no-daemon, exit 1, no artifact, and the command never runs."""
     u = users[0]
     out = u.dir / "refused.mtrk"
