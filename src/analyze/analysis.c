@@ -148,7 +148,7 @@ static bool proc_has(const void *ctx, uint64_t pos, const void *pid)
 {
 	const struct analysis *a = ctx;
 
-	return a->procs[pos].pid == *(const uint32_t *)pid;
+	return a->procs && a->procs[pos].pid == *(const uint32_t *)pid; /* non-NULL once indexed */
 }
 
 static uint64_t proc_hash(const void *ctx, uint64_t pos)
@@ -172,7 +172,7 @@ static struct proc_summary *proc_get(struct analysis *a, uint32_t pid)
 	uint64_t at;
 
 	/* most events come in runs of one process: skip the hash for them */
-	if (a->last_proc && a->procs[a->last_proc - 1].pid == pid)
+	if (a->last_proc && a->procs && a->procs[a->last_proc - 1].pid == pid)
 		return &a->procs[a->last_proc - 1];
 	at = hash_index_find(&a->pid_index, mix64(pid), proc_has, a, &pid);
 	if (at) {

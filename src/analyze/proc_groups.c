@@ -109,7 +109,7 @@ struct proc_group *proc_groups(const struct analysis *a, enum proc_sort s, size_
 	}
 	qsort_r(idx, m, sizeof(*idx), by_command, (void *)a);
 	for (size_t i = 0; i < m; i++) {
-		if (!i || strcmp(a->procs[idx[i]].command, a->procs[idx[i - 1]].command))
+		if (!i || strcmp(a->procs[idx[i]].command, a->procs[idx[i - 1]].command) != 0)
 			k++; /* a command's first process: a new row */
 		group_add(&g[k - 1], &a->procs[idx[i]]);
 	}

@@ -378,6 +378,7 @@ static int feed_pycode(struct fast_reader *r, struct pipeline *p, const struct m
 		return 1;
 	}
 	used = 1 + (int)MT_FAST_DATA_SLOTS((uint32_t)len);
+	memset(c.f, 0, sizeof(c.f)); /* data_slots() fills them when it returns > 0 */
 	got = data_slots(r, (uint32_t)len, c.f);
 	if (got == 0 && !r->closing)
 		return 0;

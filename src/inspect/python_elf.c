@@ -205,7 +205,7 @@ static uint32_t version_in_rodata(Elf *elf, const char *path)
 		const char *name;
 
 		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstr, sh.sh_name)) ||
-		    strcmp(name, ".rodata") || !(d = elf_getdata(scn, NULL)) || d->d_size < 16)
+		    strcmp(name, ".rodata") != 0 || !(d = elf_getdata(scn, NULL)) || d->d_size < 16)
 			continue;
 		/* "3.N.P" ends a string (the linker may merge it into a longer one's tail) */
 		for (const char *p = d->d_buf, *end = p + d->d_size - 16;
@@ -250,7 +250,7 @@ static bool debug_offsets_agree(Elf *elf, const GElf_Sym *rt, const struct mt_py
 	};
 	uint64_t head[2], v;
 
-	if (!sym_bytes(elf, rt, 0, head, sizeof(head)) || memcmp(head, "xdebugpy", 8) ||
+	if (!sym_bytes(elf, rt, 0, head, sizeof(head)) || memcmp(head, "xdebugpy", 8) != 0 ||
 	    head[1] != version)
 		return false;
 	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {

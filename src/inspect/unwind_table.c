@@ -585,10 +585,9 @@ static int run_cfi(struct nrun *n, const struct ncie *c, const uint8_t *p, const
 			if (d > UINT32_MAX / (c->caf ? c->caf : 1))
 				return -ENOTSUP;
 			err = advance(n, n->loc + d * c->caf);
-		} else if (op == DW_CFA_nop) {
-			continue;
-		} else if (op == DW_CFA_AARCH64_negate_ra_state && n->arch->lr) {
-			continue; /* PAC: libdw ignores it too; the unwinders strip the bits */
+		} else if (op == DW_CFA_nop ||
+			   (op == DW_CFA_AARCH64_negate_ra_state && n->arch->lr)) {
+			continue; /* negate_ra_state, PAC: libdw ignores it too; the unwinders strip the bits */
 		} else if (op == DW_CFA_GNU_args_size) {
 			err = uleb(&g, &u);
 		} else if (op == DW_CFA_remember_state) {
