@@ -114,8 +114,15 @@ uint64_t fast_take_stack(uint64_t entry_sp, uint64_t bp, bool (*skip)(uint64_t p
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (!id || __atomic_load_n(&um->gen, __ATOMIC_RELAXED) != gen)
 		return 0; /* the mappings changed under the walk: no stack is better than a wrong one */
-	if (py.runtime && fast_python_frames(&py, fast_ring_pid(), &tls_stack, tls_codes))
-		id = tls_stack.id = mt_stack_id(tls_stack.frames, tls_stack.n, tls_stack.truncated);
+	if (py.runtime) {
+		uint32_t truncated = tls_stack.truncated;
+
+		/* frames added, or none for want of room: either changes the id */
+		if (fast_python_frames(&py, fast_ring_pid(), &tls_stack, tls_codes) ||
+		    tls_stack.truncated != truncated)
+			id = tls_stack.id =
+				mt_stack_id(tls_stack.frames, tls_stack.n, tls_stack.truncated);
+	}
 	/* marked once written: a vfork child's dropped record must not hide it from its parent */
 	if (!fast_stack_seen(id)) {
 		if (py.runtime)
