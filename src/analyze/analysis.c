@@ -262,7 +262,7 @@ static struct site *site_release(struct analysis *a, const struct live_slot *s)
 
 	/* a new site is the only allocation here; it fails only out of memory */
 	if (site)
-		site_live_sub(&a->sites, site, s->size);
+		site_live_sub(&a->sites, site, s->size, s->count);
 	return site;
 }
 
@@ -369,7 +369,7 @@ static int heap_alloc(struct analysis *a, struct proc_summary *p, const struct m
 		return -ENOMEM;
 	site->allocs += count;
 	site->allocated_bytes = sat_add(site->allocated_bytes, size);
-	site_live_add(&a->sites, site, size);
+	site_live_add(&a->sites, site, size, count);
 	a->live_bytes += size;
 	if (a->live_bytes > a->peak_live_bytes) {
 		a->peak_live_bytes = a->live_bytes;

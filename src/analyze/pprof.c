@@ -123,6 +123,8 @@ struct pprof {
 	struct idmap functions;	 /* (name index, file index) -> function id */
 	struct symbolizer *sym;
 	const struct stack_table *st;
+	bool live;  /* pprof_run.live */
+	bool final; /* pprof_run.final */
 	int err;
 };
 
@@ -237,11 +239,34 @@ static uint64_t location_id(struct pprof *pp, uint32_t object, uint64_t addr)
 	return id;
 }
 
+/*
+ * A site's values in sample_types()' order: export's, with inuse at the
+ * tree's heap peak; a live profile's, with inuse now (Go's heap profile).
+ */
+static uint32_t values(const struct pprof *pp, const struct site *s, uint64_t *v)
+{
+	if (pp->live) {
+		v[0] = s->allocs;
+		v[1] = s->allocated_bytes;
+		/* once finished the blocks are swept: in use at the end is what was never freed */
+		v[2] = pp->final ? s->leaked_count + s->live_end_count : s->live_count;
+		v[3] = pp->final ? s->leaked_bytes + s->live_end_bytes : s->live_bytes;
+		return 4;
+	}
+	v[0] = s->allocs;
+	v[1] = s->allocated_bytes;
+	v[2] = s->peak_bytes;
+	v[3] = s->leaked_bytes;
+	v[4] = s->mem_peak;
+	v[5] = s->peak_count;
+	return 6;
+}
+
 static void sample(struct pprof *pp, const struct site *s)
 {
 	const struct mt_stack *st = stack_table_get(pp->st, s->stack);
-	uint64_t locs[MT_STACK_MAX], v[5] = { s->allocs, s->allocated_bytes, s->peak_bytes,
-					      s->leaked_bytes, s->mem_peak };
+	uint64_t locs[MT_STACK_MAX], v[6];
+	uint32_t nv = values(pp, s, v);
 	struct mt_frame order[MT_STACK_MAX];
 	int nf = st ? callsite_order(pp->sym, pp->st, st, order) : 0;
 	uint32_t n = 0;
@@ -257,7 +282,7 @@ static void sample(struct pprof *pp, const struct site *s)
 	else /* no stack recorded: one location naming that */
 		locs[n++] = location_id(pp, 0, 0);
 	pb_packed(&smp, S_LOCATION_ID, locs, n);
-	pb_packed(&smp, S_VALUE, v, 5);
+	pb_packed(&smp, S_VALUE, v, nv);
 	pb_message(&pp->out, P_SAMPLE, &smp);
 	pb_release(&smp);
 }
@@ -289,13 +314,22 @@ static void mappings(struct pprof *pp)
 
 static void sample_types(struct pprof *pp)
 {
-	static const char *const types[5][2] = {
+	static const char *const export_types[6][2] = {
 		{ "alloc_objects", "count" }, { "alloc_space", "bytes" },
 		{ "inuse_space", "bytes" },   { "leaked", "bytes" },
-		{ "memory", "bytes" }, /* heap + mapped at its peak */
+		{ "memory", "bytes" },	      /* heap + mapped at its peak */
+		{ "inuse_objects", "count" }, /* at the heap peak, as inuse_space */
 	};
+	static const char *const live_types[4][2] = {
+		{ "alloc_objects", "count" },
+		{ "alloc_space", "bytes" },
+		{ "inuse_objects", "count" },
+		{ "inuse_space", "bytes" },
+	};
+	const char *const(*types)[2] = pp->live ? live_types : export_types;
+	int n = pp->live ? 4 : 6;
 
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < n; i++) {
 		pb_reset(&pp->msg);
 		pb_varint_field(&pp->msg, VT_TYPE, str(pp, types[i][0]));
 		pb_varint_field(&pp->msg, VT_UNIT, str(pp, types[i][1]));
@@ -311,15 +345,18 @@ static void sample_types(struct pprof *pp)
 static void sampling(struct pprof *pp, const struct analysis *a)
 {
 	char note[256];
+	bool sampled = analysis_sampling_note(a, note, sizeof(note));
 
-	if (!analysis_sampling_note(a, note, sizeof(note)))
+	if (!sampled && !pp->live)
 		return;
+	/* a live profile always has one (Go's do): 1 byte for an exact recording */
 	pb_reset(&pp->msg);
 	pb_varint_field(&pp->msg, VT_TYPE, str(pp, "space"));
 	pb_varint_field(&pp->msg, VT_UNIT, str(pp, "bytes"));
 	pb_message(&pp->out, P_PERIOD_TYPE, &pp->msg);
-	pb_varint_field(&pp->out, P_PERIOD, a->sample_period);
-	pb_varint_field(&pp->out, P_COMMENT, str(pp, note));
+	pb_varint_field(&pp->out, P_PERIOD, sampled ? a->sample_period : 1);
+	if (sampled)
+		pb_varint_field(&pp->out, P_COMMENT, str(pp, note));
 }
 
 static int gz_write(const struct pb *b, int fd)
@@ -340,7 +377,7 @@ static int gz_write(const struct pb *b, int fd)
 int pprof_write(const struct analysis *a, const struct stack_table *st, struct symbolizer *sym,
 		const struct pprof_run *run, int fd)
 {
-	struct pprof pp = { .sym = sym, .st = st };
+	struct pprof pp = { .sym = sym, .st = st, .live = run->live, .final = run->final };
 	int err = -ENOMEM;
 	bool built;
 
@@ -352,7 +389,8 @@ int pprof_write(const struct analysis *a, const struct stack_table *st, struct s
 	sample_types(&pp);
 	mappings(&pp);
 	for (uint64_t i = 0; i < a->sites.nsites && !pp.err; i++)
-		if (a->sites.sites[i].allocs || a->sites.sites[i].mem_peak) /* a mapping site too */
+		if (a->sites.sites[i].allocs ||
+		    (!pp.live && a->sites.sites[i].mem_peak)) /* a mapping site too */
 			sample(&pp, &a->sites.sites[i]);
 	sampling(&pp, a);
 	pb_varint_field(&pp.out, P_TIME_NANOS, run->start_wall_ns);

@@ -31,7 +31,9 @@ struct site {
 	uint64_t allocs;	  /* allocations (malloc, calloc, realloc, aligned) */
 	uint64_t allocated_bytes; /* bytes they requested */
 	uint64_t live_bytes;	  /* bytes allocated here and not freed yet */
+	uint64_t live_count;	  /* blocks allocated here and not freed yet */
 	uint64_t peak_bytes;	  /* live_bytes at the tree's heap peak (settled at the end) */
+	uint64_t peak_count;	  /* live_count then */
 	uint64_t leaked_count;	  /* blocks never freed before exit/exec/end */
 	uint64_t leaked_bytes;
 	uint64_t temporary; /* blocks freed before their thread allocated again (METRICS.md) */
@@ -101,6 +103,7 @@ static inline void site_live_touch(const struct site_table *t, struct site *s)
 {
 	if (s->epoch != t->epoch) {
 		s->peak_bytes = s->live_bytes;
+		s->peak_count = s->live_count;
 		s->epoch = t->epoch;
 	}
 }
@@ -128,21 +131,26 @@ static inline void site_mem_sub(const struct site_table *t, struct site *s, uint
 }
 
 /*
- * @s's live bytes grow by @bytes / shrink by @bytes, snapshotting its peak
+ * @s's live bytes grow by @bytes / shrink by @bytes (and its live blocks by
+ * @count: 1, or a sampled block's weight), snapshotting its peak
  * first (and its memory: heap blocks are memory too).  Unsigned (modulo 2^64) on purpose: a block's size leaves exactly
  * what it added, whatever the size (a signed delta overflowed at 2^63).
  */
-static inline void site_live_add(const struct site_table *t, struct site *s, uint64_t bytes)
+static inline void site_live_add(const struct site_table *t, struct site *s, uint64_t bytes,
+				 uint64_t count)
 {
 	site_live_touch(t, s);
 	s->live_bytes += bytes;
+	s->live_count += count;
 	site_mem_add(t, s, bytes);
 }
 
-static inline void site_live_sub(const struct site_table *t, struct site *s, uint64_t bytes)
+static inline void site_live_sub(const struct site_table *t, struct site *s, uint64_t bytes,
+				 uint64_t count)
 {
 	site_live_touch(t, s);
 	s->live_bytes -= bytes;
+	s->live_count -= count;
 	site_mem_sub(t, s, bytes);
 }
 

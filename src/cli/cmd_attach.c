@@ -25,6 +25,7 @@
 #include "bpf_abi.h"
 #include "cli/cli.h"
 #include "cli/help.h"
+#include "cli/profiler.h"
 #include "cli/track_daemon.h"
 #include "cli/track_output.h"
 #include "format/artifact.h"
@@ -41,6 +42,7 @@ struct attach_opts {
 	struct authority auth;	 /* under sudo: the invoking user's processes only */
 	struct daemon_choice dc; /* --daemon[=PATH], --no-daemon */
 	struct kernel_features kf;
+	struct profile_opts profile; /* --profile-every, --profile-dir */
 	struct session_opts s;
 };
 
@@ -58,6 +60,8 @@ enum {
 	OPT_DAEMON,
 	OPT_NO_DAEMON,
 	OPT_SAMPLE_BYTES,
+	OPT_PROFILE_EVERY,
+	OPT_PROFILE_DIR,
 };
 
 static const struct option attach_options[] = {
@@ -75,6 +79,8 @@ static const struct option attach_options[] = {
 	{ "daemon", optional_argument, NULL, OPT_DAEMON },
 	{ "no-daemon", no_argument, NULL, OPT_NO_DAEMON },
 	{ "sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES },
+	{ "profile-every", required_argument, NULL, OPT_PROFILE_EVERY },
+	{ "profile-dir", required_argument, NULL, OPT_PROFILE_DIR },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -149,6 +155,8 @@ static int parse_option(int c, char **argv, struct attach_opts *o)
 	case OPT_DAEMON: return track_daemon_opt(optarg, &o->dc);
 	case OPT_NO_DAEMON: o->dc = (struct daemon_choice){ .mode = -1 }; return 0;
 	case OPT_SAMPLE_BYTES: return track_sample_opt(optarg, s);
+	case OPT_PROFILE_EVERY: return profile_every_opt(optarg, &o->profile);
+	case OPT_PROFILE_DIR: o->profile.dir = optarg; return 0;
 	case OPT_CONTROL:
 		if (!*optarg) {
 			die_msg("empty --control path; give the path of a socket to create, e.g. --control /tmp/memtrack.sock");
@@ -202,8 +210,10 @@ static int parse_attach_opts(int argc, char **argv, struct attach_opts *o)
 		die_msg("--sample-bytes samples the heap calls and --no-allocators records none; drop one of them");
 		return 2;
 	}
-	if (parse_pid(argv[optind], &o->pid))
+	if (profile_opts_check(&o->profile) || parse_pid(argv[optind], &o->pid))
 		return 2;
+	if (o->profile.every_ns)
+		o->s.profile = &o->profile;
 	o->s.attach_pid = o->pid;
 	o->s.wakeup_bytes = o->s.ring_bytes / 16;
 	return 0;

@@ -100,7 +100,7 @@ static int export_pprof(struct export_opts *o)
 	struct loaded *l = calloc(1, sizeof(*l));
 	struct symbolizer *sym = cli_symbolizer_new();
 	struct stack_table st;
-	struct pprof_run run;
+	struct pprof_run run = { 0 };
 	int ret = 1, err, fd;
 
 	stack_table_init(&st);

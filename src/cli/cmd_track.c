@@ -24,6 +24,7 @@
 #include "bpf_abi.h"
 #include "cli/cli.h"
 #include "cli/help.h"
+#include "cli/profiler.h"
 #include "cli/track_daemon.h"
 #include "cli/track_output.h"
 #include "fast/fast_ring.h"
@@ -36,13 +37,14 @@
 #include "record/spawn.h"
 
 struct track_opts {
-	const char *output;	   /* artifact path */
-	bool allow_drops;	   /* keep the command's status despite drops */
-	bool quiet;		   /* -q: no summary line */
-	int fast_choice;	   /* --fast 1, --no-fast -1, neither 0 */
-	int stacks_choice;	   /* --stacks 1, --no-stacks -1 (the last wins), neither 0 */
-	struct kernel_features kf; /* what the kernel offers, the mechanisms chosen */
-	struct daemon_choice dc;   /* --daemon[=PATH], --no-daemon */
+	const char *output;	     /* artifact path */
+	bool allow_drops;	     /* keep the command's status despite drops */
+	bool quiet;		     /* -q: no summary line */
+	int fast_choice;	     /* --fast 1, --no-fast -1, neither 0 */
+	int stacks_choice;	     /* --stacks 1, --no-stacks -1 (the last wins), neither 0 */
+	struct kernel_features kf;   /* what the kernel offers, the mechanisms chosen */
+	struct daemon_choice dc;     /* --daemon[=PATH], --no-daemon */
+	struct profile_opts profile; /* --profile-every, --profile-dir */
 	struct session_opts s;
 };
 
@@ -67,6 +69,8 @@ enum {
 	OPT_DAEMON,
 	OPT_NO_DAEMON,
 	OPT_SAMPLE_BYTES,
+	OPT_PROFILE_EVERY,
+	OPT_PROFILE_DIR,
 };
 
 static const struct option track_options[] = {
@@ -91,6 +95,8 @@ static const struct option track_options[] = {
 	{ "daemon", optional_argument, NULL, OPT_DAEMON },
 	{ "no-daemon", no_argument, NULL, OPT_NO_DAEMON },
 	{ "sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES },
+	{ "profile-every", required_argument, NULL, OPT_PROFILE_EVERY },
+	{ "profile-dir", required_argument, NULL, OPT_PROFILE_DIR },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -210,6 +216,8 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		case OPT_DAEMON: err = track_daemon_opt(optarg, &o->dc); break;
 		case OPT_NO_DAEMON: o->dc = (struct daemon_choice){ .mode = -1 }; break;
 		case OPT_SAMPLE_BYTES: err = track_sample_opt(optarg, s); break;
+		case OPT_PROFILE_EVERY: err = profile_every_opt(optarg, &o->profile); break;
+		case OPT_PROFILE_DIR: o->profile.dir = optarg; break;
 		case OPT_UNWIND_ROWS:
 		case OPT_RING:
 		case OPT_BATCH:
@@ -231,8 +239,10 @@ static int parse_track_opts(int argc, char **argv, struct track_opts *o)
 		die_msg("no command given; usage: memtrack track [-o FILE] -- CMD [ARGS...]; see memtrack help track");
 		return 2;
 	}
-	if (check_combinations(o))
+	if (check_combinations(o) || profile_opts_check(&o->profile))
 		return 2;
+	if (o->profile.every_ns)
+		s->profile = &o->profile;
 	/*
 	 * Stacks by default: they cost the in-process path ~1.2x (issue 20's
 	 * figures); they need the allocator probes, so --no-allocators alone

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/cli.h"
+#include "cli/profiler.h"
 #include "cli/track_daemon.h"
 #include "cli/track_output.h"
 #include "daemon/proto.h"
@@ -103,10 +104,18 @@ int daemon_record(struct session_opts *so, const char **output, int sock,
 {
 	struct track_out out = { .fd = -1, .dir = -1 };
 	struct placing pl = { &out, output, started, ctx };
+	struct profiler pf = { 0 };
 	int ret;
 
 	ret = track_open_output(&out, *output);
+	if (!ret && so->profile)
+		ret = profiler_start(&pf, so->profile, out.fd);
 	if (ret) {
+		if (out.fd >= 0) { /* the profiler's failure: nothing ran */
+			track_discard_output(&out);
+			close(out.fd);
+			close(out.dir);
+		}
 		close(sock);
 		return ret;
 	}
@@ -116,6 +125,8 @@ int daemon_record(struct session_opts *so, const char **output, int sock,
 	else
 		ret = client_track(sock, so, out.fd, placed, &pl, res);
 	close(out.fd);
+	/* DONE came after the trailer: the last profile follows it */
+	(void)profiler_finish(&pf, !ret && !res->exec_err && !res->lost);
 	if (ret || res->exec_err) {
 		if (res->exec_err && !ret) /* like a shell: 127 or 126 */
 			die_msg("cannot run %s: %s; check the file and its interpreter (#! line)",

@@ -13,6 +13,7 @@
 #include <linux/types.h>
 #include "sample.h"
 #include "cli/cli.h"
+#include "cli/profiler.h"
 #include "cli/track_output.h"
 #include "inspect/unwind_cache.h"
 #include "record/session.h"
@@ -186,6 +187,7 @@ int track_run_session(struct session_opts *so, const char *output,
 		      const char *fail_suffix)
 {
 	struct track_out out = { .fd = -1, .dir = -1 };
+	struct profiler pf = { 0 };
 	struct unwind_cache *cache;
 	struct session *s = NULL;
 	char err[512] = "";
@@ -196,6 +198,11 @@ int track_run_session(struct session_opts *so, const char *output,
 		return ret;
 	so->unwind_cache = cache;
 	ret = track_open_output(&out, output);
+	if (!ret && so->profile && profiler_start(&pf, so->profile, out.fd)) {
+		/* before the session's threads: it forks */
+		track_discard_output(&out);
+		ret = 1;
+	}
 	if (ret)
 		goto out;
 	so->output = output;
@@ -209,10 +216,13 @@ int track_run_session(struct session_opts *so, const char *output,
 	if (ret)
 		goto fail_setup;
 	ret = record(s, ctx, &out);
+	(void)profiler_finish(&pf,
+			      true); /* a failed profile says so; the status stays the command's */
 	goto out;
 
 fail_setup:
 	die_msg("%s%s", err, fail_suffix);
+	(void)profiler_finish(&pf, false);
 	session_abort(s);
 	track_discard_output(&out); /* leave nothing half-written */
 	ret = 1;

@@ -37,6 +37,7 @@
 #include "compiler.h"
 
 struct session;
+struct profile_opts;
 
 struct session_opts {
 	char **argv;	  /* the command (borrowed); NULL with attach_pid */
@@ -68,6 +69,10 @@ struct session_opts {
 	uint64_t ring_bytes;
 	uint64_t wakeup_bytes;
 	struct pipeline_opts pipe;
+	/* --profile-every, --profile-dir: the CLI's (cli/profiler.h; borrowed, NULL:
+	 * none), run beside the session by track_run_session() and daemon_record();
+	 * the session itself never reads it */
+	const struct profile_opts *profile;
 	/*
 	 * The daemon (daemon/serve.c): a BPF side loaded before the session
 	 * (borrowed; NULL: session_start() loads one, and forks the reaper),

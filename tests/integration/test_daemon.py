@@ -532,6 +532,25 @@ def test_in_process_through_daemon(daemon, users, tmp):
         check_eq("heap in-process" in rep.stdout, fast, "%s: the report names the path" % what)
 
 
+def test_profiles_through_daemon(daemon, users, tmp):
+    """--profile-every through the daemon: the client follows the artifact
+    it opened, so the profiles are the user's files, in their directory,
+    the last one after the trailer (go tool pprof reads them:
+    test_profiles.py)."""
+    u = users[0]
+    d = u.dir / "profiles"
+    d.mkdir()
+    os.chown(d, u.uid, u.gid)
+    out = u.dir / "prof.mtrk"
+    p = track_as(daemon, u, [fixture("heap_hold"), "50", "1000", "500"], out,
+                 opts=["--profile-every", "200ms", "--profile-dir", str(d)])
+    require_eq(p.returncode, 0, "track --profile-every through the daemon (stderr %r)" % p.stderr)
+    names = sorted(os.listdir(d))
+    check_true(len(names) >= 3, "profiles of a 1 s run every 200 ms: %s" % names)
+    check_eq(names, ["profile-%06d.pb.gz" % i for i in range(1, len(names) + 1)], "the files")
+    check_eq({os.stat(d / n).st_uid for n in names}, {u.uid}, "the profiles' owner")
+
+
 HOLDER = r"""
 import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -85,13 +85,14 @@ def test_pprof_roundtrip(tmp):
     require(out.read_bytes()[:2] == b"\x1f\x8b", "gzip magic")
     types, samples, locs, maps, default = decode(out)
     check_eq(types, [("alloc_objects", "count"), ("alloc_space", "bytes"), ("inuse_space", "bytes"),
-                     ("leaked", "bytes"), ("memory", "bytes")], "sample types")
+                     ("leaked", "bytes"), ("memory", "bytes"), ("inuse_objects", "count")],
+             "sample types")
     check_eq(default, ["inuse_space"], "default sample type")
     # heap sites; the others are mapping sites (ld.so's, libc's), memory only
     by_stack = sorted((fns[:-len(START)], vals) for vals, fns, _ in samples if vals[0])
-    check_eq(by_stack, [(["b", "a", "main"], [3, 12000, 12000, 0, 12000]),
-                        (["c", "main"], [100, 20000, 200, 0, 200]),
-                        (["d", "main"], [1, 777, 0, 777, 0])], "samples: functions and values")
+    check_eq(by_stack, [(["b", "a", "main"], [3, 12000, 12000, 0, 12000, 3]),
+                        (["c", "main"], [100, 20000, 200, 0, 200, 1]),
+                        (["d", "main"], [1, 777, 0, 777, 0, 0])], "samples: functions and values")
     check_eq(sum(vals[4] for vals, _, _ in samples), tracked().report["peak_memory_bytes"],
              "memory samples sum to report's peak_memory_bytes")
     check_eq([vals[:4] for vals, _, _ in samples if not vals[0]],
@@ -114,7 +115,7 @@ def test_pprof_without_stacks(tmp):
     types, samples, locs, maps, default = decode(out)
     mem = tracked(stacks=False).report["peak_memory_bytes"]
     check_eq([(vals, fns) for vals, fns, _ in samples],
-             [([104, 12000 + 20000 + 777, 12200, 777, mem], ["(no stack)"])], "the one sample")
+             [([104, 12000 + 20000 + 777, 12200, 777, mem, 4], ["(no stack)"])], "the one sample")
 
 
 def test_call_site_outputs_unwritable(tmp):
