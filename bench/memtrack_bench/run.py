@@ -171,9 +171,14 @@ def start_daemon(run, log):
     not listen within 60 s."""
     run.daemon = os.path.join(run.scratch, "daemon.sock")
     logpath = os.path.join(run.scratch, "daemon.log")
+    # without the run's token: the reapers of its loaded BPF sides live as
+    # long as it does, and every round's wait for the suite's reapers
+    # (reapers.py) would wait its whole limit for them
+    env = {k: v for k, v in os.environ.items() if k != "MEMTRACK_BENCH_RUN"}
     with open(logpath, "w") as f:
         p = subprocess.Popen([run.memtrack, "daemon", "--socket", run.daemon], stdin=subprocess.DEVNULL,
-                             stdout=f, stderr=f, start_new_session=True, preexec_fn=die_with_parent)
+                             stdout=f, stderr=f, start_new_session=True, preexec_fn=die_with_parent,
+                             env=env)
     t0 = time.monotonic()
     while not os.path.exists(run.daemon) and p.poll() is None and time.monotonic() - t0 < 60:
         time.sleep(0.05)
