@@ -125,8 +125,8 @@ int daemon_record(struct session_opts *so, const char **output, int sock,
 	else
 		ret = client_track(sock, so, out.fd, placed, &pl, res);
 	close(out.fd);
-	/* DONE came after the trailer: the last profile follows it */
-	(void)profiler_finish(&pf, !ret && !res->exec_err && !res->lost);
+	/* DONE came after the trailer (a lost daemon: the follower sees no writer) */
+	(void)profiler_finish(&pf, !ret && !res->exec_err);
 	if (ret || res->exec_err) {
 		if (res->exec_err && !ret) /* like a shell: 127 or 126 */
 			die_msg("cannot run %s: %s; check the file and its interpreter (#! line)",

@@ -216,18 +216,18 @@ int track_run_session(struct session_opts *so, const char *output,
 	if (ret)
 		goto fail_setup;
 	ret = record(s, ctx, &out);
-	(void)profiler_finish(&pf,
-			      true); /* a failed profile says so; the status stays the command's */
 	goto out;
 
 fail_setup:
 	die_msg("%s%s", err, fail_suffix);
-	(void)profiler_finish(&pf, false);
 	session_abort(s);
 	track_discard_output(&out); /* leave nothing half-written */
 	ret = 1;
 out:
-	session__free(s);
+	session__free(s); /* first: the follower waits for the artifact's writer to be gone */
+	/* its last profile, unless there is no artifact (the command never ran); a
+	 * failed profile says so, and the status stays the command's */
+	(void)profiler_finish(&pf, out.placed || out.tmp_path[0]);
 	unwind_cache_close(cache);
 	so->unwind_cache = NULL;
 	if (out.fd >= 0)

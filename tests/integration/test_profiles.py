@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,24 @@ def test_profile_options_refused(tmp):
         check_eq(len(p.stderr.splitlines()), 1, "%s: one line: %r" % (opts, p.stderr))
         check_true(want in p.stderr, "%s: %r names %r" % (opts, p.stderr, want))
         check_true(not (tmp / "x.mtrk").exists(), "%s: no artifact" % opts)
+
+
+def test_profiles_of_a_command_that_never_ran(tmp):
+    """A command whose exec fails (a #! naming no interpreter): 127 at once,
+    no artifact, and the follower stopped, not waited for (it waited for
+    the writer's lock while the session still held it: 300 s)."""
+    script = tmp / "bad.sh"
+    script.write_text("#!/nonexistent/interpreter\n")
+    script.chmod(0o755)
+    d = tmp / "p"
+    d.mkdir()
+    t0 = time.monotonic()
+    p = run([MEMTRACK, "track", "-q", "--profile-every", "1s", "--profile-dir", d, "-o",
+             tmp / "bad.mtrk", "--", script], timeout=60)
+    took = time.monotonic() - t0
+    check_eq(p.rc, 127, "exit status: " + p.describe())
+    check_true(took < 20, "memtrack returned after %.1f s" % took)
+    check_true(not (tmp / "bad.mtrk").exists(), "no artifact")
 
 
 def test_profiles_under_sudo_are_the_users(tmp):
