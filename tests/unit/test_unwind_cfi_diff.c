@@ -192,7 +192,10 @@ static void test_aarch64_native_matches_libdw(void)
 	printf("  aarch64: compared %u objects (%u PAC fixtures), rows with x30 saved %u, in "
 	       "x30 %u\n",
 	       compared - before, fixtures, ra_saved, ra_lr);
-	CHECK_EQ(fixtures, 2u);
+	/* required by make test-cfi-arm64, which builds them into this OUT; another
+	 * build (make check's sanitized ones) compares the system's objects alone */
+	if (req && *req == '1')
+		CHECK_EQ(fixtures, 2u);
 	CHECK(compared - before > 20);
 	CHECK(ra_saved > 0);
 	CHECK(ra_lr > 0);
