@@ -71,9 +71,24 @@ def git_describe():
         return ""
 
 
+# The suite's own long-lived memtracks (its daemon, run.start_daemon) and
+# their children: not foreign, though they run between rows.
+OWN_PIDS = set()
+
+
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            st = f.read()
+        return int(st[st.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def foreign_trackers():
-    """Tracers running outside this suite (between rows none of ours runs):
-    their BPF programs fire machine-wide and inflate every timing."""
+    """Tracers running outside this suite (between rows none of ours runs
+    but its daemon): their BPF programs fire machine-wide and inflate every
+    timing."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -82,6 +97,8 @@ def foreign_trackers():
             with open(f"/proc/{pid}/comm", "rb") as f:  # any bytes: a tracked program names itself
                 comm = f.read().decode(errors="replace").strip()
         except OSError:
+            continue
+        if int(pid) in OWN_PIDS or parent_of(pid) in OWN_PIDS:
             continue
         if comm in ("memtrack", "heaptrack", "heaptrack_inter", "bpftrace") or comm.startswith("valgrind"):
             found.append(f"{comm}[{pid}]")

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from .config import REPO, Suite, Variant
-from .machine import MachineLog, last_line
+from .machine import OWN_PIDS, MachineLog, last_line
 from .render import fmt_bytes
 
 NA_UNSUPPORTED = "n/a (not supported by this build)"
@@ -179,6 +179,7 @@ def start_daemon(run, log):
         p = subprocess.Popen([run.memtrack, "daemon", "--socket", run.daemon], stdin=subprocess.DEVNULL,
                              stdout=f, stderr=f, start_new_session=True, preexec_fn=die_with_parent,
                              env=env)
+    OWN_PIDS.add(p.pid)
     t0 = time.monotonic()
     while not os.path.exists(run.daemon) and p.poll() is None and time.monotonic() - t0 < 60:
         time.sleep(0.05)
