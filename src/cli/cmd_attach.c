@@ -364,20 +364,6 @@ static void attached(void *ctx, unsigned procs)
 	print_attached(ctx, procs);
 }
 
-/* The first option given that the daemon cannot serve, or NULL. */
-static const char *daemon_unsupported(const struct attach_opts *o)
-{
-	if (o->s.physical)
-		return "--physical";
-	if (o->s.control)
-		return "--control";
-	if (o->s.unwind_cache_given)
-		return "--unwind-cache DIR (the daemon keeps its own)";
-	if (o->s.sample_bytes)
-		return "--sample-bytes (the daemon's loaded BPF side records every call)";
-	return NULL;
-}
-
 /* The daemon on @sock records the target, which it checks is the user's to record. */
 static int attach_through_daemon(struct attach_opts *o, int sock)
 {
@@ -434,7 +420,7 @@ int cmd_attach(int argc, char **argv)
 	if (!o.output)
 		o.output = default_output(o.pid);
 	o.s.notice = attach_notice;
-	ret = daemon_pick(&o.dc, daemon_unsupported(&o), o.s.verbose);
+	ret = daemon_pick(&o.dc, daemon_unsupported(&o.s), o.s.verbose);
 	if (ret == -2)
 		return 1;
 	if (ret >= 0)

@@ -409,20 +409,6 @@ static int check_host(struct track_opts *o, char *path, size_t len)
 	return check_command(o, path, len);
 }
 
-/* The first option given that the daemon cannot serve, or NULL. */
-static const char *daemon_unsupported(const struct track_opts *o)
-{
-	if (o->s.physical)
-		return "--physical";
-	if (o->s.control)
-		return "--control";
-	if (o->s.unwind_cache_given)
-		return "--unwind-cache DIR (the daemon keeps its own)";
-	if (o->s.sample_bytes)
-		return "--sample-bytes (the daemon's loaded BPF side records every call)";
-	return NULL;
-}
-
 /* The session of the daemon on @sock: the user's command, the daemon's BPF side. */
 static int track_through_daemon(struct track_opts *o, int sock)
 {
@@ -477,7 +463,7 @@ int cmd_track(int argc, char **argv)
 	if (!o.output)
 		o.output = track_default_output(o.s.argv[0]);
 	o.s.notice = track_notice;
-	ret = daemon_pick(&o.dc, daemon_unsupported(&o), o.s.verbose);
+	ret = daemon_pick(&o.dc, daemon_unsupported(&o.s), o.s.verbose);
 	if (ret == -2)
 		return 1;
 	if (ret >= 0)

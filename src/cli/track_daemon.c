@@ -24,6 +24,19 @@ int track_daemon_opt(const char *path, struct daemon_choice *dc)
 	return 0;
 }
 
+const char *daemon_unsupported(const struct session_opts *so)
+{
+	if (so->physical)
+		return "--physical";
+	if (so->control)
+		return "--control";
+	if (so->unwind_cache_given)
+		return "--unwind-cache DIR (the daemon keeps its own)";
+	if (so->sample_bytes)
+		return "--sample-bytes (the daemon's loaded BPF side records every call)";
+	return NULL;
+}
+
 int daemon_pick(const struct daemon_choice *dc, const char *unsupported, bool verbose)
 {
 	const char *path = dc->path ? dc->path : MTD_DEFAULT_SOCKET;

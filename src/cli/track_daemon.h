@@ -27,6 +27,9 @@ struct daemon_choice {
 /* --daemon[=PATH] into @dc.  Returns 0 or 2 (an empty PATH, reported). */
 int track_daemon_opt(const char *path, struct daemon_choice *dc);
 
+/* The first option of @so that the daemon cannot serve (track's and attach's), or NULL. */
+const char *daemon_unsupported(const struct session_opts *so);
+
 /*
  * The daemon's socket, connected, for a run whose first option the
  * daemon cannot serve is @unsupported (NULL: none).  Returns the fd, -1

@@ -361,24 +361,34 @@ static int start_root(struct client *c, struct spawn *child, const struct spawn_
 	return await(c, MTD_GO) < 0 ? -1 : 0;
 }
 
+/* A session's client on @sock (closed here if none can be made), its signals caught. */
+static struct client *client_new(int sock, const struct session_opts *so, struct client_result *res)
+{
+	struct client *c = calloc(1, sizeof(*c));
+
+	memset(res, 0, sizeof(*res));
+	if (!c) {
+		close(sock);
+		return NULL;
+	}
+	c->sock = sock;
+	c->so = so;
+	install_signals(c);
+	return c;
+}
+
 int client_track(int sock, const struct session_opts *so, int out_fd, void (*placed)(void *ctx),
 		 void *ctx, struct client_result *res)
 {
-	struct client *c = calloc(1, sizeof(*c));
+	struct client *c = client_new(sock, so, res);
 	struct spawn child = { .pid = -1, .release_fd = -1, .status_fd = -1 };
 	struct spawn_env env = { 0 };
 	char cmd[MTD_CMD_MAX];
 	int ret = -1;
 	ssize_t n;
 
-	memset(res, 0, sizeof(*res));
-	if (!c) {
-		close(sock);
+	if (!c)
 		return -1;
-	}
-	c->sock = sock;
-	c->so = so;
-	install_signals(c);
 	join_cmd(cmd, sizeof(cmd), so->argv);
 	ret = send_start(c, MTD_TRACK, cmd, &out_fd, 1);
 	if (ret) {
@@ -412,20 +422,14 @@ out:
 int client_attach(int sock, const struct session_opts *so, int out_fd,
 		  void (*started)(void *ctx, unsigned procs), void *ctx, struct client_result *res)
 {
-	struct client *c = calloc(1, sizeof(*c));
+	struct client *c = client_new(sock, so, res);
 	struct mtd_go go;
 	char cmd[MTD_CMD_MAX];
 	int fds[2] = { out_fd, -1 }, ret = -1, r = -1;
 	ssize_t n;
 
-	memset(res, 0, sizeof(*res));
-	if (!c) {
-		close(sock);
+	if (!c)
 		return -1;
-	}
-	c->sock = sock;
-	c->so = so;
-	install_signals(c);
 	snprintf(cmd, sizeof(cmd), "attach %d", (int)so->attach_pid);
 	fds[1] = (int)syscall(SYS_pidfd_open, so->attach_pid, 0);
 	if (fds[1] < 0) {
