@@ -40,7 +40,6 @@ cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-build}
 ROOT=$PWD
 KDIR=$ROOT/$OUT/kernels
-TIMEOUT=${MT_KERNEL_TIMEOUT:-900}
 MEM=${MT_KERNEL_MEM:-3072}
 # One test per feature at least: tree tracking and parking, heap on both
 # paths, the mmap family, RSS, --physical, --stacks, --control, the reaper
@@ -72,10 +71,12 @@ KARCH=${MT_KERNEL_ARCH:-amd64}
 case $KARCH in
 amd64)
 	QEMU=qemu-system-x86_64 CONSOLE=ttyS0 BUSYBOX=$(command -v busybox)
+	TIMEOUT=${MT_KERNEL_TIMEOUT:-900}
 	TESTS=${MT_KERNEL_TESTS:-$DEFAULT_TESTS}
 	;;
 arm64)
 	QEMU=qemu-system-aarch64 CONSOLE=ttyAMA0 BUSYBOX=$KDIR/arm64-busybox/bin/busybox
+	TIMEOUT=${MT_KERNEL_TIMEOUT:-480}
 	TESTS=${MT_KERNEL_TESTS:-$ARM64_TESTS}
 	;;
 *) echo "memtrack: test-kernels: MT_KERNEL_ARCH=$KARCH: amd64 or arm64" >&2 && exit 2 ;;
@@ -154,9 +155,13 @@ boot() {
 	amd64) qemu=(qemu-system-x86_64 -accel 'tcg,thread=single') ;;
 	# pauth-impdef: the CPU's own pointer authentication algorithm, not
 	# QARMA, which TCG computes slowly (the kernel and libc sign return
-	# addresses either way); mt.root: the arm64 root (arm64-root.sh)
+	# addresses either way); mt.root: the arm64 root (arm64-root.sh);
+	# thread=single as on amd64: under multi-threaded TCG the 6.1 guest gave
+	# no result once in CI (its subset passed in 4 of 4 boots here), and code
+	# patched while the other vCPU runs it is what multi-threaded TCG got
+	# wrong on amd64
 	arm64)
-		qemu=(qemu-system-aarch64 -machine virt -cpu 'max,pauth-impdef=on' -accel 'tcg,thread=multi')
+		qemu=(qemu-system-aarch64 -machine virt -cpu 'max,pauth-impdef=on' -accel 'tcg,thread=single')
 		append="$append mt.root=$KDIR/arm64-root"
 		;;
 	esac
@@ -167,6 +172,14 @@ boot() {
 		-append "$append" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		</dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
+}
+
+# guest_result LOG: prints the guest's summary line; fails if it has none or
+# did not finish
+guest_result() {
+	local line
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n1)
+	[ -n "$line" ] && grep -q '^MT-KERNEL-DONE' "$1" && echo "$line"
 }
 
 # run_kernel SERIES: boots the newest kernel of SERIES, prints its summary line
@@ -191,12 +204,23 @@ run_kernel() {
 		summary+=("kernel $release: ran MT_KERNEL_CMD, nothing counted ($(($(date +%s) - start)) s)")
 		return 0
 	fi
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
-	if [ -z "$line" ] || ! grep -q '^MT-KERNEL-DONE' "$log"; then
-		summary+=("kernel $release: no result (the guest did not finish in ${TIMEOUT}s or crashed; see $log)")
+	# a guest that gives no result (it hung or crashed under emulation) is
+	# booted once more, after its console's last lines: a CI log holds
+	# what went wrong, and a fault of memtrack's, which comes back, still fails
+	again=
+	if ! guest_result "$log" >/dev/null; then
+		echo "== kernel $release: no result after $(($(date +%s) - start)) s; its console's last lines:"
+		tail -n 40 "$log" | sed 's/^/   | /'
+		cp "$log" "$log.first"
+		echo "== kernel $release: booted once more"
+		again=", the second boot (the first gave no result: $log.first)"
+		boot "$pkgdir" "$release" "$log"
+	fi
+	if ! line=$(guest_result "$log"); then
+		summary+=("kernel $release: no result (the guest did not finish in ${TIMEOUT}s or crashed, twice; see $log and $log.first)")
 		return 1
 	fi
-	summary+=("kernel $release: $line ($(($(date +%s) - start)) s)")
+	summary+=("kernel $release: $line ($(($(date +%s) - start)) s$again)")
 	case $line in *" 0 failed"*) return 0 ;; esac
 	return 1
 }
