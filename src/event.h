@@ -69,7 +69,9 @@
 	X(PYCODE, 27, "pycode", NULL, 0)       /* one code object */ \
 	/* --sample-bytes (src/record/sample_counts.c, fast_drain.c) */      \
 	X(SAMPLING, 28, "sampling", NULL, 0)   /* the period, before any heap record */ \
-	X(COUNTS, 29, "counts", NULL, 0)       /* a process's exact heap totals */
+	X(COUNTS, 29, "counts", NULL, 0)       /* a process's exact heap totals */ \
+	/* the kernel's OOM killer (src/bpf/proc.bpf.c, at the victim's exit) */ \
+	X(OOM, 30, "oom", NULL, 0)             /* it chose this process */
 
 /* Heap types share their leading fields (alloc.bpf.c fills them alike). */
 #define MT_FIELDS_MALLOC(F)                                                 \
@@ -174,6 +176,8 @@
 	F(COUNTS_FREES, "frees", UINT)         /* blocks freed (free, realloc) */ \
 	F(COUNTS_SAMPLED, "sampled", UINT)     /* allocations recorded */   \
 	F(COUNTS_UNMATCHED, "unmatched", UINT) /* sampled, not followable: unrecorded */
+#define MT_FIELDS_OOM(F)                                                    \
+	F(OOM_SCORE_ADJ, "score_adj", SINT)    /* its oom_score_adj then */
 
 #define MT_X_TYPE_ENUM(NAME, num, name, str, fn) MT_##NAME = (num),
 #define MT_X_TYPE_SEQ(NAME, num, name, str, fn) MT_X_SEQ_##NAME,

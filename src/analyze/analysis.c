@@ -681,6 +681,25 @@ static int heap_free(struct analysis *a, struct proc_summary *p, const struct mt
 	return th ? 0 : -ENOMEM;
 }
 
+/*
+ * The OOM killer chose @p: what it held then, before its EXIT record (right
+ * after) sweeps its blocks into the leaks.  Once per process.
+ */
+static void oom_event(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
+{
+	if (p->oom_killed)
+		return;
+	p->oom_killed = true;
+	a->oom_procs++;
+	p->oom_ts = ev->h.ts;
+	p->oom_score_adj = (int64_t)ev->f[OOM_SCORE_ADJ];
+	p->oom_live_bytes = p->live_bytes;
+	/* blocks, not slots: a sampled block stands for count of them */
+	for (uint64_t i = 0; i < p->live.nslots; i++)
+		if (p->live.slots[i].addr)
+			p->oom_live_count += p->live.slots[i].count;
+}
+
 static int proc_event(struct analysis *a, struct proc_summary *p, const struct mt_event *ev)
 {
 	const __u64 *f = ev->f;
@@ -737,6 +756,7 @@ static int proc_event(struct analysis *a, struct proc_summary *p, const struct m
 		p->sampled += f[COUNTS_SAMPLED];
 		p->unmatched += f[COUNTS_UNMATCHED];
 		return 0;
+	case MT_OOM: oom_event(a, p, ev); return 0;
 	case MT_REFUSED:
 		a->bad_procs += !p->bad_records && f[0];
 		p->bad_records += f[0];

@@ -73,6 +73,12 @@ struct proc_summary {
 	 * uprobes) or in the process (an image on the in-process path); mmap
 	 * records naming one (the kernel unwinds every syscall's) */
 	uint64_t stacked_kernel, stacked_inprocess, stacked_mmap;
+	/* the kernel's OOM killer chose it (OOM record, at its exit): its heap
+	 * then, the blocks it held when it was killed */
+	bool oom_killed;
+	int64_t oom_score_adj;
+	uint64_t oom_ts; /* ns */
+	uint64_t oom_live_bytes, oom_live_count;
 };
 
 /*
@@ -172,6 +178,7 @@ struct analysis {
 	unsigned cut_rings;   /* rings cut off (REFUSED cut): their later heap calls lost */
 	unsigned bad_procs;   /* processes with any */
 	unsigned left_procs;  /* processes that left an attach made under sudo (LEFT) */
+	unsigned oom_procs;   /* processes the kernel's OOM killer chose (OOM) */
 	bool counts_exact; /* --sample-bytes, and the totals are exact (COUNTS of every process) */
 	/*
 	 * --sample-bytes N (the SAMPLING record), 0: every call was recorded.

@@ -407,6 +407,30 @@ static __always_inline void parking_stop(void)
 }
 
 /*
+ * The OOM record of @p's process, when the kernel's OOM killer chose it:
+ * mark_oom_victim() set signal->oom_mm (never cleared), in every kernel
+ * memtrack runs on.  Written at its exit, not at the oom/mark_victim
+ * tracepoint, whose arguments changed in 6.8 (6.1 gives a tid only): a
+ * SIGKILLed victim runs none of its code in between, so its heap then is
+ * its heap at its exit; its memory by then was unmapped (exit_mm, or the
+ * oom_reaper earlier), so the RSS of the moment is the reader's, from the
+ * rss records.  Before the EXIT record, which releases the process.
+ */
+static __always_inline void oom_record(struct task_struct *p)
+{
+	struct mt_rec *r;
+
+	if (!BPF_CORE_READ(p, signal, oom_mm))
+		return;
+	r = ctl_reserve(MT_OOM, sizeof(r->h) + OOM_NFIELDS * sizeof(__u64));
+	if (!r)
+		return;
+	fill_hdr(r, MT_OOM, 0, OOM_NFIELDS);
+	r->f[OOM_SCORE_ADJ] = (__u64)(__s64)BPF_CORE_READ(p, signal, oom_score_adj);
+	rec_submit(r, false);
+}
+
+/*
  * The EXIT record of a tracked process, and its entries' removal.  The
  * tracked entry goes first and only its remover records: where the kernel
  * does not say which thread is the last (see exit_group_dead), two may
@@ -421,6 +445,7 @@ static __always_inline void exit_record(struct task_struct *p, __u32 tgid)
 		return;
 	/* a child killed before its first return to user space: its fork record first */
 	fork_flush(tgid, false);
+	oom_record(p);
 	code = p->exit_code;
 	r = ctl_reserve(MT_EXIT, sizeof(r->h) + EXIT_NFIELDS * sizeof(__u64));
 	if (r) {

@@ -305,6 +305,32 @@ static void print_sizes_text(const struct analysis *a)
 	}
 }
 
+/*
+ * The processes the kernel's OOM killer chose: when, what heap they held
+ * then, their peak RSS (their RSS at the kill: the OOM reaper and their
+ * exit unmapped it before the OOM record, see METRICS.md "OOM kills").
+ */
+static void print_oom_text(const struct report *r)
+{
+	const struct analysis *a = &r->a;
+	char b1[32], b2[32], cmd[PRINTABLE_LEN(sizeof(a->procs[0].command))];
+
+	for (unsigned i = 0; a->oom_procs && i < a->nprocs; i++) {
+		const struct proc_summary *p = &a->procs[i];
+
+		if (!p->oom_killed)
+			continue;
+		printf("oom kill:     %u (%s) killed by the kernel's OOM killer at %.3f s, holding %s of heap in %llu allocation%s",
+		       p->pid, printable(p->command, cmd, sizeof(cmd)), rel_s(r, p->oom_ts),
+		       human_bytes(p->oom_live_bytes, b1, sizeof(b1)),
+		       (unsigned long long)p->oom_live_count, plural(p->oom_live_count));
+		if (a->has_rss)
+			printf(", peak RSS %s", human_bytes(p->peak_rss_bytes, b2, sizeof(b2)));
+		printf(" (oom_score_adj %lld; memtrack report --pid %u --top 5 on this file: the functions that held it)\n",
+		       (long long)p->oom_score_adj, p->pid);
+	}
+}
+
 static int print_text(struct report *r)
 {
 	const struct analysis *a = &r->a;
@@ -362,6 +388,7 @@ static int print_text(struct report *r)
 	if (a->bad_records)
 		printf("refused:      %llu forged records of the in-process rings, from %u processes\n",
 		       (unsigned long long)a->bad_records, a->bad_procs);
+	print_oom_text(r);
 	if (a->left_procs)
 		printf("left:         %u processes left the recording: they exec'd a privileged program or made themselves undumpable, so the user who ran sudo may not trace them\n",
 		       a->left_procs);
@@ -392,6 +419,29 @@ static void print_opt_u64(const char *key, bool recorded, uint64_t value)
 		printf(",\"%s\":%llu", key, (unsigned long long)value);
 	else
 		printf(",\"%s\":null", key);
+}
+
+/* ,"oom_kills":[{pid, command, ts, heap_live_bytes, heap_live_count, peak_rss_bytes, oom_score_adj}] */
+static void print_oom_json(const struct report *r)
+{
+	const struct analysis *a = &r->a;
+	unsigned n = 0;
+
+	printf(",\"oom_kills\":[");
+	for (unsigned i = 0; i < a->nprocs; i++) {
+		const struct proc_summary *p = &a->procs[i];
+
+		if (!p->oom_killed)
+			continue;
+		printf("%s{\"pid\":%u,\"command\":", n++ ? "," : "", p->pid);
+		json_print_string(stdout, p->command);
+		printf(",\"ts\":%llu,\"heap_live_bytes\":%llu,\"heap_live_count\":%llu",
+		       (unsigned long long)p->oom_ts, (unsigned long long)p->oom_live_bytes,
+		       (unsigned long long)p->oom_live_count);
+		print_opt_u64("peak_rss_bytes", a->has_rss, p->peak_rss_bytes);
+		printf(",\"oom_score_adj\":%lld}", (long long)p->oom_score_adj);
+	}
+	printf("]");
 }
 
 /*
@@ -543,6 +593,7 @@ static int print_json(struct report *r)
 	printf(",\"live_at_end_count\":%llu,\"live_at_end_bytes\":%llu,\"live_at_end_processes\":%u",
 	       (unsigned long long)a->live_end_count, (unsigned long long)a->live_end_bytes,
 	       a->live_end_procs);
+	print_oom_json(r);
 	print_sizes_json(a);
 	print_filter_json(r);
 	analysis_sampling_json(a, stdout);

@@ -44,7 +44,7 @@ MEM=${MT_KERNEL_MEM:-3072}
 # One test per feature at least: tree tracking and parking, heap on both
 # paths, the mmap family, RSS, --physical, --stacks, --control, the reaper
 # and what SIGKILL leaves, the daemon's path (a user's exact session; the
-# daemon SIGKILLed mid-session).  memtrack's BPF load takes ~4.5 s under TCG, so
+# daemon SIGKILLed mid-session), an OOM kill in a memory cgroup.  memtrack's BPF load takes ~4.5 s under TCG, so
 # each name here is one or a few runs of memtrack.
 DEFAULT_TESTS="test_fork_then_exec or test_double_fork_daemon or test_malloc_free_pairs \
 or (test_fixture_same_both_ways and (heap_pairs or heap_realloc or threads or fork_seq \
@@ -54,7 +54,8 @@ or test_sigkilled_memtrack_leaves_readable_file or test_memtrack_killed_program_
 or test_teardown_closer_leaves_and_exits or test_mapped_glibc_heap_plus_own_mapping \
 or test_mapped_thread_arena_not_counted or test_sudo_attach_own_process_and_setuid_child \
 or test_sudo_attach_undumpable_leaves or test_sudo_attach_yama \
-or (test_daemon and (test_exact_counts_as_user or test_daemon_sigkilled_mid_session))"
+or (test_daemon and (test_exact_counts_as_user or test_daemon_sigkilled_mid_session)) \
+or test_oom_kill_recorded"
 # arm64: one test per feature family of memtrack's arm64 port, a run of
 # memtrack or two each (the heap on both paths, fork and exec, the mmap
 # family, RSS and --physical, --control, SIGKILL, the artifact's arch, call

@@ -284,6 +284,8 @@ static size_t all_types(struct trec *r)
 	/* --sample-bytes: the period, a process's exact totals */
 	r[n++] = R(MT_SAMPLING, 0, T + 3100, 65536);
 	r[n++] = R(MT_COUNTS, 0, T + 3101, UINT64_MAX, 246269160, 1100003, 3697, 0);
+	/* the OOM killer's victim, at the lowest oom_score_adj (SINT) */
+	r[n++] = R(MT_OOM, 0, T + 3200, (uint64_t)-1000);
 	/* extreme ids */
 	r[n] = R(MT_MALLOC, UINT16_MAX, T, UINT64_MAX, 1);
 	r[n].h.pid = UINT32_MAX;
