@@ -82,7 +82,11 @@ static __always_inline __u64 thread_pointer(void)
 	return BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), thread.fsbase);
 }
 #else
-/* Other architectures: no kernel call stacks (README), so no Python frames. */
+/*
+ * Other architectures: no Python frames from the kernel.  On arm64 glibc's
+ * struct pthread lies below the thread pointer (TLS_DTV_AT_TP), and the
+ * offset glibc_tls.c measures is x86-64's (README, "What differs on arm64").
+ */
 static __always_inline __u64 thread_pointer(void)
 {
 	return 0;
