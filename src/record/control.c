@@ -121,7 +121,10 @@ static int cannot_create(const struct control *c, int ret, char *err, size_t err
 	return ret;
 }
 
-/* Binds and listens as the invoking user (as_user.h): the socket is theirs, born 0600. */
+/*
+ * Binds and listens as the invoking user (as_user.h): the socket is theirs,
+ * born 0600, and its name appears only once it listens.
+ */
 static int make_socket(struct control *c, char *err, size_t errlen)
 {
 	int ret;
@@ -131,17 +134,11 @@ static int make_socket(struct control *c, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create the control socket: %s", strerror(errno));
 		return -errno;
 	}
-	ret = as_user_bindat(c->dir_fd, c->listen_fd, c->base);
+	ret = as_user_listenat(c->dir_fd, c->listen_fd, c->base, 8);
 	if (ret)
 		return cannot_create(c, ret, err, errlen);
 	c->bound = !fstatat(c->dir_fd, c->base, &c->sock_st, AT_SYMLINK_NOFOLLOW) &&
 		   S_ISSOCK(c->sock_st.st_mode);
-	if (listen(c->listen_fd, 8)) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot listen on control socket '%s': %s", c->path,
-			 strerror(-ret));
-		return ret;
-	}
 	return 0;
 }
 

@@ -101,7 +101,7 @@ int as_user_become(void)
 }
 
 /* One operation, run by the invoker's child (or directly). */
-enum op_kind { OP_OPEN, OP_MKDIR, OP_RENAME, OP_UNLINK, OP_BIND };
+enum op_kind { OP_OPEN, OP_MKDIR, OP_RENAME, OP_UNLINK, OP_LISTEN };
 
 struct op {
 	enum op_kind kind;
@@ -110,7 +110,63 @@ struct op {
 	int flags;
 	mode_t mode;
 	int sock;
+	int backlog;
 };
+
+/* Writes ".memtrack-" and 8 random hex digits to @name (async-signal-safe). */
+static void temp_socket_name(char name[20])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char r[4] = { 0 };
+
+	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != sizeof(r)) {
+		pid_t pid = getpid(); /* unique among live processes: good enough */
+
+		memcpy(r, &pid, sizeof(r));
+	}
+	memcpy(name, ".memtrack-", 10);
+	for (int i = 0; i < 4; i++) {
+		name[10 + 2 * i] = hex[r[i] >> 4];
+		name[11 + 2 * i] = hex[r[i] & 15];
+	}
+	name[18] = 0;
+}
+
+/*
+ * OP_LISTEN: bind() has no "at" form, so this process's cwd becomes the
+ * directory; the socket is bound and listening under a temporary name
+ * before it takes @op->a, which it never replaces.  0 or -errno.
+ */
+static int listen_op(const struct op *op)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char tmp[20];
+	int ret, tries = 0;
+
+	umask(0177);
+	if (fchdir(op->dirfd))
+		return -errno;
+	do {
+		temp_socket_name(tmp);
+		memcpy(sa.sun_path, tmp, sizeof(tmp));
+		ret = bind(op->sock, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+	} while (ret == -EADDRINUSE && ++tries < 8);
+	if (ret)
+		return ret;
+	if (listen(op->sock, op->backlog)) {
+		ret = -errno;
+		unlink(tmp);
+		return ret;
+	}
+	if (syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, op->a, RENAME_NOREPLACE)) {
+		ret = -errno;
+		/* a file system without RENAME_NOREPLACE: a hard link never replaces either */
+		if (ret == -EINVAL)
+			ret = linkat(AT_FDCWD, tmp, AT_FDCWD, op->a, 0) ? -errno : 0;
+		unlink(tmp);
+	}
+	return ret;
+}
 
 /* The operation itself: async-signal-safe calls only.  An fd or 0, or -errno. */
 static int do_op(const struct op *op)
@@ -124,20 +180,7 @@ static int do_op(const struct op *op)
 	case OP_MKDIR: ret = mkdirat(op->dirfd, op->a, op->mode); break;
 	case OP_RENAME: ret = renameat(op->dirfd, op->a, op->dirfd, op->b); break;
 	case OP_UNLINK: ret = unlinkat(op->dirfd, op->a, 0); break;
-	case OP_BIND: {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-		size_t len = strlen(op->a);
-
-		if (len >= sizeof(sa.sun_path))
-			return -ENAMETOOLONG;
-		memcpy(sa.sun_path, op->a, len + 1);
-		/* bind() has no "at" form: this process's cwd is the directory */
-		umask(0177);
-		if (fchdir(op->dirfd))
-			return -errno;
-		ret = bind(op->sock, (struct sockaddr *)&sa, sizeof(sa));
-		break;
-	}
+	case OP_LISTEN: return listen_op(op);
 	default: return -EINVAL;
 	}
 	return ret < 0 ? -errno : ret;
@@ -227,9 +270,9 @@ static int run_in_child(const struct op *op)
 }
 
 /*
- * Runs @op as the invoker.  Plain root runs it directly, but for a bind,
- * whose umask would be memtrack's (process-wide, other threads create
- * files): that one always runs in a child.
+ * Runs @op as the invoker.  Plain root runs it directly, but for a listen,
+ * whose umask and cwd would be memtrack's (process-wide, other threads
+ * create files): that one always runs in a child.
  */
 static int run_op(const struct op *op)
 {
@@ -237,7 +280,7 @@ static int run_op(const struct op *op)
 
 	if (err)
 		return err;
-	if (!invoker.sudo && op->kind != OP_BIND)
+	if (!invoker.sudo && op->kind != OP_LISTEN)
 		return do_op(op);
 	return run_in_child(op);
 }
@@ -302,7 +345,8 @@ int as_user_unlinkat(int dirfd, const char *name)
 	return run_op(&(struct op){ .kind = OP_UNLINK, .dirfd = dirfd, .a = name });
 }
 
-int as_user_bindat(int dirfd, int sock, const char *name)
+int as_user_listenat(int dirfd, int sock, const char *name, int backlog)
 {
-	return run_op(&(struct op){ .kind = OP_BIND, .dirfd = dirfd, .a = name, .sock = sock });
+	return run_op(&(struct op){
+		.kind = OP_LISTEN, .dirfd = dirfd, .a = name, .sock = sock, .backlog = backlog });
 }

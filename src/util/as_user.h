@@ -74,10 +74,13 @@ MT_MUST_CHECK int as_user_renameat(int dirfd, const char *from, const char *to);
 int as_user_unlinkat(int dirfd, const char *name);
 
 /*
- * Binds the Unix socket @sock to @name under @dirfd, born with mode 0600
- * (umask 0177 in the binding process, so no one else may ever connect).
- * Returns 0 or -errno.
+ * Binds the Unix socket @sock under @dirfd and listens on it (@backlog),
+ * born with mode 0600 (umask 0177 in the binding process, so no one else
+ * may ever connect).  The socket is bound under a temporary name and
+ * renamed to @name only once it listens: a client that sees @name can
+ * connect (no ECONNREFUSED window between bind and listen).  An existing
+ * @name is never replaced (-EEXIST).  Returns 0 or -errno.
  */
-MT_MUST_CHECK int as_user_bindat(int dirfd, int sock, const char *name);
+MT_MUST_CHECK int as_user_listenat(int dirfd, int sock, const char *name, int backlog);
 
 #endif /* MEMTRACK_AS_USER_H */

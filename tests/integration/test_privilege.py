@@ -10,6 +10,7 @@ ids (as test_sudo.py does) while running as root.  The directories live in a
 """
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from callsites import tracked
-from mtlib import (MEMTRACK, ControlClient, Failure, check_eq, check_true, fixture, kv_lines, require_eq,
+from mtlib import (MEMTRACK, ControlClient, Failure, check_eq, check_true, fixture, kv_lines, require, require_eq,
                    wait_until)
 
 NOBODY = pwd.getpwnam("nobody")
@@ -324,10 +325,10 @@ def test_sudo_setuid_binary_runs_as_invoker(pub):
 
 def listening(pid, sock):
     """Whether process @pid listens on the unix socket @sock: one of its fds
-    is a socket that /proc/net/unix says is listening (__SO_ACCEPTCON) on
-    a path of that name (memtrack binds it relative to its directory).  The
-    path exists from bind(), a connect() before listen() is refused, and a
-    probing connect would take the one client slot."""
+    is a socket that /proc/net/unix says is listening (__SO_ACCEPTCON),
+    bound (relative to its directory) under the temporary name memtrack
+    renames to @sock once it listens.  A probing connect would take the
+    one client slot."""
     try:
         fds = {os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%d/fd" % pid)}
     except OSError:
@@ -335,22 +336,26 @@ def listening(pid, sock):
     with open("/proc/net/unix") as f:
         next(f)
         return any(len(w) >= 8 and int(w[3], 16) & 0x10000 and "socket:[%s]" % w[6] in fds
-                   and os.path.basename(w[7]) == sock.name for w in (line.split() for line in f))
+                   and re.fullmatch(r"\.memtrack-[0-9a-f]{8}", os.path.basename(w[7]))
+                   for w in (line.split() for line in f))
 
 
 def start_with_control(tmp):
+    """memtrack --control on sleep 30, once @sock exists: the name appears
+    only when memtrack listens on it (no connect() refused in between)."""
     sock = Path(tmp) / "c.sock"
     p = subprocess.Popen([MEMTRACK, "track", "-q", "-o", Path(tmp) / "out.mtrk", "--control", sock,
                           "--", "sleep", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
-        wait_until(lambda: listening(p.pid, sock) or p.poll() is not None,
-                   "memtrack listening on %s" % sock, timeout=30)
+        wait_until(lambda: sock.exists() or p.poll() is not None,
+                   "memtrack's control socket %s" % sock, timeout=30, interval=0.001)
     except Failure:
         os.killpg(p.pid, signal.SIGKILL)
         raise Failure("memtrack made no control socket in 30 s: %s" % p.communicate()[1])
     if p.poll() is not None:
         raise Failure("memtrack exited %s before listening on %s: %s" % (p.returncode, sock, p.communicate()[1]))
+    require(listening(p.pid, sock), "memtrack listens on %s the moment it exists" % sock)
     return p, sock
 
 

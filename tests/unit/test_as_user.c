@@ -8,6 +8,7 @@
  * (Under sudo the same calls run as the invoker: tests/integration/
  * test_privilege.py.)
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include "util/as_user.h"
 #include "harness.h"
@@ -85,23 +87,48 @@ static void test_no_follow_and_rename(void)
 	close(d);
 }
 
-static void test_bind(void)
+/* Counts the directory's entries other than "." and "..". */
+static int entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void test_listen(void)
 {
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0),
-	    s2 = socket(AF_UNIX, SOCK_STREAM, 0), d;
+	    s2 = socket(AF_UNIX, SOCK_STREAM, 0), c = socket(AF_UNIX, SOCK_STREAM, 0), d;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *base;
-	char p[128];
+	char p[128], sub[128];
 	struct stat st;
 	mode_t old = umask(0);
 
-	path_of(p, sizeof(p), "c.sock");
+	path_of(sub, sizeof(sub), "listen");
+	CHECK_EQ(mkdir(sub, 0700), 0);
+	path_of(p, sizeof(p), "listen/c.sock");
 	d = as_user_open_dir(p, &base);
-	CHECK(s >= 0 && d >= 0);
-	CHECK_EQ(as_user_bindat(d, s, base), 0);
+	CHECK(s >= 0 && s2 >= 0 && c >= 0 && d >= 0);
+	CHECK_EQ(as_user_listenat(d, s, base, 4), 0);
 	CHECK(!fstatat(d, base, &st, AT_SYMLINK_NOFOLLOW) && S_ISSOCK(st.st_mode) &&
 	      (st.st_mode & 0777) == 0600);
 	CHECK_EQ(umask(old), 0); /* memtrack's umask was never touched */
-	CHECK_EQ(as_user_bindat(d, s2, base), -EADDRINUSE);
+	/* listening the moment the name exists; no temporary name left */
+	CHECK(strlen(p) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, p, strlen(p) + 1);
+	CHECK_EQ(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	CHECK_EQ(entries(sub), 1);
+	/* an existing name is never replaced, and the second try leaves nothing */
+	CHECK_EQ(as_user_listenat(d, s2, base, 4), -EEXIST);
+	CHECK_EQ(entries(sub), 1);
+	close(c);
 	close(s);
 	close(s2);
 	close(d);
@@ -117,7 +144,7 @@ int main(void)
 		return 1;
 	RUN(test_open_dir);
 	RUN(test_no_follow_and_rename);
-	RUN(test_bind);
+	RUN(test_listen);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd)) {
 		/* a scratch directory left in /tmp */
