@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -113,6 +114,16 @@ def check_nothing_stopped(pids, what, within=2.0):
     return time.monotonic() - t0
 
 
+def where_is(pid):
+    """pid's state, wait channel and kernel stack, for a failure message."""
+    def read(name):
+        try:
+            return Path("/proc/%d/%s" % (pid, name)).read_text().strip()
+        except OSError as e:
+            return "(%s)" % e.strerror
+    return "state %s, wchan %s, stack %r" % (state(pid), read("wchan"), read("stack")[:600])
+
+
 def storm_progresses(sh, memtrack, others, what):
     """The storm goes on: its shell runs more than one child within 60 s of
     the end of the dead memtrack's teardown.  Nothing is stopped (that is
@@ -137,7 +148,7 @@ def storm_progresses(sh, memtrack, others, what):
         seen.update(children(sh))
         time.sleep(0.01)
     check_true(len(seen) >= 3, "%s: the storm goes on (children seen in the 60 s after the "
-               "teardown: %s)" % (what, sorted(seen)))
+               "teardown: %s; the shell %s)" % (what, sorted(seen), where_is(sh)))
     return time.monotonic() - t0
 
 

@@ -331,8 +331,11 @@ def test_mremap_and_hole(tmp):
         d.expect("hole")
         st4 = status(pid)
         r4 = d.wait_rss(pid, lambda r: close_to(total(r), st4["VmRSS"]), "rss after the hole")
-        check_true(abs((total(r3) - total(r4)) - 16 * MiB) <= 512 * KiB,
-                   "the 16 MiB hole lowered RSS by %d" % (total(r3) - total(r4)))
+        # the kernel's own drop is the reference: on a busy host a few of the
+        # 48 MiB's pages may leave RSS before the hole (reclaim, DAMON)
+        drop, kernel_drop = total(r3) - total(r4), st3["VmRSS"] - st4["VmRSS"]
+        check_true(abs(drop - kernel_drop) <= 512 * KiB and kernel_drop > 12 * MiB,
+                   "the 16 MiB hole lowered RSS by %d, VmRSS by %d" % (drop, kernel_drop))
         d.proceed()
         a = d.finish()
     finally:
