@@ -101,7 +101,7 @@ int as_user_become(void)
 }
 
 /* One operation, run by the invoker's child (or directly). */
-enum op_kind { OP_OPEN, OP_MKDIR, OP_RENAME, OP_UNLINK, OP_LISTEN };
+enum op_kind { OP_OPEN, OP_MKDIR, OP_RENAME, OP_UNLINK, OP_BIND, OP_PLACE };
 
 struct op {
 	enum op_kind kind;
@@ -110,7 +110,6 @@ struct op {
 	int flags;
 	mode_t mode;
 	int sock;
-	int backlog;
 };
 
 /* Writes ".memtrack-" and 8 random hex digits to @name (async-signal-safe). */
@@ -133,37 +132,31 @@ static void temp_socket_name(char name[20])
 }
 
 /*
- * OP_LISTEN: bind() has no "at" form, so this process's cwd becomes the
- * directory; the socket is bound and listening under a temporary name
- * before it takes @op->a, which it never replaces.  0 or -errno.
+ * OP_BIND: bind() has no "at" form, so this process's cwd becomes the
+ * directory, and its umask the socket's mode.  0 or -errno.
  */
-static int listen_op(const struct op *op)
+static int bind_op(const struct op *op)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char tmp[20];
-	int ret, tries = 0;
 
 	umask(0177);
 	if (fchdir(op->dirfd))
 		return -errno;
-	do {
-		temp_socket_name(tmp);
-		memcpy(sa.sun_path, tmp, sizeof(tmp));
-		ret = bind(op->sock, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
-	} while (ret == -EADDRINUSE && ++tries < 8);
-	if (ret)
-		return ret;
-	if (listen(op->sock, op->backlog)) {
-		ret = -errno;
-		unlink(tmp);
-		return ret;
-	}
-	if (syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, op->a, RENAME_NOREPLACE)) {
+	memcpy(sa.sun_path, op->a, strlen(op->a) + 1);
+	return bind(op->sock, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+}
+
+/* OP_PLACE: @op->a takes the name @op->b, which it never replaces.  0 or -errno. */
+static int place_op(const struct op *op)
+{
+	int ret = 0;
+
+	if (syscall(SYS_renameat2, op->dirfd, op->a, op->dirfd, op->b, RENAME_NOREPLACE)) {
 		ret = -errno;
 		/* a file system without RENAME_NOREPLACE: a hard link never replaces either */
 		if (ret == -EINVAL)
-			ret = linkat(AT_FDCWD, tmp, AT_FDCWD, op->a, 0) ? -errno : 0;
-		unlink(tmp);
+			ret = linkat(op->dirfd, op->a, op->dirfd, op->b, 0) ? -errno : 0;
+		unlinkat(op->dirfd, op->a, 0);
 	}
 	return ret;
 }
@@ -180,7 +173,8 @@ static int do_op(const struct op *op)
 	case OP_MKDIR: ret = mkdirat(op->dirfd, op->a, op->mode); break;
 	case OP_RENAME: ret = renameat(op->dirfd, op->a, op->dirfd, op->b); break;
 	case OP_UNLINK: ret = unlinkat(op->dirfd, op->a, 0); break;
-	case OP_LISTEN: return listen_op(op);
+	case OP_BIND: return bind_op(op);
+	case OP_PLACE: return place_op(op);
 	default: return -EINVAL;
 	}
 	return ret < 0 ? -errno : ret;
@@ -270,7 +264,7 @@ static int run_in_child(const struct op *op)
 }
 
 /*
- * Runs @op as the invoker.  Plain root runs it directly, but for a listen,
+ * Runs @op as the invoker.  Plain root runs it directly, but for a bind,
  * whose umask and cwd would be memtrack's (process-wide, other threads
  * create files): that one always runs in a child.
  */
@@ -280,7 +274,7 @@ static int run_op(const struct op *op)
 
 	if (err)
 		return err;
-	if (!invoker.sudo && op->kind != OP_LISTEN)
+	if (!invoker.sudo && op->kind != OP_BIND)
 		return do_op(op);
 	return run_in_child(op);
 }
@@ -345,8 +339,29 @@ int as_user_unlinkat(int dirfd, const char *name)
 	return run_op(&(struct op){ .kind = OP_UNLINK, .dirfd = dirfd, .a = name });
 }
 
+/*
+ * Bound under a temporary name (by the invoker), listening, then renamed
+ * into place: a client that sees @name is never refused.  The listen()
+ * is this process's own, so that SO_PEERCRED names memtrack (the pid a
+ * second session's "another memtrack session (pid N)" reports), not the
+ * child that bound it.
+ */
 int as_user_listenat(int dirfd, int sock, const char *name, int backlog)
 {
-	return run_op(&(struct op){
-		.kind = OP_LISTEN, .dirfd = dirfd, .a = name, .sock = sock, .backlog = backlog });
+	char tmp[20];
+	int ret, tries = 0;
+
+	do {
+		temp_socket_name(tmp);
+		ret = run_op(
+			&(struct op){ .kind = OP_BIND, .dirfd = dirfd, .a = tmp, .sock = sock });
+	} while (ret == -EADDRINUSE && ++tries < 8);
+	if (ret)
+		return ret;
+	if (listen(sock, backlog)) {
+		ret = -errno;
+		as_user_unlinkat(dirfd, tmp);
+		return ret;
+	}
+	return run_op(&(struct op){ .kind = OP_PLACE, .dirfd = dirfd, .a = tmp, .b = name });
 }

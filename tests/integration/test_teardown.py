@@ -6,6 +6,7 @@ must not hold memtrack's stdout or stderr (a caller reading them would wait
 for it), must live in a session of its own (a terminal's ^C is not meant for
 it), and must go away by itself."""
 import os
+import time
 import subprocess
 
 from mtlib import Failure, check_eq, check_true, proc_stats, require_eq, track_argv, wait_until
@@ -80,12 +81,12 @@ def test_teardown_no_zombie_close_tasks_while_memtrack_runs(tmp):
     end, not left zombies until memtrack's next hand-over: a reaper waits
     for that as long as the session lasts (a long attach, the daemon), and
     `ps` showed their memtrack-reaper zombies for minutes.  Checked while
-    memtrack still runs, its command waiting for a file."""
+    memtrack still runs, its command waiting in `read`."""
     marker = "zombie-marker-%d" % os.getpid()
-    go = tmp / "go"
-    cmd = "for i in $(seq 20); do /bin/true; done; echo spawned; while [ ! -e %s ]; do sleep 0.05; done; : %s" % (
-        go, marker)
-    p = subprocess.Popen(track_argv(["/bin/sh", "-c", cmd], tmp / "z.mtrk"), stdin=subprocess.DEVNULL,
+    # the shell then waits in `read`, a builtin: no child of its own after
+    # the 20 (a sleep loop's children would hand over fds all along)
+    cmd = "for i in $(seq 20); do /bin/true; done; echo spawned; read go; : %s" % marker
+    p = subprocess.Popen(track_argv(["/bin/sh", "-c", cmd], tmp / "z.mtrk"), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         require_eq(p.stdout.readline(), "spawned\n", "the command's 20 children ran")
@@ -98,14 +99,20 @@ def test_teardown_no_zombie_close_tasks_while_memtrack_runs(tmp):
         # the close tasks end after their grace periods, a few each, overlapping
         # (a second or two here; a fresh-clone run on a machine loaded by four
         # other test runs and qemu guests still had 2 closing after 30 s)
+        # quiet for 2 s, not just once: the hand-over comes after the children's
+        # exits are read, and a first look before it saw no task at all (CI)
+        quiet_since = [time.monotonic()]
+
+        def settled():
+            if tasks(False) or tasks(True):
+                quiet_since[0] = time.monotonic()
+            return time.monotonic() - quiet_since[0] >= 2.0
         try:
-            wait_until(lambda: not tasks(False) and not tasks(True), "every close task ended and reaped",
-                       timeout=90)
+            wait_until(settled, "every close task ended and reaped, and none new for 2 s", timeout=90)
         except Failure:
             pass
         check_eq((tasks(False), tasks(True)), ([], []),
                  "the reaper's close tasks (running, zombies) 90 s after the hand-over, memtrack running")
     finally:
-        go.touch()
-        _, err = p.communicate(timeout=60)
+        _, err = p.communicate(input="go\n", timeout=60)
     check_eq(p.returncode, 0, "memtrack's exit status (stderr %r)" % err)
