@@ -314,11 +314,13 @@ struct mt_py {
 	__u16 bytes_data;   /* PyBytesObject's ob_sval */
 	/*
 	 * glibc's struct pthread specific_1stblock, from the thread pointer
-	 * (fsbase): where the kernel unwinder reads pthread_getspecific(key)
-	 * of the task (src/inspect/glibc_tls.c); 0: the process's libc is not
-	 * the one memtrack measured, the kernel takes no Python frames
+	 * (x86-64: fsbase, struct pthread's start; arm64: TPIDR_EL0, just
+	 * past struct pthread's end, so negative there): where the kernel
+	 * unwinder reads pthread_getspecific(key) of the task
+	 * (src/inspect/glibc_tls.c); 0: the process's libc is not the one
+	 * memtrack measured, the kernel takes no Python frames
 	 */
-	__u16 tls_specific;
+	__s16 tls_specific;
 	__u16 pad[2];
 };
 

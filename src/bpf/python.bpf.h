@@ -8,7 +8,7 @@
  *
  * The thread's PyThreadState is what pthread_getspecific(the runtime's
  * TSS key) gives it, read where glibc keeps it: the thread pointer
- * (fsbase) + specific_1stblock[key].data; memtrack measured that offset in
+ * (x86-64 fsbase, arm64 TPIDR_EL0) + specific_1stblock[key].data; memtrack measured that offset in
  * its own libc and gives it (mt_py.tls_specific) only to processes that map
  * the same libc file.  Otherwise, or when any read fails, or when the
  * native walk did not reach the stack's end (the Python frames would then
@@ -81,12 +81,17 @@ static __always_inline __u64 thread_pointer(void)
 {
 	return BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), thread.fsbase);
 }
-#else
+#elif defined(__TARGET_ARCH_arm64)
 /*
- * Other architectures: no Python frames from the kernel.  On arm64 glibc's
- * struct pthread lies below the thread pointer (TLS_DTV_AT_TP), and the
- * offset glibc_tls.c measures is x86-64's (README, "What differs on arm64").
+ * arm64: TPIDR_EL0 as the kernel saved it for the task; glibc's struct
+ * pthread lies just below it (TLS_DTV_AT_TP), so tls_specific is negative.
  */
+static __always_inline __u64 thread_pointer(void)
+{
+	return BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), thread.uw.tp_value);
+}
+#else
+/* Other architectures: no Python frames from the kernel. */
 static __always_inline __u64 thread_pointer(void)
 {
 	return 0;
@@ -96,7 +101,7 @@ static __always_inline __u64 thread_pointer(void)
 /* The current thread's innermost Python frame (0: none, or unreadable). */
 static __always_inline __u64 py_first_frame(const struct mt_py *py)
 {
-	__u64 tp = thread_pointer(), ts = 0, f = 0;
+	__u64 tp = thread_pointer(), slot, ts = 0, f = 0;
 	__u32 init = 0, key = 0;
 
 	if (!tp || !py->tls_specific ||
@@ -104,9 +109,9 @@ static __always_inline __u64 py_first_frame(const struct mt_py *py)
 	    !init || bpf_probe_read_user(&key, sizeof(key), (void *)(py->runtime + py->tss_key)) ||
 	    key >= MT_GLIBC_KEY_1ST)
 		return 0; /* Py_tss_t's _is_initialized: the interpreter is not up */
-	if (bpf_probe_read_user(&ts, sizeof(ts),
-				(void *)(tp + py->tls_specific + key * MT_GLIBC_KEY_DATA + 8)) ||
-	    !ts || bpf_probe_read_user(&f, sizeof(f), (void *)(ts + py->ts_frame)))
+	slot = tp + (__s64)py->tls_specific + key * MT_GLIBC_KEY_DATA + 8; /* the key's data */
+	if (bpf_probe_read_user(&ts, sizeof(ts), (void *)slot) || !ts ||
+	    bpf_probe_read_user(&f, sizeof(f), (void *)(ts + py->ts_frame)))
 		return 0;
 	if (f && (py->chain == MT_PY_CHAIN_311 || py->chain == MT_PY_CHAIN_312) &&
 	    bpf_probe_read_user(&f, sizeof(f), (void *)(f + py->cf_frame)))

@@ -5,6 +5,7 @@
  */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,7 +17,7 @@
 #define SCAN_BYTES 1536		   /* searched from struct pthread's start (it is larger) */
 #define MARK 0x6d74746c73a5c3e1ull /* a value no field holds */
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 /* The device and inode of the libc.so.6 memtrack maps; false: none found. */
 static bool own_libc(dev_t *dev, ino_t *ino)
 {
@@ -48,15 +49,26 @@ static bool own_libc(dev_t *dev, ino_t *ino)
 	return found;
 }
 
+/* The thread pointer, the register the kernel keeps for the task. */
+static uintptr_t thread_pointer(void)
+{
+#if defined(__aarch64__)
+	return (uintptr_t)__builtin_thread_pointer(); /* TPIDR_EL0 */
+#else
+	return (uintptr_t)pthread_self(); /* fsbase: struct pthread's start */
+#endif
+}
+
 /*
- * specific_1stblock's offset: where pthread_setspecific put MARK (and then
- * ~MARK, the same slot), less its key's place.
+ * specific_1stblock's offset from the thread pointer: where
+ * pthread_setspecific put MARK (and then ~MARK, the same slot), less its
+ * key's place; 0 when it does not fit (never a guess).
  */
-static uint16_t measure(void)
+static int16_t measure(void)
 {
 	volatile const uint64_t *self = (const uint64_t *)(uintptr_t)pthread_self();
 	pthread_key_t key;
-	uint16_t off = 0;
+	int16_t off = 0;
 
 	if (pthread_key_create(&key, NULL))
 		return 0;
@@ -67,7 +79,9 @@ static uint16_t measure(void)
 			if (self[i] != MARK || at <= 0 ||
 			    pthread_setspecific(key, (void *)(uintptr_t)~MARK) || self[i] != ~MARK)
 				continue;
-			off = (uint16_t)at;
+			at += (long)((uintptr_t)self - thread_pointer());
+			if (at != 0 && at >= INT16_MIN && at <= INT16_MAX)
+				off = (int16_t)at;
 			break;
 		}
 		pthread_setspecific(key, NULL);
@@ -76,10 +90,10 @@ static uint16_t measure(void)
 	return off;
 }
 
-uint16_t glibc_specific_offset(dev_t *dev, ino_t *ino)
+int16_t glibc_specific_offset(dev_t *dev, ino_t *ino)
 {
 	static bool measured;
-	static uint16_t off;
+	static int16_t off;
 	static dev_t libc_dev;
 	static ino_t libc_ino;
 
@@ -93,10 +107,10 @@ uint16_t glibc_specific_offset(dev_t *dev, ino_t *ino)
 	return off;
 }
 #else
-uint16_t glibc_specific_offset(dev_t *dev, ino_t *ino)
+int16_t glibc_specific_offset(dev_t *dev, ino_t *ino)
 {
 	(void)dev;
 	(void)ino;
-	return 0; /* the thread pointer is not struct pthread's start here */
+	return 0; /* a thread pointer memtrack has not placed struct pthread against */
 }
 #endif

@@ -14,11 +14,12 @@
 #include <sys/types.h>
 
 /*
- * The offset of specific_1stblock from the thread pointer (x86-64 fsbase,
- * pthread_self()) in memtrack's libc, which is @dev/@ino; 0 when it could
- * not be measured (another libc, another architecture: no Python frames
- * from the kernel).
+ * The offset of specific_1stblock from the thread pointer in memtrack's
+ * libc, which is @dev/@ino: positive on x86-64 (the thread pointer, fsbase,
+ * is pthread_self()), negative on arm64 (TPIDR_EL0 points just past struct
+ * pthread, glibc's TLS_DTV_AT_TP layout); 0 when it could not be measured
+ * (another libc, another architecture: no Python frames from the kernel).
  */
-uint16_t glibc_specific_offset(dev_t *dev, ino_t *ino);
+int16_t glibc_specific_offset(dev_t *dev, ino_t *ino);
 
 #endif /* MEMTRACK_GLIBC_TLS_H */

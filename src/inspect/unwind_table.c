@@ -580,7 +580,7 @@ static int run_cfi(struct nrun *n, const struct ncie *c, const uint8_t *p, const
 
 			if ((size_t)(g.end - g.p) < len)
 				return -ENOTSUP;
-			memcpy(&d, g.p, len); /* little endian: x86-64 only */
+			memcpy(&d, g.p, len); /* little endian: x86-64 and arm64 */
 			g.p += len;
 			if (d > UINT32_MAX / (c->caf ? c->caf : 1))
 				return -ENOTSUP;

@@ -738,7 +738,7 @@ static int read_maps(struct stacks *s, pid_t pid, uint64_t ts, struct proc_maps 
 	bool same_libc = false;
 	dev_t libc_dev;
 	ino_t libc_ino;
-	uint16_t tls;
+	int16_t tls;
 	FILE *f;
 	int err = 0;
 
