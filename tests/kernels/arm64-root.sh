@@ -18,8 +18,8 @@
 # sed, python3.11-minimal and libpython3.11-stdlib (less the awk
 # alternatives, dpkg and perl), python3-pytest's, util-linux's (setarch,
 # which test_fast runs), binutils' and libc6-dbg (addr2line names glibc's
-# frames and readelf reads build-ids in test_stacks) and the libraries
-# memtrack links.
+# frames and readelf reads build-ids in test_stacks), passwd's (useradd
+# and userdel: test_daemon's users) and the libraries memtrack links.
 ARM64_PKGS="bash dash coreutils grep sed tar debianutils findutils procps libproc2-0 mawk \
 python3.11-minimal libpython3.11-minimal libpython3.11-stdlib python3-minimal \
 libc6 libgcc-s1 gcc-12-base libstdc++6 libacl1 libattr1 libbz2-1.0 libcom-err2 libcrypt1 libdb5.3 \
@@ -28,10 +28,11 @@ libkrb5support0 liblzma5 libmd0 libmpfr6 libncursesw6 libnsl2 libpcre2-8-0 libre
 libselinux1 libsigsegv2 libsqlite3-0 libssl3 libtinfo6 libtirpc3 libuuid1 libzstd1 zlib1g \
 libsystemd0 libcap2 libgcrypt20 libgpg-error0 liblz4-1 libbpf1 libelf1 libdw1 libc6-dbg \
 binutils binutils-aarch64-linux-gnu binutils-common libbinutils libctf0 libctf-nobfd0 libgprofng0 libjansson4 \
-util-linux libblkid1 libcap-ng0 libmount1 libpam0g libsmartcols1 libudev1 libaudit1"
-# pytest and what it imports (Architecture: all)
+util-linux libblkid1 libcap-ng0 libmount1 libpam0g libsmartcols1 libudev1 libaudit1 \
+passwd libsemanage2 libsepol2"
+# pytest and what it imports, and libsemanage2's configuration (Architecture: all)
 ALL_PKGS="python3-pytest python3-attr python3-more-itertools python3-pkg-resources python3-pluggy \
-python3-py python3-iniconfig python3-packaging"
+python3-py python3-iniconfig python3-packaging libsemanage-common"
 
 # arm64_root KDIR: makes KDIR/arm64-root (the packages above) and
 # KDIR/arm64-busybox/bin/busybox, once per package list

@@ -60,12 +60,14 @@ or test_oom_kill_recorded"
 # memtrack or two each (the heap on both paths, fork and exec, the mmap
 # family, RSS and --physical, --control, SIGKILL, the artifact's arch, call
 # stacks without frame pointers on both unwinders: a malloc's, a thread's,
-# an mmap's): TCG's arm64 is several times slower here.
+# an mmap's; Python frames from the kernel's unwinder; a user's session
+# through the daemon): TCG's arm64 is several times slower here.
 ARM64_TESTS="test_fork_then_exec or test_malloc_free_pairs \
 or (test_fixture_same_both_ways and heap_pairs) or test_mmap_munmap_mremap_brk \
 or test_cow_rss_and_physical or test_only_the_enabled_phase_is_recorded \
 or test_sigkilled_memtrack_leaves_readable_file or test_arch \
-or (test_fixture_stack and (nofp-recurse or nofp-thread or nofp-mmap) and not static)"
+or (test_fixture_stack and (nofp-recurse or nofp-thread or nofp-mmap) and not static) \
+or (test_python_frames_kernel and debian) or (test_daemon and test_exact_counts_as_user)"
 # the modules the guest needs to reach the host's root; builtin ones are skipped
 ROOT_MODULES="virtio_pci 9pnet_virtio 9p overlay"
 KARCH=${MT_KERNEL_ARCH:-amd64}
