@@ -68,7 +68,11 @@ def start_storm(tmp, cmd, name):
     with open(str(out) + ".stderr", "w") as err:
         p = subprocess.Popen(track_argv(["sh", "-c", cmd], out), stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-    sh = wait_until(lambda: children(p.pid), "memtrack's child shell", timeout=10)[0]
+    # the shell by its name: memtrack's first child may be the short-lived
+    # middle process of the reaper's double fork (a loaded CI run took it
+    # for the shell, which then "stopped forking" once it had exited)
+    sh = wait_until(lambda: [pid for pid, name, f in proc_stats() if int(f[1]) == p.pid and name == "sh"],
+                    "memtrack's child shell", timeout=10)[0]
     # a storm of processes parked and resumed: wait until it is going
     wait_until(lambda: os.path.exists(out) and os.path.getsize(out) > 4096 or
                p.poll() is not None, "the storm's first frame", timeout=10)
