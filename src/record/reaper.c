@@ -368,7 +368,6 @@ static __attribute__((noreturn)) void reaper_start(int sock)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD); /* but in wait_readable's ppoll */
 	sigprocmask(SIG_SETMASK, &mask, NULL);
-	prctl(PR_SET_NAME, "memtrack-reaper"); /* what ps shows while it closes */
 	setsid();
 	null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
@@ -377,6 +376,8 @@ static __attribute__((noreturn)) void reaper_start(int sock)
 		dup2(null, STDERR_FILENO);
 		close(null);
 	}
+	/* what ps shows while it closes; named last, so the name means ready */
+	prctl(PR_SET_NAME, "memtrack-reaper");
 	reaper_main(sock);
 }
 
