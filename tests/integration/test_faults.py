@@ -23,15 +23,16 @@ from mtlib import (MEMTRACK, Artifact, Failure, check_eq, check_true, fixture,
 STORM = "while :; do /bin/true; done"
 
 
-def procs_where(field, value):
+def procs_where(field, value, name=None):
     """Pids whose numeric /proc/PID/stat field after the command (1 ppid,
-    2 pgrp, 3 session) is value."""
-    return [pid for pid, _, f in proc_stats() if int(f[field]) == value]
+    2 pgrp, 3 session) is value (and whose command is name, if given)."""
+    return [pid for pid, comm, f in proc_stats()
+            if int(f[field]) == value and name in (None, comm)]
 
 
-def children(pid):
-    """Pids whose parent is pid."""
-    return procs_where(1, pid)
+def children(pid, name=None):
+    """Pids whose parent is pid (and whose command is name, if given)."""
+    return procs_where(1, pid, name)
 
 
 def state(pid):
@@ -71,8 +72,7 @@ def start_storm(tmp, cmd, name):
     # the shell by its name: memtrack's first child may be the short-lived
     # middle process of the reaper's double fork (a loaded CI run took it
     # for the shell, which then "stopped forking" once it had exited)
-    sh = wait_until(lambda: [pid for pid, name, f in proc_stats() if int(f[1]) == p.pid and name == "sh"],
-                    "memtrack's child shell", timeout=10)[0]
+    sh = wait_until(lambda: children(p.pid, "sh"), "memtrack's child shell", timeout=10)[0]
     # a storm of processes parked and resumed: wait until it is going
     wait_until(lambda: os.path.exists(out) and os.path.getsize(out) > 4096 or
                p.poll() is not None, "the storm's first frame", timeout=10)
